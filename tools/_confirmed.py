@@ -1,0 +1,202 @@
+"""``define_confirmed_tool``: a write that previews first and commits with a signed, single-use token."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, Field, create_model
+
+from ._confirm_store import ConfirmTokenStore, InMemoryConfirmTokenStore
+from ._context import ToolContext
+from ._errors import ConfirmTokenError, ToolDefinitionError
+from ._tool import Tool, call_hook, define_tool
+
+__all__ = ["DEFAULT_CONFIRM_TTL", "define_confirmed_tool", "sign_confirm_token", "verify_confirm_token"]
+
+DEFAULT_CONFIRM_TTL = 900
+"""Seconds a preview's token stays valid."""
+
+_PREFIX = "ct1"
+_RESERVED = ("confirm", "confirm_token")
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: the same arguments always give the same text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _signature(secret: bytes, tool: str, actor_id: str, tenant: str | None, expires: int, nonce: str, args: str) -> str:
+    message = "\x1f".join([_PREFIX, tool, actor_id, tenant or "", str(expires), nonce, args]).encode("utf-8")
+    return _b64(hmac.new(secret, message, hashlib.sha256).digest())
+
+
+def sign_confirm_token(
+    secret: str | bytes, *, tool: str, actor_id: str, tenant: str | None, args: Any, expires_at: int
+) -> str:
+    """A token binding ``tool``, actor, tenant, expiry and the canonical ``args`` (HMAC-SHA256)."""
+    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    nonce = _b64(secrets.token_bytes(9))
+    sig = _signature(key, tool, actor_id, tenant, expires_at, nonce, canonical_json(args))
+    return f"{_PREFIX}.{expires_at}.{nonce}.{sig}"
+
+
+def verify_confirm_token(
+    token: object,
+    secret: str | bytes,
+    *,
+    tool: str,
+    actor_id: str,
+    tenant: str | None,
+    args: Any,
+    now: float | None = None,
+) -> int:
+    """Check a token and return its expiry (UNIX seconds).
+
+    Raises:
+        ConfirmTokenError: ``"invalid"`` when malformed or bound to anything else; ``"expired"``
+            when genuine but past its expiry.
+    """
+    if not isinstance(token, str) or len(token) > 512:
+        raise ConfirmTokenError("invalid", tool=tool)
+    parts = token.split(".")
+    if len(parts) != 4 or parts[0] != _PREFIX or not parts[1].isdigit():
+        raise ConfirmTokenError("invalid", tool=tool)
+    expires, nonce, sig = int(parts[1]), parts[2], parts[3]
+    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    expected = _signature(key, tool, actor_id, tenant, expires, nonce, canonical_json(args))
+    if not hmac.compare_digest(expected, sig):
+        raise ConfirmTokenError("invalid", tool=tool)
+    if (time.time() if now is None else now) >= expires:
+        raise ConfirmTokenError("expired", tool=tool)
+    return expires
+
+
+def _summary(value: Any, step: str, tool: str) -> tuple[str, Any]:
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    if isinstance(value, dict) and isinstance(value.get("summary"), str):
+        return value["summary"], value.get("data")
+    raise ToolDefinitionError(f"confirmed tool {tool!r}: {step}() must return a str or {{summary, data?}}")
+
+
+def define_confirmed_tool(
+    name: str,
+    description: str,
+    input: type[BaseModel],
+    secret: str | bytes | Callable[[], str | bytes],
+    prepare: Callable[..., Any],
+    preview: Callable[..., Any],
+    commit: Callable[..., Any],
+    store: ConfirmTokenStore | None = None,
+    ttl: int = DEFAULT_CONFIRM_TTL,
+    **options: Any,
+) -> Tool:
+    """A ``read`` tool whose human gate lives inside it: preview first, then commit with a token.
+
+    The first call runs ``prepare(input, ctx)`` and ``preview(prepared)`` and answers
+    ``{status: "preview", summary, data, confirm_token, expires_at}``. The same arguments with
+    ``confirm=True`` and the token verify the token (before ``prepare`` runs), run ``prepare``
+    again, claim the token (single use) and ``commit(prepared)``; a failed commit releases it.
+    ``preview`` and ``commit`` return a str or ``{summary, data?}``.
+
+    Args:
+        name: Tool name.
+        description: What the model reads.
+        input: The pydantic input; it gains ``confirm: bool`` and ``confirm_token: str | None``.
+        secret: HMAC key (or a callable returning it, read at each call).
+        prepare: ``prepare(input, ctx)`` loads and checks what the commit needs; may raise to refuse.
+        preview: ``preview(prepared)`` describes the change without making it.
+        commit: ``commit(prepared)`` makes the change.
+        store: Claim-once token storage; else the run's store (``ctx.confirm_tokens``); else an
+            in-memory store of this tool.
+        ttl: Seconds a token stays valid.
+        **options: Other tool options (``roles``, ``presentation``, ``timeout``...). ``kind`` is
+            always ``"read"``.
+
+    Raises:
+        ToolDefinitionError: A wrong argument (no secret, non-pydantic input, reserved fields...).
+    """
+    where = f"define_confirmed_tool({name!r})"
+    if not (isinstance(input, type) and issubclass(input, BaseModel)):
+        raise ToolDefinitionError(f"{where}: input must be a pydantic BaseModel subclass")
+    clash = [f for f in _RESERVED if f in input.model_fields]
+    if clash:
+        raise ToolDefinitionError(f"{where}: input may not declare {', '.join(clash)} (they are added)")
+    if not secret or not (isinstance(secret, str | bytes) or callable(secret)):
+        raise ToolDefinitionError(f"{where}: secret must be a non-empty str/bytes or a callable")
+    for label, fn in (("prepare", prepare), ("preview", preview), ("commit", commit)):
+        if not callable(fn):
+            raise ToolDefinitionError(f"{where}: {label} must be callable")
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0:
+        raise ToolDefinitionError(f"{where}: ttl must be a positive number of seconds")
+    if "kind" in options and options["kind"] != "read":
+        raise ToolDefinitionError(f"{where}: a confirmed tool is always kind 'read'")
+    options.pop("kind", None)
+    if store is not None and not isinstance(store, ConfirmTokenStore):
+        raise ToolDefinitionError(f"{where}: store must implement ConfirmTokenStore")
+    fallback_store = InMemoryConfirmTokenStore()
+
+    confirmed_input: type[BaseModel] = create_model(
+        f"{input.__name__}WithConfirm",
+        __base__=input,
+        confirm=(bool, Field(default=False, description="True to commit a previewed change.")),
+        confirm_token=(
+            str | None,
+            Field(default=None, max_length=512, description="The confirm_token of the preview being committed."),
+        ),
+    )
+
+    def key() -> str | bytes:
+        value = secret() if callable(secret) else secret
+        if not value:
+            raise ToolDefinitionError(f"{where}: secret() returned an empty value")
+        return value
+
+    async def execute(args: BaseModel, ctx: ToolContext) -> dict[str, Any]:
+        plain = input.model_validate(args.model_dump(exclude=set(_RESERVED)))
+        canonical = plain.model_dump(mode="json")
+        actor_id, tenant = ctx.actor.id, ctx.actor.tenant_ref
+        if not getattr(args, "confirm", False):
+            prepared = await call_hook(prepare, plain, ctx)
+            summary, data = _summary(await call_hook(preview, prepared), "preview", name)
+            expires = int(time.time()) + ttl
+            token = sign_confirm_token(
+                key(), tool=name, actor_id=actor_id, tenant=tenant, args=canonical, expires_at=expires
+            )
+            return {
+                "status": "preview",
+                "summary": summary,
+                "data": data,
+                "confirm_token": token,
+                "expires_at": datetime.fromtimestamp(expires, UTC).isoformat(),
+            }
+        supplied: object = getattr(args, "confirm_token", None)
+        expires = verify_confirm_token(supplied, key(), tool=name, actor_id=actor_id, tenant=tenant, args=canonical)
+        prepared = await call_hook(prepare, plain, ctx)
+        claims = store or ctx.confirm_tokens or fallback_store
+        token_hash = hashlib.sha256(str(supplied).encode("utf-8")).hexdigest()
+        if not await claims.claim_confirm_token(token_hash, float(expires)):
+            raise ConfirmTokenError("used", tool=name)
+        try:
+            summary, data = _summary(await call_hook(commit, prepared), "commit", name)
+        except BaseException:
+            await claims.release_confirm_token(token_hash)
+            raise
+        return {"status": "done", "summary": summary, "data": data}
+
+    tool: Tool = define_tool(name=name, description=description, input=confirmed_input, execute=execute, **options)
+    return tool

@@ -1,0 +1,101 @@
+"""``ToolContext``: everything a tool knows about the call it serves."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._actor import Actor
+from ._ui import UiCapabilities, UiComponent
+
+if TYPE_CHECKING:
+    from ._confirm_store import ConfirmTokenStore
+
+__all__ = ["ToolContext", "UiSink"]
+
+UiSink = Callable[[UiComponent], None]
+"""Receives each component a tool pushes; the runtime turns it into a ``ui`` event."""
+
+
+@dataclass(kw_only=True)
+class ToolContext:
+    """The per-call context handed to ``execute`` and every hook.
+
+    Identity comes from ``actor`` only, never from the model's arguments. Outside a run (a test, a
+    direct ``ToolRegistry.invoke``) ``emit_ui`` still works: it collects into ``emitted``.
+    """
+
+    actor: Actor
+    """Who the call acts for."""
+    thread_id: str = ""
+    """The conversation."""
+    run_id: str = ""
+    """The run (one turn's work) this call belongs to."""
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """Correlates logs of one inbound request."""
+    tool_call_id: str | None = None
+    """The model's id for this call; ``None`` outside a run."""
+    agent_name: str | None = None
+    """The agent whose turn this is."""
+    page_context: dict[str, Any] = field(default_factory=dict)
+    """Free-form context the client sent with the turn (page, selection...)."""
+    ui_capabilities: UiCapabilities | None = None
+    """What the client can draw."""
+    channel: str | None = None
+    """The channel the turn came from (``web``, ``whatsapp``, ``ag-ui``, ``a2a``), for wording only."""
+    confirm_tokens: ConfirmTokenStore | None = None
+    """Where confirmed tools claim their single-use tokens; the runtime passes its store's."""
+    ui_sink: UiSink | None = None
+    """Where ``emit_ui`` pushes; ``None`` collects into ``emitted``."""
+    emitted: list[UiComponent] = field(default_factory=list)
+    """Every component pushed through ``emit_ui`` in this call, in order."""
+    _ui_counter: int = field(default=0, repr=False)
+
+    @property
+    def idempotency_key(self) -> str:
+        """``"<run_id>:<tool_call_id>"``: the same on every retry and resume of this call."""
+        return f"{self.run_id}:{self.tool_call_id or self.request_id}"
+
+    def emit_ui(
+        self,
+        component: str,
+        props: dict[str, Any],
+        *,
+        id: str | None = None,
+        version: int | None = None,
+        fallback_text: str | None = None,
+    ) -> str:
+        """Push a component to the conversation while the tool runs.
+
+        Args:
+            component: Catalog name, e.g. ``"Chart"``.
+            props: JSON props; they are copied, so later changes to the dict do not leak.
+            id: Pushing an id again replaces that component in place.
+            version: The props shape version (1 when omitted).
+            fallback_text: Text for channels that cannot draw the component.
+
+        Returns:
+            The component's id (``"<tool_call_id>:ui:<n>"`` when not given).
+
+        Raises:
+            TypeError: ``props`` is not JSON.
+        """
+        try:
+            snapshot = json.loads(json.dumps(props, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"emit_ui({component!r}) props must be JSON: {exc}") from exc
+        if not isinstance(snapshot, dict):
+            raise TypeError(f"emit_ui({component!r}) props must be a JSON object")
+        if id is None:
+            self._ui_counter += 1
+            id = f"{self.tool_call_id or 'noop'}:ui:{self._ui_counter}"
+        item = UiComponent(
+            component=component, props=snapshot, version=version or 1, id=id, fallback_text=fallback_text
+        )
+        self.emitted.append(item)
+        if self.ui_sink is not None:
+            self.ui_sink(item)
+        return id

@@ -1,0 +1,136 @@
+"""``discover_tools``: import every module below a folder or package and collect its tools."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import logging
+import pkgutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from ._errors import ToolDefinitionError
+from ._tool import Tool, as_tool, is_tool_like
+
+__all__ = ["discover_tools"]
+
+logger = logging.getLogger("tools.discovery")
+
+
+def _modules_of_package(package: str) -> list[ModuleType]:
+    root = importlib.import_module(package)
+    modules = [root]
+    paths = getattr(root, "__path__", None)
+    if paths is None:
+        return modules
+    for info in sorted(pkgutil.walk_packages(paths, prefix=f"{package}."), key=lambda m: m.name):
+        try:
+            modules.append(importlib.import_module(info.name))
+        except Exception:
+            logger.exception("tool module %s raised on import; its tools are skipped", info.name)
+    return modules
+
+
+def _import_file(path: Path, root: Path) -> ModuleType | None:
+    relative = path.relative_to(root).with_suffix("")
+    digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:8]
+    dotted = ".".join(part for part in relative.parts if part != "__init__") or "__init__"
+    module_name = f"agora_discovered_{digest}.{dotted}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception:
+        sys.modules.pop(module_name, None)
+        logger.exception("tool module %s raised on import; its tools are skipped", path)
+        return None
+    return module
+
+
+def _modules_of_path(path: Path) -> list[ModuleType]:
+    if path.is_file():
+        files, root = [path], path.parent
+    else:
+        files = sorted(
+            p
+            for p in path.rglob("*.py")
+            if not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(path).parts)
+        )
+        root = path
+    modules = []
+    for file in files:
+        module = _import_file(file, root)
+        if module is not None:
+            modules.append(module)
+    return modules
+
+
+def _tools_in(module: ModuleType) -> list[Tool]:
+    found: list[Tool] = []
+    for attr, value in list(vars(module).items()):
+        if attr.startswith("__"):
+            continue
+        if isinstance(value, type):
+            # A class counts where it is defined, not everywhere it is imported.
+            if value.__module__ != module.__name__ or not is_tool_like(value):
+                continue
+        elif not isinstance(value, Tool) and not (is_tool_like(value) and type(value).__module__ == module.__name__):
+            continue
+        try:
+            found.append(as_tool(value))
+        except ToolDefinitionError:
+            logger.exception("%s.%s is not a valid tool; skipped", module.__name__, attr)
+    return found
+
+
+def _is_package(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def discover_tools(path_or_package: str | Path | ModuleType) -> list[Tool]:
+    """Import every module below a folder, file, package or module and collect its tools.
+
+    Collected: ``Tool`` objects (``define_tool``, ``define_confirmed_tool``), classes decorated
+    with ``ai_tool`` and concrete ``ReadTool`` / ``ActionTool`` / ``BaseTool`` subclasses defined in
+    the module. A module that raises on import is skipped and logged with its error; every other
+    tool still registers. The first tool of a name wins; later ones are logged and dropped.
+
+    Args:
+        path_or_package: A folder or ``.py`` file path, a dotted package name, or a module.
+
+    Raises:
+        ToolDefinitionError: The path does not exist and is not an importable package.
+    """
+    if isinstance(path_or_package, ModuleType):
+        modules = [path_or_package]
+        if hasattr(path_or_package, "__path__"):
+            modules = _modules_of_package(path_or_package.__name__)
+    else:
+        path = Path(path_or_package)
+        if path.exists():
+            modules = _modules_of_path(path)
+        elif isinstance(path_or_package, str) and _is_package(path_or_package):
+            modules = _modules_of_package(path_or_package)
+        else:
+            raise ToolDefinitionError(f"discover_tools(): {path_or_package!r} is neither a path nor a package")
+    tools: dict[str, Tool] = {}
+    for module in modules:
+        for tool in _tools_in(module):
+            first = tools.get(tool.name)
+            if first is None:
+                tools[tool.name] = tool
+            elif first is not tool:
+                logger.warning(
+                    "duplicate tool name %r in %s; keeping the first, from %s", tool.name, tool.source, first.source
+                )
+    return list(tools.values())

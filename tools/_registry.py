@@ -1,0 +1,351 @@
+"""``ToolRegistry``: the gates, validation and invocation of governed tools."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
+
+from ._actor import Actor
+from ._context import ToolContext
+from ._errors import (
+    ToolDefinitionError,
+    ToolDeniedError,
+    ToolDisabledError,
+    ToolError,
+    ToolForbiddenError,
+    ToolNotFoundError,
+    ToolTimeoutError,
+)
+from ._preflight import (
+    PreflightCompleted,
+    PreflightDenied,
+    PreflightPhase,
+    PreflightReady,
+    as_preflight_result,
+)
+from ._retry import TransientRetry, call_with_transient_retry
+from ._tool import DescribeScope, Tool, ToolDescription, ToolKind, ToolLike, as_tool, call_hook
+from ._ui import UiCapabilities, UiComponent
+
+__all__ = [
+    "AbilityRolesPolicy",
+    "AgentScope",
+    "DefaultRolesPolicy",
+    "RolesPolicy",
+    "ToolDefinition",
+    "ToolRegistry",
+]
+
+logger = logging.getLogger("tools.registry")
+
+DEFAULT_TRANSIENT_RETRY = TransientRetry()
+
+
+@runtime_checkable
+class AgentScope(Protocol):
+    """What the registry needs of an agent: its name and its tool allow-list (``"*"`` = all)."""
+
+    name: str
+    tools: Literal["*"] | Sequence[str]
+
+
+class RolesPolicy(Protocol):
+    """Decides whether an actor may use a tool, from its ``roles`` and ``ability``."""
+
+    def allows(self, actor: Actor, tool: Tool) -> bool | Awaitable[bool]:
+        """True when ``actor`` may use ``tool``."""
+        ...
+
+
+class DefaultRolesPolicy:
+    """Set intersection of the actor's roles and the tool's; a tool with no roles is open.
+
+    This policy knows no abilities: a tool that names an ``ability`` and no ``roles`` fails
+    closed, so forgetting to install an ability-aware policy never opens a tool.
+    """
+
+    def __init__(self, default_roles: Sequence[str] = ()) -> None:
+        """Args: default_roles: roles applied to tools that declare none (empty = open)."""
+        self.default_roles = tuple(default_roles)
+
+    def allows(self, actor: Actor, tool: Tool) -> bool:
+        """True when the role sets intersect, or the tool is open."""
+        if tool.ability is not None and not tool.roles:
+            return False
+        roles = tool.roles or self.default_roles
+        return not roles or not set(roles).isdisjoint(actor.roles)
+
+
+class AbilityRolesPolicy:
+    """Checks a tool's ``ability`` with ``check(actor, ability)``, and its ``roles`` by intersection."""
+
+    def __init__(
+        self, check: Callable[[Actor, str], bool | Awaitable[bool]], *, default_roles: Sequence[str] = ()
+    ) -> None:
+        """Args: check: decides an ability for an actor; default_roles: as in ``DefaultRolesPolicy``."""
+        self.check = check
+        self.default_roles = tuple(default_roles)
+
+    async def allows(self, actor: Actor, tool: Tool) -> bool:
+        """True when the ability (if any) is granted and the roles (if any) intersect."""
+        if tool.ability is not None and not await call_hook(self.check, actor, tool.ability):
+            return False
+        roles = tool.roles or self.default_roles
+        return not roles or not set(roles).isdisjoint(actor.roles)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolDefinition:
+    """A tool as offered to the model for one turn."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """JSON schema of the arguments, self-contained."""
+    kind: ToolKind
+
+
+class _Gate:
+    """Which gate removed a tool, and the error an invoke raises for it."""
+
+    def __init__(self, error: type[ToolError], message: str) -> None:
+        self.error = error
+        self.message = message
+
+
+class ToolRegistry:
+    """Holds the tools of a gateway and governs every offer and call.
+
+    The gates run in this order, every turn and again on every call, and each can only remove:
+    the agent's allow-list, ``enabled`` / ``is_enabled()``, the roles policy, ``can_use(actor)``,
+    and ``describe(scope)`` (``available=False``). A tool that fails one is never shown to the
+    model, and a call to it raises the matching error.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[ToolLike] = (),
+        *,
+        roles_policy: RolesPolicy | None = None,
+        transient_retry: TransientRetry | None = DEFAULT_TRANSIENT_RETRY,
+    ) -> None:
+        """Build a registry.
+
+        Args:
+            tools: Tools to register now, in any authoring form.
+            roles_policy: Decides roles and abilities (``DefaultRolesPolicy()`` when omitted).
+            transient_retry: Retry policy for transient failures; ``None`` disables retries.
+        """
+        self.roles_policy: RolesPolicy = roles_policy or DefaultRolesPolicy()
+        self.transient_retry = transient_retry
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    # -- the set of tools ---------------------------------------------------------------------------
+
+    def register(self, tool: ToolLike) -> Tool:
+        """Add a tool in any authoring form and return its ``Tool``.
+
+        Raises:
+            ToolDefinitionError: The tool is declared wrongly, or its name is taken.
+        """
+        built = as_tool(tool)
+        if built.name in self._tools:
+            raise ToolDefinitionError(
+                f"tool name {built.name!r} is already registered (by {self._tools[built.name].source})"
+            )
+        self._tools[built.name] = built
+        return built
+
+    def get(self, name: str) -> Tool | None:
+        """The tool of that name, ungated, or ``None``."""
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(list(self._tools.values()))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    # -- gates --------------------------------------------------------------------------------------
+
+    async def _gate(self, tool: Tool, scope: DescribeScope, agent: AgentScope | None) -> _Gate | ToolDescription:
+        name = tool.name
+        if agent is not None and agent.tools != "*" and name not in agent.tools:
+            return _Gate(ToolNotFoundError, f"Tool {name!r} is not available to agent {agent.name!r}")
+        try:
+            enabled = await call_hook(tool.enabled) if callable(tool.enabled) else tool.enabled
+            if enabled and tool.is_enabled is not None:
+                enabled = await call_hook(tool.is_enabled)
+            if not enabled:
+                return _Gate(ToolDisabledError, f"Tool {name!r} is disabled")
+            if not await call_hook(self.roles_policy.allows, scope.actor, tool):
+                return _Gate(ToolForbiddenError, f"Actor may not use tool {name!r}")
+            if tool.can_use is not None and not await call_hook(tool.can_use, scope.actor):
+                return _Gate(ToolForbiddenError, f"Actor may not use tool {name!r}")
+            description = await self._describe(tool, scope)
+        except Exception:
+            # A gate that errors fails closed: the tool is hidden, and a call is refused.
+            logger.exception("gate of tool %r raised; the tool is withheld", name)
+            return _Gate(ToolForbiddenError, f"Tool {name!r} could not be authorized")
+        if not description.available:
+            return _Gate(ToolNotFoundError, f"Tool {name!r} is not available")
+        return description
+
+    @staticmethod
+    async def _describe(tool: Tool, scope: DescribeScope) -> ToolDescription:
+        if tool.describe is None:
+            return ToolDescription()
+        described = await call_hook(tool.describe, scope)
+        if described is None:
+            return ToolDescription()
+        if isinstance(described, ToolDescription):
+            return described
+        if isinstance(described, Mapping):
+            try:
+                return ToolDescription.model_validate(described)
+            except ValidationError as exc:
+                raise ToolDefinitionError(f"tool {tool.name!r}: describe() returned {exc}") from None
+        raise ToolDefinitionError(f"tool {tool.name!r}: describe() must return a ToolDescription, dict or None")
+
+    async def _offered(
+        self, actor: Actor, agent: AgentScope | None, scope: DescribeScope
+    ) -> list[tuple[Tool, ToolDescription]]:
+        tools = list(self._tools.values())
+        verdicts = await asyncio.gather(*(self._gate(tool, scope, agent) for tool in tools))
+        return [(t, v) for t, v in zip(tools, verdicts, strict=True) if isinstance(v, ToolDescription)]
+
+    async def definitions_for(
+        self,
+        actor: Actor,
+        agent: AgentScope | None = None,
+        ui_capabilities: UiCapabilities | None = None,
+        *,
+        thread_id: str | None = None,
+    ) -> list[ToolDefinition]:
+        """The tools offered to the model for this actor and agent, with their JSON schemas."""
+        scope = DescribeScope(
+            actor=actor,
+            thread_id=thread_id,
+            agent_name=agent.name if agent is not None else None,
+            ui_capabilities=ui_capabilities,
+        )
+        return [
+            ToolDefinition(
+                name=tool.name,
+                description=described.description or tool.description,
+                parameters=described.input_schema or tool.parameters,
+                kind=tool.kind,
+            )
+            for tool, described in await self._offered(actor, agent, scope)
+        ]
+
+    async def catalog_for(self, actor: Actor, agent: AgentScope | None = None) -> list[dict[str, Any]]:
+        """``[{name, kind, presentation}]`` for the same tools ``definitions_for`` offers."""
+        scope = DescribeScope(actor=actor, agent_name=agent.name if agent is not None else None)
+        return [
+            {
+                "name": tool.name,
+                "kind": tool.kind,
+                "presentation": tool.presentation.model_dump(mode="json", exclude_none=True)
+                if tool.presentation is not None
+                else None,
+            }
+            for tool, _ in await self._offered(actor, agent, scope)
+        ]
+
+    async def check(self, name: str, ctx: ToolContext, agent: AgentScope | None = None) -> Tool:
+        """Run every gate for one call and return the tool.
+
+        Raises:
+            ToolNotFoundError: Unknown, outside the agent's allow-list, or hidden by ``describe``.
+            ToolDisabledError: Switched off.
+            ToolForbiddenError: Refused by the roles policy or ``can_use``.
+        """
+        tool = self._tools.get(name)
+        if tool is None:
+            raise ToolNotFoundError(f"No tool named {name!r}", tool=name)
+        scope = DescribeScope(
+            actor=ctx.actor,
+            thread_id=ctx.thread_id or None,
+            agent_name=agent.name if agent is not None else ctx.agent_name,
+            ui_capabilities=ctx.ui_capabilities,
+        )
+        verdict = await self._gate(tool, scope, agent)
+        if isinstance(verdict, _Gate):
+            raise verdict.error(verdict.message, tool=name)
+        return tool
+
+    # -- one call -----------------------------------------------------------------------------------
+
+    @staticmethod
+    async def preflight(
+        tool: Tool, input: BaseModel, ctx: ToolContext, phase: PreflightPhase
+    ) -> PreflightReady | PreflightDenied | PreflightCompleted:
+        """Run an action's preflight for ``phase``; a tool without one is ready."""
+        if tool.preflight is None:
+            return PreflightReady()
+        return as_preflight_result(await call_hook(tool.preflight, input, ctx, phase))
+
+    async def execute(self, tool: Tool, input: BaseModel, ctx: ToolContext) -> Any:
+        """Run ``execute`` under the tool's timeout, retrying transient failures (no gates).
+
+        Raises:
+            ToolTimeoutError: The call ran past ``tool.timeout``.
+        """
+
+        async def once() -> Any:
+            return await tool.execute(input, ctx)
+
+        async with asyncio.timeout(tool.timeout) as scope:
+            try:
+                return await call_with_transient_retry(once, self.transient_retry)
+            except TimeoutError:
+                if scope.expired():
+                    raise ToolTimeoutError(
+                        f"Tool {tool.name!r} timed out after {tool.timeout:g} s", tool=tool.name
+                    ) from None
+                raise
+
+    @staticmethod
+    async def present(tool: Tool, output: Any, ctx: ToolContext) -> list[UiComponent]:
+        """Run the tool's ``present(output, ctx)`` and normalize it to a list of components."""
+        if tool.present is None:
+            return []
+        shown = await call_hook(tool.present, output, ctx)
+        if shown is None:
+            return []
+        items = shown if isinstance(shown, list | tuple) else [shown]
+        return [item if isinstance(item, UiComponent) else UiComponent.model_validate(item) for item in items]
+
+    async def invoke(self, name: str, args: Any, ctx: ToolContext, *, agent: AgentScope | None = None) -> Any:
+        """Call a tool outside the loop's approval flow: gates, validation, preflight, execute.
+
+        An action's ``execute``-phase preflight still runs (a denial raises ``ToolDeniedError``;
+        a completed preflight returns its output). No approval is asked: callers that need one
+        use the runtime.
+
+        Raises:
+            ToolNotFoundError, ToolDisabledError, ToolForbiddenError: A gate refused.
+            ToolInputInvalidError: The arguments are invalid; ``execute`` did not run.
+            ToolDeniedError: The preflight refused.
+            ToolTimeoutError: The call ran too long.
+        """
+        tool = await self.check(name, ctx, agent)
+        validated = tool.validate_input(args)
+        if tool.kind == "action":
+            verdict = await self.preflight(tool, validated, ctx, "execute")
+            if isinstance(verdict, PreflightDenied):
+                raise ToolDeniedError(verdict.reason, tool=name)
+            if isinstance(verdict, PreflightCompleted):
+                return verdict.output
+        return await self.execute(tool, validated, ctx)
