@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from aiohttp import web
 
 
-def _healthz(request: web.Request) -> web.Response:
+async def _healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 

@@ -50,8 +50,15 @@ DEFAULT_TRANSIENT_RETRY = TransientRetry()
 class AgentScope(Protocol):
     """What the registry needs of an agent: its name and its tool allow-list (``"*"`` = all)."""
 
-    name: str
-    tools: Literal["*"] | Sequence[str]
+    @property
+    def name(self) -> str:
+        """The agent's name."""
+        ...
+
+    @property
+    def tools(self) -> Literal["*"] | Sequence[str]:
+        """``"*"`` or the tool names the agent may offer."""
+        ...
 
 
 class RolesPolicy(Protocol):

@@ -1,0 +1,47 @@
+"""``Agent``: a named persona with instructions, a tool allow-list and optionally its own model."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tools import UserError
+
+__all__ = ["Agent"]
+
+_AGENT_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class Agent:
+    """An agent the gateway serves; one or more per gateway, the first is the default.
+
+    Attributes:
+        name: Identifier (``^[a-zA-Z0-9_-]{1,64}$``).
+        instructions: The system instructions the model receives.
+        tools: ``"*"`` for every registered tool, or the names this agent may offer.
+        model: This agent's model; the runtime's model when ``None``.
+        max_steps: Model steps per run before the run stops with ``max_steps``.
+        description: One line for catalogs (A2A skills, the demo page).
+    """
+
+    name: str
+    instructions: str = "You are a helpful assistant."
+    tools: Literal["*"] | Sequence[str] = "*"
+    model: Any = None
+    max_steps: int = 8
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _AGENT_NAME.match(self.name):
+            raise UserError(f"Agent name {self.name!r} must match {_AGENT_NAME.pattern}")
+        if not isinstance(self.instructions, str):
+            raise UserError(f"Agent {self.name!r}: instructions must be a str")
+        if self.tools != "*":
+            if isinstance(self.tools, str) or not all(isinstance(t, str) for t in self.tools):
+                raise UserError(f"Agent {self.name!r}: tools must be '*' or a list of tool names")
+            object.__setattr__(self, "tools", tuple(self.tools))
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise UserError(f"Agent {self.name!r}: max_steps must be a positive int")

@@ -1,0 +1,688 @@
+"""``RunDriver``: drives one run through model steps and tool calls, journaling as it goes.
+
+Every model step result and every tool result is written to the store before the next step, so
+a run can stop anywhere (a parked approval, a crash) and be resumed by any process: the journal is
+replayed, settled calls never run again, and a call that started but did not settle runs again
+with the same idempotency key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from tools import (
+    PreflightCompleted,
+    PreflightDenied,
+    PreflightReady,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolFailed,
+    ToolInputInvalidError,
+    UiComponent,
+    as_preflight_result,
+    fill_result_view,
+    narrate_done,
+    narrate_running,
+    resolve_confirmation,
+)
+
+from ._errors import GatewayError, ModelError, StoreUnavailableError
+from .events import (
+    ApprovalRequestedEvent,
+    ApprovalSettledEvent,
+    RunErrorEvent,
+    RunEvent,
+    RunFinishedEvent,
+    RunStatus,
+    TextDeltaEvent,
+    TextEndEvent,
+    ToolCompletedEvent,
+    ToolDeniedEvent,
+    ToolFailedEvent,
+    ToolStartedEvent,
+    UiEvent,
+    Usage,
+    now_iso,
+)
+from .models import (
+    AssistantMessage,
+    Model,
+    ModelRequest,
+    TextChunk,
+    ToolCall,
+    ToolCallRequest,
+    ToolMessage,
+    UserMessage,
+)
+from .stores import (
+    ApprovalRecord,
+    Batch,
+    ModelStepEntry,
+    PlannedCall,
+    PreflightEntry,
+    RunRecord,
+    ToolSettledEntry,
+)
+
+if TYPE_CHECKING:
+    from ._agents import Agent
+    from ._runtime import Runtime
+
+__all__ = ["RunDriver", "transcript_of"]
+
+logger = logging.getLogger("gateway.run")
+
+T = TypeVar("T")
+Message = UserMessage | AssistantMessage | ToolMessage
+Preflight = PreflightReady | PreflightDenied | PreflightCompleted
+
+DELTA_FLUSH_SECONDS = 0.025
+"""Text pieces arriving within this window are written together (fewer writes, same stream)."""
+_MAX_ERROR_TEXT = 500
+
+
+class _UserCancelled(Exception):
+    """A person asked to stop the run while a model call or a tool was in flight."""
+
+
+@dataclass(kw_only=True)
+class _UiCollector:
+    """Turns a tool's ``emit_ui`` pushes into ``ui`` events, written live while the tool runs."""
+
+    driver: RunDriver
+    call_id: str
+    pending: list[UiEvent] = field(default_factory=list)
+    flusher: asyncio.Task[None] | None = None
+
+    def push(self, item: UiComponent) -> None:
+        self.pending.append(self.driver.ui_event(item, self.call_id))
+        if self.flusher is None or self.flusher.done():
+            self.flusher = asyncio.ensure_future(self._flush())
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(0)  # let a burst of pushes land in one write
+        events, self.pending = self.pending, []
+        if events:
+            await self.driver.write(Batch(events=list(events)))
+
+    async def drain(self) -> list[UiEvent]:
+        """Stop live flushing; return what is still unwritten (for the call's last write)."""
+        if self.flusher is not None:
+            await self.flusher
+        events, self.pending = self.pending, []
+        return events
+
+
+def _jsonable(value: Any) -> Any:
+    return to_jsonable_python(value, fallback=str)
+
+
+def _error(code: str, message: str) -> dict[str, str]:
+    return {"code": code, "message": message[:_MAX_ERROR_TEXT]}
+
+
+def transcript_of(
+    steps: list[ModelStepEntry], settled: dict[str, ToolSettledEntry]
+) -> list[AssistantMessage | ToolMessage]:
+    """History messages for a run's journal: each step's answer, then its calls' results.
+
+    A call that never settled (the run ended first) reads as not run, so the history stays valid
+    for models that require a result for every call.
+    """
+    messages: list[AssistantMessage | ToolMessage] = []
+    for entry in sorted(steps, key=lambda e: e.step):
+        messages.append(
+            AssistantMessage(
+                content=entry.text,
+                tool_calls=[ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in entry.calls],
+            )
+        )
+        for call in entry.calls:
+            outcome = settled.get(call.id)
+            content = (
+                outcome.model_content()
+                if outcome is not None
+                else {"error": _error("not_run", "The run ended before this call ran.")}
+            )
+            messages.append(ToolMessage(tool_call_id=call.id, name=call.name, content=json.dumps(_jsonable(content))))
+    return messages
+
+
+class RunDriver:
+    """Drives one run on this process. The runtime creates one per run it drives."""
+
+    def __init__(self, runtime: Runtime, run: RunRecord, agent: Agent) -> None:
+        self.rt = runtime
+        self.store = runtime.store
+        self.run = run
+        self.agent = agent
+        model = agent.model or runtime.model
+        if model is None:
+            raise RuntimeError(f"agent {agent.name!r} has no model")
+        self.model: Model = model
+        self.cancel_requested = False
+        self._inflight: set[asyncio.Future[Any]] = set()
+        self._steps: dict[int, ModelStepEntry] = {}
+        self._settled: dict[str, ToolSettledEntry] = {}
+        self._preflights: dict[tuple[str, str], PreflightEntry] = {}
+        self._started = time.perf_counter()
+
+    # -- plumbing -----------------------------------------------------------------------------------
+
+    def event(self, cls: type[Any], **fields: Any) -> Any:
+        """An event of this run."""
+        return cls(thread_id=self.run.thread_id, run_id=self.run.run_id, **fields)
+
+    def ui_event(self, item: UiComponent, call_id: str | None) -> UiEvent:
+        """A ``ui`` event for a component a tool showed."""
+        event: UiEvent = self.event(
+            UiEvent,
+            id=item.id or f"{call_id}:ui:{uuid.uuid4().hex[:8]}",
+            component=item.component,
+            version=item.version,
+            props=item.props,
+            fallback_text=item.fallback_text,
+            tool_call_id=call_id,
+        )
+        return event
+
+    async def write(self, batch: Batch) -> list[RunEvent]:
+        """Write a batch for this run (its record included, so journal entries attach to it)."""
+        self.run.updated_at = now_iso()
+        batch.run = self.run
+        return await self.store.write(self.run.thread_id, batch)
+
+    def request_cancel(self) -> None:
+        """Stop at the next safe point; cancel the model call or tools in flight now."""
+        self.cancel_requested = True
+        for task in list(self._inflight):
+            task.cancel()
+
+    async def _guarded(self, awaitable: Awaitable[T]) -> T:
+        """Await model or tool work so that a person's Stop cancels it (and only it)."""
+        task: asyncio.Future[T] = asyncio.ensure_future(awaitable)
+        self._inflight.add(task)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self.cancel_requested and task.cancelled() and (current is None or not current.cancelling()):
+                raise _UserCancelled from None
+            raise
+        finally:
+            self._inflight.discard(task)
+
+    def _ctx(self, call: PlannedCall) -> ToolContext:
+        turn = self.run.turn
+        return ToolContext(
+            actor=turn.actor,
+            thread_id=self.run.thread_id,
+            run_id=self.run.run_id,
+            request_id=self.run.run_id,
+            tool_call_id=call.id,
+            agent_name=self.agent.name,
+            page_context=dict(turn.page_context),
+            ui_capabilities=turn.ui_capabilities,
+            channel=turn.channel,
+            confirm_tokens=self.store,
+        )
+
+    # -- the loop -----------------------------------------------------------------------------------
+
+    async def drive(self, *, resume: bool) -> RunStatus:
+        """Run (or resume) the run until it ends or parks; return how it stopped."""
+        if resume:
+            for entry in await self.store.read_journal(self.run.thread_id, self.run.run_id):
+                match entry:
+                    case ModelStepEntry():
+                        self._steps[entry.step] = entry
+                    case ToolSettledEntry():
+                        self._settled[entry.tool_call_id] = entry
+                    case PreflightEntry():
+                        self._preflights[(entry.tool_call_id, entry.phase)] = entry
+        try:
+            return await self._loop()
+        except _UserCancelled:
+            return await self.finish("cancelled")
+        except ModelError as exc:
+            return await self.finish("failed", error=(exc.code, str(exc)))
+        except (StoreUnavailableError, asyncio.CancelledError):
+            # The store is gone or this process is stopping: leave the run as it is. Its lease
+            # lapses and a process that can reach the store resumes it from the journal.
+            raise
+        except Exception as exc:
+            if isinstance(exc, GatewayError) and exc.status == 503:
+                raise
+            logger.exception("run %s failed", self.run.run_id)
+            return await self.finish("failed", error=("internal_error", "The run failed unexpectedly."))
+
+    async def _loop(self) -> RunStatus:
+        history = await self.store.get_messages(self.run.thread_id)
+        step = 0
+        while True:
+            if self.cancel_requested:
+                return await self.finish("cancelled")
+            entry = self._steps.get(step)
+            prefix = Batch()
+            if entry is None:
+                if step >= self.agent.max_steps:
+                    return await self.finish(
+                        "failed", error=("max_steps", f"The run stopped after {self.agent.max_steps} model steps.")
+                    )
+                entry, prefix.events = await self._model_step(step, history)
+                prefix.journal.append(entry)
+                self._steps[step] = entry
+            if not entry.calls:
+                return await self.finish("completed", prefix=prefix)
+            if await self._run_calls(entry, prefix):
+                return "awaiting-approval"
+            step += 1
+
+    def _transcript(self) -> list[AssistantMessage | ToolMessage]:
+        return transcript_of(list(self._steps.values()), self._settled)
+
+    async def _model_step(self, step: int, history: list[Message]) -> tuple[ModelStepEntry, list[RunEvent]]:
+        """Ask the model for one step; stream its text; return the entry and unwritten events."""
+        turn = self.run.turn
+        request = ModelRequest(
+            agent=self.agent.name,
+            instructions=self.agent.instructions,
+            messages=[*history, *self._transcript()],
+            tools=await self.rt.registry.definitions_for(
+                turn.actor, self.agent, turn.ui_capabilities, thread_id=self.run.thread_id
+            ),
+            step=step,
+            metadata={
+                "channel": turn.channel,
+                "page_context": turn.page_context,
+                "actor_id": turn.actor.id,
+                "thread_id": self.run.thread_id,
+                "run_id": self.run.run_id,
+            },
+        )
+        message_id = f"msg_{uuid.uuid4().hex}"
+        started = time.perf_counter()
+        text: list[str] = []
+        calls: list[PlannedCall] = []
+        usage = Usage()
+        pending: list[RunEvent] = []
+        first_pending = 0.0
+
+        async def consume() -> None:
+            nonlocal usage, first_pending
+            async for chunk in self.model.stream(request):
+                match chunk:
+                    case TextChunk(delta=delta) if delta:
+                        text.append(delta)
+                        if not pending:
+                            first_pending = time.perf_counter()
+                        pending.append(self.event(TextDeltaEvent, message_id=message_id, delta=delta))
+                        if time.perf_counter() - first_pending >= DELTA_FLUSH_SECONDS:
+                            batch_events = list(pending)
+                            pending.clear()
+                            await self.write(Batch(events=batch_events))
+                    case ToolCallRequest():
+                        calls.append(self._plan(chunk))
+                    case Usage():
+                        usage = usage + chunk
+
+        await self._guarded(consume())
+        if usage.model_calls == 0:
+            usage = usage + Usage(model_calls=1)
+        self.run.usage = self.run.usage + usage
+        full_text = "".join(text) or None
+        if full_text is not None:
+            pending.append(self.event(TextEndEvent, message_id=message_id, text=full_text))
+        self.rt.observe_model_step(self.run, time.perf_counter() - started)
+        return ModelStepEntry(step=step, message_id=message_id, text=full_text, calls=calls, usage=usage), pending
+
+    @staticmethod
+    def _plan(request: ToolCallRequest) -> PlannedCall:
+        arguments = request.arguments_json()
+        args: dict[str, Any] | None
+        if isinstance(request.args, dict):
+            args = request.args
+        else:
+            try:
+                parsed = json.loads(request.args) if request.args.strip() else {}
+            except ValueError:
+                parsed = None
+            args = parsed if isinstance(parsed, dict) else None
+        return PlannedCall(id=f"tc_{uuid.uuid4().hex}", name=request.name, arguments=arguments, args=args)
+
+    # -- ending -------------------------------------------------------------------------------------
+
+    async def finish(
+        self, status: RunStatus, *, prefix: Batch | None = None, error: tuple[str, str] | None = None
+    ) -> RunStatus:
+        """End the run: its transcript joins the thread's history, ``run-finished`` is written."""
+        batch = prefix or Batch()
+        if error is not None:
+            code, message = error
+            self.run.error = {"code": code, "message": message}
+            batch.events.append(self.event(RunErrorEvent, code=code, message=message))
+        self.run.status = status
+        batch.events.append(self.event(RunFinishedEvent, status=status, usage=self.run.usage))
+        batch.messages.extend(self._transcript())
+        batch.release = True
+        await self.write(batch)
+        self.rt.observe_run_finished(self.run, status, time.perf_counter() - self._started)
+        return status
+
+    async def _park(self, approval: ApprovalRecord | None, batch: Batch) -> None:
+        self.run.status = "awaiting-approval"
+        if approval is not None:
+            batch.approvals.append(approval)
+            batch.events.append(
+                self.event(
+                    ApprovalRequestedEvent,
+                    tool_call_id=approval.tool_call_id,
+                    tool=approval.tool,
+                    input=approval.input,
+                    confirmation=approval.confirmation,
+                    tone=approval.tone,
+                    approver=approval.approver,
+                    expires_at=approval.expires_at,
+                )
+            )
+        batch.events.append(self.event(RunFinishedEvent, status="awaiting-approval", usage=self.run.usage))
+        batch.release = True
+        await self.write(batch)
+        self.rt.observe_run_finished(self.run, "awaiting-approval", time.perf_counter() - self._started)
+
+    # -- tool calls ---------------------------------------------------------------------------------
+
+    async def _run_calls(self, entry: ModelStepEntry, prefix: Batch) -> bool:
+        """Run a step's calls; True when the run parked for an approval."""
+        registry = self.rt.registry
+        kinds = [(registry.get(call.name) or None) for call in entry.calls]
+        if all(tool is None or tool.kind == "read" for tool in kinds):
+            await self._run_reads(entry.calls, prefix)
+            return False
+        if prefix.events or prefix.journal:
+            await self.write(prefix)
+        for call, tool in zip(entry.calls, kinds, strict=True):
+            if self.cancel_requested:
+                raise _UserCancelled
+            if call.id in self._settled:
+                continue
+            if tool is None or tool.kind == "read":
+                await self._run_reads([call], Batch())
+            elif await self._run_action(call):
+                return True
+        return False
+
+    async def _admit(self, call: PlannedCall, ctx: ToolContext) -> tuple[Tool, BaseModel]:
+        """Gates and validation for one call; raises ``ToolError`` when it may not run."""
+        tool = await self.rt.registry.check(call.name, ctx, self.agent)
+        if call.args is None:
+            raise ToolInputInvalidError(
+                f"Arguments for tool {call.name!r} are not a JSON object: {call.arguments[:200]}", tool=call.name
+            )
+        return tool, tool.validate_input(call.args)
+
+    def _settle(self, batch: Batch, call: PlannedCall, status: str, **fields: Any) -> None:
+        entry = ToolSettledEntry(tool_call_id=call.id, name=call.name, status=status, **fields)
+        self._settled[call.id] = entry
+        batch.journal.append(entry)
+        match status:
+            case "failed":
+                batch.events.append(
+                    self.event(ToolFailedEvent, tool_call_id=call.id, tool=call.name, error=entry.error)
+                )
+            case "denied":
+                batch.events.append(
+                    self.event(ToolDeniedEvent, tool_call_id=call.id, tool=call.name, reason=entry.reason or "")
+                )
+
+    def _started_event(self, call: PlannedCall, tool: Tool, validated: BaseModel) -> ToolStartedEvent:
+        data = validated.model_dump(mode="json")
+        presentation = tool.presentation
+        started: ToolStartedEvent = self.event(
+            ToolStartedEvent,
+            tool_call_id=call.id,
+            tool=tool.name,
+            kind=tool.kind,
+            input=data,
+            label=presentation.label if presentation else None,
+            running=narrate_running(presentation, data),
+            icon=presentation.icon if presentation else None,
+        )
+        return started
+
+    async def _run_reads(self, calls: list[PlannedCall], prefix: Batch) -> None:
+        admitted: list[tuple[PlannedCall, Tool, BaseModel, ToolContext]] = []
+        for call in calls:
+            if call.id in self._settled:
+                continue
+            ctx = self._ctx(call)
+            try:
+                tool, validated = await self._admit(call, ctx)
+            except ToolError as exc:
+                self._settle(prefix, call, "failed", error=_error(exc.code, str(exc)))
+                self.rt.observe_tool(self.run, call.name, "failed", 0.0)
+                continue
+            prefix.events.append(self._started_event(call, tool, validated))
+            admitted.append((call, tool, validated, ctx))
+        if prefix.events or prefix.journal:
+            await self.write(prefix)
+        if len(admitted) == 1:
+            await self._execute(*admitted[0])
+        elif admitted:
+            async with asyncio.TaskGroup() as group:
+                for item in admitted:
+                    group.create_task(self._execute(*item))
+
+    async def _execute(self, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext) -> None:
+        """Run ``execute``, then ``present``, and write the outcome with its ``ui`` events."""
+        collector = _UiCollector(driver=self, call_id=call.id)
+        ctx.ui_sink = collector.push
+        started = time.perf_counter()
+        batch = Batch()
+        try:
+            output = await self._guarded(self.rt.registry.execute(tool, validated, ctx))
+        except _UserCancelled:
+            batch.events.extend(await collector.drain())
+            self._settle(batch, call, "failed", error=_error("cancelled", "The run was stopped."))
+            await self.write(batch)
+            self.rt.observe_tool(self.run, tool.name, "cancelled", time.perf_counter() - started)
+            raise
+        except (ToolError, ToolFailed) as exc:
+            self._settle(batch, call, "failed", error=_error(getattr(exc, "code", "failed"), str(exc)))
+        except Exception as exc:
+            logger.warning("tool %s failed in run %s", tool.name, self.run.run_id, exc_info=True)
+            self._settle(batch, call, "failed", error=_error("tool_error", f"{type(exc).__name__}: {exc}"))
+        else:
+            await self._complete(batch, call, tool, validated, ctx, output)
+        batch.events[:0] = await collector.drain()
+        await self.write(batch)
+        self.rt.observe_tool(self.run, tool.name, self._settled[call.id].status, time.perf_counter() - started)
+
+    async def _complete(
+        self, batch: Batch, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext, output: Any
+    ) -> None:
+        """Settle a call as completed: its presentation, narration and result view."""
+        output = _jsonable(output)
+        try:
+            for index, item in enumerate(await self.rt.registry.present(tool, output, ctx)):
+                if item.id is None:
+                    item = item.model_copy(update={"id": f"{call.id}:present:{index}"})
+                batch.events.append(self.ui_event(item, call.id))
+        except Exception:
+            # A presentation error never fails the tool: the action already happened.
+            logger.warning("present() of tool %s failed; the call still succeeded", tool.name, exc_info=True)
+        data = validated.model_dump(mode="json")
+        presentation = tool.presentation
+        entry = ToolSettledEntry(tool_call_id=call.id, name=tool.name, status="completed", output=output)
+        self._settled[call.id] = entry
+        batch.journal.append(entry)
+        batch.events.append(
+            self.event(
+                ToolCompletedEvent,
+                tool_call_id=call.id,
+                tool=tool.name,
+                output=output,
+                done=narrate_done(presentation, data),
+                result=fill_result_view(presentation.result, output) if presentation else None,
+            )
+        )
+
+    # -- actions ------------------------------------------------------------------------------------
+
+    async def _preflight(
+        self, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext, phase: str, batch: Batch
+    ) -> Preflight:
+        """Run (or replay from the journal) an action's preflight for ``phase``."""
+        known = self._preflights.get((call.id, phase))
+        if known is not None:
+            return as_preflight_result(known.result)
+        result = await self._guarded(self.rt.registry.preflight(tool, validated, ctx, phase))  # type: ignore[arg-type]
+        entry = PreflightEntry(tool_call_id=call.id, phase=phase, result=_jsonable(result.model_dump()))
+        self._preflights[(call.id, phase)] = entry
+        batch.journal.append(entry)
+        return result
+
+    async def _run_action(self, call: PlannedCall) -> bool:
+        """One action call: prepare, ask, and (once approved) execute. True when parked."""
+        ctx = self._ctx(call)
+        batch = Batch()
+        try:
+            tool, validated = await self._admit(call, ctx)
+            verdict = await self._preflight(call, tool, validated, ctx, "prepare", batch)
+        except ToolError as exc:
+            self._settle(batch, call, "failed", error=_error(exc.code, str(exc)))
+            await self.write(batch)
+            return False
+        except (_UserCancelled, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            logger.warning("preflight of %s failed", call.name, exc_info=True)
+            self._settle(batch, call, "failed", error=_error("preflight_error", f"{type(exc).__name__}: {exc}"))
+            await self.write(batch)
+            return False
+        if isinstance(verdict, PreflightDenied):
+            self._settle(batch, call, "denied", reason=verdict.reason)
+            await self.write(batch)
+            return False
+        if isinstance(verdict, PreflightCompleted):
+            await self._complete(batch, call, tool, validated, ctx, verdict.output)
+            await self.write(batch)
+            return False
+        decision = await self._decision(call, tool, validated, verdict, batch)
+        if decision == "park":
+            return True
+        if decision != "approved":
+            reason = decision
+            self._settle(batch, call, "denied", reason=reason)
+            await self.write(batch)
+            return False
+        return await self._run_approved(call, ctx, batch)
+
+    async def _decision(
+        self, call: PlannedCall, tool: Tool, validated: BaseModel, verdict: PreflightReady, batch: Batch
+    ) -> str:
+        """``"approved"``, ``"park"``, or the denial reason the model will read."""
+        approval = await self.store.get_approval(call.id)
+        if approval is None:
+            if await self.store.is_remembered(self.run.thread_id, tool.name):
+                return "approved"
+            await self._park(self._new_approval(call, tool, validated, verdict), batch)
+            return "park"
+        if approval.status == "pending":
+            if not approval.lapsed():
+                await self._park(None, batch)
+                return "park"
+            expired = await self.store.settle_approval(call.id, status="expired", decided_by=None, via="expiry")
+            if expired is not None:
+                batch.events.append(
+                    self.event(ApprovalSettledEvent, tool_call_id=call.id, status="expired", via="expiry")
+                )
+            approval = expired or await self.store.get_approval(call.id) or approval
+        match approval.status:
+            case "approved":
+                return "approved"
+            case "expired":
+                return "The approval request expired before anyone decided."
+            case _:
+                who = f" by {approval.decided_by}" if approval.decided_by else ""
+                detail = f": {approval.reason}" if approval.reason else ""
+                return f"Rejected{who}{detail}."
+
+    def _new_approval(
+        self, call: PlannedCall, tool: Tool, validated: BaseModel, verdict: PreflightReady
+    ) -> ApprovalRecord:
+        data = validated.model_dump(mode="json")
+        rule = self.rt.approval_policy.rule_for(tool)
+        expires = time.time() + rule.ttl
+        confirmation = resolve_confirmation(tool.name, data, tool.presentation, verdict)
+        approval = ApprovalRecord(
+            tool_call_id=call.id,
+            run_id=self.run.run_id,
+            thread_id=self.run.thread_id,
+            tool=tool.name,
+            input=data,
+            requester_id=self.run.turn.actor.id,
+            approver=rule.approver,
+            confirmation=confirmation,
+            tone=tool.presentation.tone if tool.presentation else None,
+            expires_at=datetime.fromtimestamp(expires, UTC).isoformat(timespec="seconds"),
+            expires_ts=expires,
+        )
+        return approval
+
+    async def _run_approved(self, call: PlannedCall, ctx: ToolContext, batch: Batch) -> bool:
+        """After approval: fresh gates and validation, the execute-phase preflight, then execute."""
+        try:
+            tool, validated = await self._admit(call, ctx)
+            verdict = await self._preflight(call, tool, validated, ctx, "execute", batch)
+        except ToolError as exc:
+            self._settle(batch, call, "failed", error=_error(exc.code, str(exc)))
+            await self.write(batch)
+            return False
+        except (_UserCancelled, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            self._settle(batch, call, "failed", error=_error("preflight_error", f"{type(exc).__name__}: {exc}"))
+            await self.write(batch)
+            return False
+        if isinstance(verdict, PreflightDenied):
+            self._settle(batch, call, "denied", reason=verdict.reason)
+            await self.write(batch)
+            return False
+        if isinstance(verdict, PreflightCompleted):
+            await self._complete(batch, call, tool, validated, ctx, verdict.output)
+            await self.write(batch)
+            return False
+        batch.events.append(self._started_event(call, tool, validated))
+        await self.write(batch)
+        await self._execute(call, tool, validated, ctx)
+        return False
+
+    async def supersede(self, reason: str) -> RunStatus:
+        """End a parked run because the person moved on (a new turn or a Stop)."""
+        for entry in await self.store.read_journal(self.run.thread_id, self.run.run_id):
+            match entry:
+                case ModelStepEntry():
+                    self._steps[entry.step] = entry
+                case ToolSettledEntry():
+                    self._settled[entry.tool_call_id] = entry
+                case _:
+                    pass
+        batch = Batch()
+        for entry in self._steps.values():
+            for call in entry.calls:
+                if call.id not in self._settled:
+                    self._settle(batch, call, "denied", reason=reason)
+        return await self.finish("cancelled", prefix=batch)

@@ -1,0 +1,512 @@
+"""``Runtime``: turns in, governed tools, durable runs and approvals, events out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, UserError
+
+from ._agents import Agent
+from ._approvals import ApprovalPolicy
+from ._driver import RunDriver
+from ._errors import (
+    ApprovalExpiredError,
+    ApprovalForbiddenError,
+    ApprovalNotFoundError,
+    ApprovalSettledError,
+    RunNotActiveError,
+    RunNotFoundError,
+    StoreUnavailableError,
+    ThreadForbiddenError,
+    ThreadNotFoundError,
+    UnknownAgentError,
+)
+from .events import ApprovalSettledEvent, RunEvent, RunFinishedEvent, RunStartedEvent, RunStatus, Turn
+from .models import Model, UserMessage
+from .stores import ApprovalRecord, Batch, MemoryStore, RunRecord, Store, ThreadRecord
+
+__all__ = ["Runtime", "RuntimeObserver"]
+
+logger = logging.getLogger("gateway.runtime")
+
+_ENDED = frozenset({"completed", "cancelled", "failed"})
+_CANCEL_KEY = "agora-run-cancel:{run_id}"
+
+
+class RuntimeObserver:
+    """Receives what the runtime does, for metrics and logs. Override what you need."""
+
+    def run_started(self, run: RunRecord) -> None:
+        """A run started or resumed on this process."""
+
+    def run_finished(self, run: RunRecord, status: RunStatus, seconds: float) -> None:
+        """A run ended or parked on this process after ``seconds`` of driving."""
+
+    def tool_settled(self, run: RunRecord, tool: str, status: str, seconds: float) -> None:
+        """A tool call settled (``completed``, ``failed``, ``denied`` or ``cancelled``)."""
+
+    def model_step(self, run: RunRecord, seconds: float) -> None:
+        """A model step finished."""
+
+
+class _State(enum.Enum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class Runtime:
+    """The agent loop with its tools, agents, model, store and approval policy.
+
+    ``start_turn`` returns at once with a run id; the run proceeds in the background on this
+    process. Its events are in the store (``events``), so any process sharing the store can
+    follow it, decide its approvals (``decide``) or resume it after a crash.
+
+    Background work (lease renewal, recovery of runs whose process died, expiry of approvals)
+    starts with the first run, or with ``start()``; ``aclose()`` stops it.
+    """
+
+    def __init__(
+        self,
+        *,
+        tools: Iterable[ToolLike] = (),
+        agents: Sequence[Agent] | None = None,
+        model: Model | None = None,
+        store: Store | None = None,
+        approval_policy: ApprovalPolicy | None = None,
+        roles_policy: RolesPolicy | None = None,
+        registry: ToolRegistry | None = None,
+        lease_ttl: float = 15.0,
+        maintenance_interval: float | None = None,
+        instance_id: str | None = None,
+    ) -> None:
+        """Assemble a runtime.
+
+        Args:
+            tools: Tools in any authoring form (added to ``registry`` when both are given).
+            agents: The agents served; the first is the default (one ``"default"`` agent if none).
+            model: The model of agents that declare none.
+            store: Where everything durable lives (a new ``MemoryStore`` when omitted).
+            approval_policy: Who approves actions and for how long (the requester, 24 h).
+            roles_policy: The roles policy of a registry built here.
+            registry: A ready ``ToolRegistry``.
+            lease_ttl: Seconds a process's claim on a running run lasts without renewal; a run
+                whose process died is resumed elsewhere after this long.
+            maintenance_interval: Seconds between background passes (``lease_ttl / 3``).
+            instance_id: This process's name in leases (host, pid and a random suffix).
+
+        Raises:
+            UserError: An agent has no model and no runtime model is given, or names repeat.
+        """
+        self.registry = registry or ToolRegistry(roles_policy=roles_policy)
+        if registry is not None:
+            for tool in tools:
+                self.registry.register(tool)
+        else:
+            for tool in tools:
+                self.registry.register(tool)
+        agent_list = list(agents) if agents else [Agent(name="default")]
+        self.agents: dict[str, Agent] = {}
+        for agent in agent_list:
+            if agent.name in self.agents:
+                raise UserError(f"two agents are named {agent.name!r}")
+            if agent.model is None and model is None:
+                raise UserError(f"agent {agent.name!r} has no model and the runtime has none")
+            self.agents[agent.name] = agent
+        self.default_agent = agent_list[0]
+        self.model = model
+        self._owns_store = store is None
+        self.store: Store = store if store is not None else MemoryStore()
+        self.approval_policy = approval_policy or ApprovalPolicy()
+        if lease_ttl <= 0:
+            raise UserError("lease_ttl must be positive")
+        self.lease_ttl = float(lease_ttl)
+        self.maintenance_interval = maintenance_interval or self.lease_ttl / 3
+        self.instance_id = instance_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.observers: list[RuntimeObserver] = []
+        self._drivers: dict[str, RunDriver] = {}
+        self._tasks: dict[str, asyncio.Task[RunStatus]] = {}
+        self._maintenance: asyncio.Task[None] | None = None
+        self._state = _State.OPEN
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start background work now (it otherwise starts with the first run)."""
+        self._ensure_open()
+        if self._maintenance is None:
+            self._maintenance = asyncio.create_task(self._maintain(), name="agora-maintenance")
+
+    async def aclose(self) -> None:
+        """Stop background work and the runs driven here (their leases lapse; others resume them)."""
+        if self._state is _State.CLOSED:
+            return
+        self._state = _State.CLOSED
+        tasks: list[asyncio.Task[Any]] = [*self._tasks.values()]
+        if self._maintenance is not None:
+            tasks.append(self._maintenance)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._owns_store:
+            await self.store.aclose()
+
+    async def __aenter__(self) -> Runtime:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _ensure_open(self) -> None:
+        if self._state is _State.CLOSED:
+            raise RuntimeError("Cannot use a closed Runtime")
+
+    # -- observers ----------------------------------------------------------------------------------
+
+    def observe_run_finished(self, run: RunRecord, status: RunStatus, seconds: float) -> None:
+        """Tell observers a run ended or parked."""
+        for observer in self.observers:
+            observer.run_finished(run, status, seconds)
+
+    def observe_tool(self, run: RunRecord, tool: str, status: str, seconds: float) -> None:
+        """Tell observers a tool call settled."""
+        for observer in self.observers:
+            observer.tool_settled(run, tool, status, seconds)
+
+    def observe_model_step(self, run: RunRecord, seconds: float) -> None:
+        """Tell observers a model step finished."""
+        for observer in self.observers:
+            observer.model_step(run, seconds)
+
+    # -- turns and runs -----------------------------------------------------------------------------
+
+    def agent(self, name: str | None) -> Agent:
+        """The agent of that name (the default for ``None``).
+
+        Raises:
+            UnknownAgentError: No such agent.
+        """
+        if name is None:
+            return self.default_agent
+        agent = self.agents.get(name)
+        if agent is None:
+            raise UnknownAgentError(f"No agent named {name!r}")
+        return agent
+
+    async def start_turn(self, turn: Turn) -> str:
+        """Start a run for ``turn`` and return its id; the run proceeds in the background.
+
+        A run parked on the thread for an approval is superseded: its pending actions are
+        rejected (the model is told the person moved on) and it ends ``cancelled``.
+
+        Raises:
+            UnknownAgentError: ``turn.agent`` names no agent.
+            ThreadForbiddenError: The thread belongs to another actor.
+            ThreadBusyError: A run is already running on the thread.
+        """
+        self._ensure_open()
+        agent = self.agent(turn.agent)
+        thread = await self.store.get_thread(turn.thread_id)
+        if thread is not None:
+            if thread.owner_id != turn.actor.id:
+                raise ThreadForbiddenError(f"Thread {turn.thread_id!r} belongs to another actor")
+            await self._supersede_parked(turn.thread_id)
+        run = RunRecord(run_id=f"run_{uuid.uuid4().hex}", thread_id=turn.thread_id, agent=agent.name, turn=turn)
+        batch = Batch(
+            events=[RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name)],
+            messages=[UserMessage(content=turn.text)],
+        )
+        record = ThreadRecord(
+            thread_id=turn.thread_id, owner_id=turn.actor.id, tenant_ref=turn.actor.tenant_ref, channel=turn.channel
+        )
+        events = await self.store.begin_run(
+            run, thread=record, batch=batch, lease_owner=self.instance_id, lease_ttl=self.lease_ttl
+        )
+        run.first_seq = events[0].seq if events else 0
+        self._spawn(run, agent, resume=False)
+        return run.run_id
+
+    def _spawn(self, run: RunRecord, agent: Agent, *, resume: bool) -> None:
+        driver = RunDriver(self, run, agent)
+        self._drivers[run.run_id] = driver
+        task = asyncio.create_task(driver.drive(resume=resume), name=f"agora-run-{run.run_id}")
+        self._tasks[run.run_id] = task
+
+        def forget(done: asyncio.Task[RunStatus]) -> None:
+            if self._tasks.get(run.run_id) is done:
+                del self._tasks[run.run_id]
+                self._drivers.pop(run.run_id, None)
+            if not done.cancelled() and done.exception() is not None:
+                logger.warning("run %s stopped: %r; it resumes when its lease lapses", run.run_id, done.exception())
+
+        task.add_done_callback(forget)
+        for observer in self.observers:
+            observer.run_started(run)
+        if self._maintenance is None and self._state is _State.OPEN:
+            self._maintenance = asyncio.create_task(self._maintain(), name="agora-maintenance")
+
+    async def wait(self, run_id: str, timeout: float | None = None) -> RunStatus:
+        """Wait until the run is not running any more, and return how it stopped.
+
+        The answer is ``completed``, ``awaiting-approval``, ``cancelled`` or ``failed``.
+
+        Raises:
+            RunNotFoundError: No such run.
+            TimeoutError: ``timeout`` seconds passed first.
+        """
+        async with asyncio.timeout(timeout):
+            task = self._tasks.get(run_id)
+            if task is not None:
+                with contextlib.suppress(StoreUnavailableError):
+                    return await asyncio.shield(task)
+            run = await self.store.get_run(run_id)
+            if run is None:
+                raise RunNotFoundError(f"No run {run_id!r}")
+            after = await self.store.last_seq(run.thread_id)
+            run = await self.store.get_run(run_id)
+            if run is not None and run.status != "running":
+                return run.status
+            async for event in self.store.subscribe(run.thread_id if run else "", after):
+                if isinstance(event, RunFinishedEvent) and event.run_id == run_id:
+                    return event.status
+        raise RunNotFoundError(f"No run {run_id!r}")  # pragma: no cover - the subscription never ends
+
+    async def events(self, thread_id: str, after_seq: int = 0, *, follow: bool = False) -> AsyncIterator[RunEvent]:
+        """The thread's events after ``after_seq``; with ``follow`` keep yielding live ones."""
+        if follow:
+            async for event in self.store.subscribe(thread_id, after_seq):
+                yield event
+            return
+        while True:
+            page = await self.store.read_events(thread_id, after_seq, limit=500)
+            for event in page:
+                yield event
+            if len(page) < 500:
+                return
+            after_seq = page[-1].seq
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """The run record.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        run = await self.store.get_run(run_id)
+        if run is None:
+            raise RunNotFoundError(f"No run {run_id!r}")
+        return run
+
+    async def check_thread_access(self, thread_id: str, actor: Actor) -> ThreadRecord:
+        """The thread, when ``actor`` may read it: its owner, or a member of an approver role.
+
+        Raises:
+            ThreadNotFoundError: No such thread.
+            ThreadForbiddenError: Someone else's thread.
+        """
+        thread = await self.store.get_thread(thread_id)
+        if thread is None:
+            raise ThreadNotFoundError(f"No thread {thread_id!r}")
+        if thread.owner_id != actor.id and self.approval_policy.approver_roles().isdisjoint(actor.roles):
+            raise ThreadForbiddenError(f"Thread {thread_id!r} belongs to another actor")
+        return thread
+
+    # -- approvals ----------------------------------------------------------------------------------
+
+    async def decide(
+        self,
+        tool_call_id: str,
+        actor: Actor,
+        approve: bool = True,
+        reason: str | None = None,
+        via: str = "api",
+        *,
+        remember: bool = False,
+    ) -> ApprovalRecord:
+        """Decide a pending approval as ``actor`` and resume its run (on this process).
+
+        Raises:
+            ApprovalNotFoundError: No approval with that id (404).
+            ApprovalForbiddenError: ``actor`` may not decide it (403).
+            ApprovalSettledError: It was already decided (409).
+            ApprovalExpiredError: It lapsed; the run is told it expired (410).
+        """
+        self._ensure_open()
+        approval = await self.store.get_approval(tool_call_id)
+        if approval is None:
+            raise ApprovalNotFoundError(f"No approval {tool_call_id!r}")
+        if not self.approval_policy.can_decide(actor, approval):
+            raise ApprovalForbiddenError("You may not decide this approval")
+        if approval.status != "pending":
+            raise ApprovalSettledError(f"The approval was already {approval.status}")
+        if approval.lapsed():
+            await self._expire(approval)
+            raise ApprovalExpiredError("The approval has expired")
+        settled = await self.store.settle_approval(
+            tool_call_id,
+            status="approved" if approve else "rejected",
+            decided_by=actor.id,
+            via=via,
+            reason=reason,
+            remember=remember and approve and self.approval_policy.allow_remember,
+        )
+        if settled is None:
+            raise ApprovalSettledError("The approval was already decided")
+        await self.store.write(
+            approval.thread_id,
+            Batch(
+                events=[
+                    ApprovalSettledEvent(
+                        thread_id=approval.thread_id,
+                        run_id=approval.run_id,
+                        tool_call_id=tool_call_id,
+                        status=settled.status,
+                        decided_by=actor.id,
+                        via=via,
+                    )
+                ]
+            ),
+        )
+        await self._resume(approval.run_id, expect=frozenset({"awaiting-approval"}))
+        return settled
+
+    async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
+        """The thread's pending approvals."""
+        return await self.store.pending_approvals(thread_id)
+
+    async def _expire(self, approval: ApprovalRecord) -> None:
+        settled = await self.store.settle_approval(
+            approval.tool_call_id, status="expired", decided_by=None, via="expiry"
+        )
+        if settled is None:
+            return
+        await self.store.write(
+            approval.thread_id,
+            Batch(
+                events=[
+                    ApprovalSettledEvent(
+                        thread_id=approval.thread_id,
+                        run_id=approval.run_id,
+                        tool_call_id=approval.tool_call_id,
+                        status="expired",
+                        via="expiry",
+                    )
+                ]
+            ),
+        )
+        await self._resume(approval.run_id, expect=frozenset({"awaiting-approval"}))
+
+    async def _resume(self, run_id: str, *, expect: frozenset[str]) -> bool:
+        run = await self.store.claim_run(run_id, owner=self.instance_id, ttl=self.lease_ttl, expect=expect)
+        if run is None:
+            return False
+        try:
+            agent = self.agent(run.agent)
+        except UnknownAgentError:
+            logger.error("run %s names agent %r, which this process does not serve", run_id, run.agent)
+            agent = self.default_agent
+        self._spawn(run, agent, resume=True)
+        return True
+
+    async def _supersede_parked(self, thread_id: str) -> None:
+        pending = await self.store.pending_approvals(thread_id)
+        for run_id in dict.fromkeys(a.run_id for a in pending):
+            await self._end_parked(run_id, "The person moved on without deciding.", via="superseded")
+
+    async def _end_parked(self, run_id: str, reason: str, *, via: str) -> None:
+        for approval in await self.store.pending_approvals((await self.get_run(run_id)).thread_id):
+            if approval.run_id != run_id:
+                continue
+            settled = await self.store.settle_approval(
+                approval.tool_call_id, status="rejected", decided_by=None, via=via, reason=reason
+            )
+            if settled is not None:
+                await self.store.write(
+                    approval.thread_id,
+                    Batch(
+                        events=[
+                            ApprovalSettledEvent(
+                                thread_id=approval.thread_id,
+                                run_id=run_id,
+                                tool_call_id=approval.tool_call_id,
+                                status="rejected",
+                                via=via,
+                            )
+                        ]
+                    ),
+                )
+        run = await self.store.claim_run(
+            run_id, owner=self.instance_id, ttl=self.lease_ttl, expect=frozenset({"awaiting-approval"})
+        )
+        if run is not None:
+            await RunDriver(self, run, self.agents.get(run.agent, self.default_agent)).supersede(reason)
+
+    # -- cancellation -------------------------------------------------------------------------------
+
+    async def cancel(self, run_id: str, actor: Actor) -> None:
+        """Stop a run.
+
+        A running run stops at its next safe point (a tool in flight is cancelled); a parked
+        one ends at once (its pending actions are rejected).
+
+        Raises:
+            RunNotFoundError: No such run.
+            ThreadForbiddenError: Someone else's run.
+            RunNotActiveError: The run already ended.
+        """
+        run = await self.get_run(run_id)
+        await self.check_thread_access(run.thread_id, actor)
+        if run.status in _ENDED:
+            raise RunNotActiveError(f"The run already ended ({run.status})")
+        if run.status == "awaiting-approval":
+            await self._end_parked(run_id, "The person stopped the run.", via="cancelled")
+            return
+        driver = self._drivers.get(run_id)
+        if driver is not None:
+            driver.request_cancel()
+        else:
+            # Driven by another process: it sees the flag on its next maintenance pass.
+            await self.store.channel_set(_CANCEL_KEY.format(run_id=run_id), True, ttl=3600)
+
+    # -- background work ----------------------------------------------------------------------------
+
+    async def _maintain(self) -> None:
+        while True:
+            await asyncio.sleep(self.maintenance_interval)
+            try:
+                await self.sweep()
+            except StoreUnavailableError:
+                logger.warning("store unavailable; maintenance retries in %.1f s", self.maintenance_interval)
+            except Exception:
+                logger.exception("maintenance pass failed")
+
+    async def sweep(self) -> None:
+        """Run one background pass.
+
+        It renews leases, honours remote Stops, resumes runs whose process died and expires
+        lapsed approvals. Runs every ``maintenance_interval``; tests may call it directly.
+        """
+        for run_id, driver in list(self._drivers.items()):
+            held = await self.store.renew_lease(
+                driver.run.thread_id, run_id, owner=self.instance_id, ttl=self.lease_ttl
+            )
+            task = self._tasks.get(run_id)
+            if not held and task is not None and driver.run.status == "running":
+                logger.warning("lost the lease of run %s; stopping here", run_id)
+                task.cancel()
+                continue
+            if not driver.cancel_requested and await self.store.channel_get(_CANCEL_KEY.format(run_id=run_id)):
+                driver.request_cancel()
+        for _thread_id, run_id in await self.store.expired_leases():
+            if run_id not in self._tasks and await self._resume(run_id, expect=frozenset({"running"})):
+                logger.info("resumed run %s whose process stopped", run_id)
+        for approval in await self.store.expired_approvals(time.time()):
+            await self._expire(approval)

@@ -1,0 +1,236 @@
+"""The one vocabulary of a run: events every channel translates into its own wire format.
+
+Every event carries ``seq`` (per thread, strictly increasing, assigned by the store when the event
+is appended), ``thread_id``, ``run_id`` and ``at`` (ISO-8601 UTC). Events are pydantic models
+discriminated by ``type``; ``RUN_EVENT_ADAPTER`` parses any of them from JSON or a dict.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from tools import Actor, Confirmation, UiCapabilities
+
+__all__ = [
+    "RUN_EVENT_ADAPTER",
+    "ApprovalRequestedEvent",
+    "ApprovalSettledEvent",
+    "ApprovalStatus",
+    "RunErrorEvent",
+    "RunEvent",
+    "RunFinishedEvent",
+    "RunStartedEvent",
+    "RunStatus",
+    "TextDeltaEvent",
+    "TextEndEvent",
+    "ToolCompletedEvent",
+    "ToolDeniedEvent",
+    "ToolFailedEvent",
+    "ToolStartedEvent",
+    "Turn",
+    "UiEvent",
+    "Usage",
+    "now_iso",
+]
+
+RunStatus = Literal["completed", "awaiting-approval", "cancelled", "failed"]
+"""How a run ended (or paused): ``awaiting-approval`` parks it until a person decides."""
+
+ApprovalStatus = Literal["approved", "rejected", "expired"]
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO-8601 with milliseconds (``2026-11-29T20:27:20.123+00:00``)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class Turn(BaseModel):
+    """One person's message, as a channel hands it to the runtime.
+
+    The runtime never knows which transport carried it: ``channel`` is only a name, for wording.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    thread_id: str = Field(min_length=1, max_length=200)
+    """The conversation; created on the first turn, owned by its first actor."""
+    actor: Actor
+    """Who speaks; resolved and authenticated by the channel."""
+    text: str = Field(max_length=32_000)
+    """What they said."""
+    ui_capabilities: UiCapabilities | None = None
+    """What their client can show."""
+    page_context: dict[str, Any] = Field(default_factory=dict)
+    """Free-form context from the client (the page, a selection...)."""
+    channel: str = "api"
+    """``web``, ``whatsapp``, ``ag-ui``, ``a2a``, ``api``..."""
+    agent: str | None = None
+    """The agent to talk to; the runtime's default when ``None``."""
+
+
+class Usage(BaseModel):
+    """Tokens a run (or a model step) consumed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model_calls: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            model_calls=self.model_calls + other.model_calls,
+        )
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    seq: int = 0
+    """Per-thread position, assigned by the store (0 until appended)."""
+    thread_id: str
+    run_id: str
+    at: str = Field(default_factory=now_iso)
+
+
+class RunStartedEvent(_Event):
+    """A run began for one turn."""
+
+    type: Literal["run-started"] = "run-started"
+    agent: str
+
+
+class TextDeltaEvent(_Event):
+    """A piece of the assistant's text, as the model streams it."""
+
+    type: Literal["text-delta"] = "text-delta"
+    message_id: str
+    delta: str
+
+
+class TextEndEvent(_Event):
+    """The assistant's message is complete; ``text`` is all of it."""
+
+    type: Literal["text-end"] = "text-end"
+    message_id: str
+    text: str
+
+
+class ToolStartedEvent(_Event):
+    """A tool call began; ``running`` is the filled narration (``"Purging cache:42"``)."""
+
+    type: Literal["tool-started"] = "tool-started"
+    tool_call_id: str
+    tool: str
+    kind: Literal["read", "action"]
+    input: dict[str, Any]
+    label: str | None = None
+    running: str
+    icon: str | None = None
+
+
+class ToolCompletedEvent(_Event):
+    """A tool call succeeded; ``done`` is the filled narration, ``result`` the filled result view."""
+
+    type: Literal["tool-completed"] = "tool-completed"
+    tool_call_id: str
+    tool: str
+    output: Any = None
+    done: str
+    result: dict[str, Any] | None = None
+
+
+class ToolFailedEvent(_Event):
+    """A tool call failed; ``error`` is ``{code, message}``, also what the model sees."""
+
+    type: Literal["tool-failed"] = "tool-failed"
+    tool_call_id: str
+    tool: str
+    error: dict[str, str]
+
+
+class ToolDeniedEvent(_Event):
+    """A tool call did not run: a preflight denial, a rejection or an expired approval."""
+
+    type: Literal["tool-denied"] = "tool-denied"
+    tool_call_id: str
+    tool: str
+    reason: str
+
+
+class ApprovalRequestedEvent(_Event):
+    """An action waits for a person's decision; the run parks after this event."""
+
+    type: Literal["approval-requested"] = "approval-requested"
+    tool_call_id: str
+    tool: str
+    input: dict[str, Any]
+    confirmation: Confirmation
+    tone: Literal["neutral", "destructive"] | None = None
+    approver: str
+    """``"requester"`` or the role whose members may decide."""
+    expires_at: str
+
+
+class ApprovalSettledEvent(_Event):
+    """A decision was made (or the approval lapsed)."""
+
+    type: Literal["approval-settled"] = "approval-settled"
+    tool_call_id: str
+    status: ApprovalStatus
+    decided_by: str | None = None
+    via: str | None = None
+
+
+class UiEvent(_Event):
+    """A component to show; the same ``id`` again replaces it in place."""
+
+    type: Literal["ui"] = "ui"
+    id: str
+    component: str
+    version: int = 1
+    props: dict[str, Any]
+    fallback_text: str | None = None
+    tool_call_id: str | None = None
+
+
+class RunFinishedEvent(_Event):
+    """The run ended or parked (``awaiting-approval``)."""
+
+    type: Literal["run-finished"] = "run-finished"
+    status: RunStatus
+    usage: Usage = Field(default_factory=Usage)
+
+
+class RunErrorEvent(_Event):
+    """The run failed; followed by ``run-finished`` with status ``failed``."""
+
+    type: Literal["run-error"] = "run-error"
+    code: str
+    message: str
+
+
+RunEvent = Annotated[
+    RunStartedEvent
+    | TextDeltaEvent
+    | TextEndEvent
+    | ToolStartedEvent
+    | ToolCompletedEvent
+    | ToolFailedEvent
+    | ToolDeniedEvent
+    | ApprovalRequestedEvent
+    | ApprovalSettledEvent
+    | UiEvent
+    | RunFinishedEvent
+    | RunErrorEvent,
+    Field(discriminator="type"),
+]
+"""Any event of a run."""
+
+RUN_EVENT_ADAPTER: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)
+"""Parses and dumps any ``RunEvent``: ``RUN_EVENT_ADAPTER.validate_json(raw)``."""

@@ -1,0 +1,35 @@
+"""Stores: where threads, runs, the event log, approvals and channel state live."""
+
+from ._memory import MemoryStore
+from ._protocol import Store
+from ._records import (
+    JOURNAL_ADAPTER,
+    ApprovalRecord,
+    ApprovalState,
+    Batch,
+    JournalEntry,
+    ModelStepEntry,
+    PlannedCall,
+    PreflightEntry,
+    RunRecord,
+    RunState,
+    ThreadRecord,
+    ToolSettledEntry,
+)
+
+__all__ = [
+    "JOURNAL_ADAPTER",
+    "ApprovalRecord",
+    "ApprovalState",
+    "Batch",
+    "JournalEntry",
+    "MemoryStore",
+    "ModelStepEntry",
+    "PlannedCall",
+    "PreflightEntry",
+    "RunRecord",
+    "RunState",
+    "Store",
+    "ThreadRecord",
+    "ToolSettledEntry",
+]

@@ -1,0 +1,316 @@
+"""``MemoryStore``: the store of one process (the embedded default)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import ThreadBusyError, ThreadForbiddenError
+from ..events import RunEvent, now_iso
+from ..models import AssistantMessage, ToolMessage, UserMessage
+from ._records import (
+    ApprovalRecord,
+    ApprovalState,
+    Batch,
+    ModelStepEntry,
+    PreflightEntry,
+    RunRecord,
+    ThreadRecord,
+    ToolSettledEntry,
+)
+from ._tail import Subscriber, follow
+
+__all__ = ["MemoryStore"]
+
+Entry = ModelStepEntry | ToolSettledEntry | PreflightEntry
+Message = UserMessage | AssistantMessage | ToolMessage
+
+
+@dataclass(kw_only=True)
+class _Thread:
+    record: ThreadRecord
+    events: list[RunEvent] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+    running: str | None = None
+    remembered: set[str] = field(default_factory=set)
+    subscribers: set[Subscriber] = field(default_factory=set)
+
+
+class MemoryStore:
+    """Keeps everything in this process's memory; nothing survives a restart.
+
+    Records are copied on the way in and out, so callers never share mutable state with the
+    store (the same discipline a Redis round trip imposes).
+    """
+
+    def __init__(self) -> None:
+        self._threads: dict[str, _Thread] = {}
+        self._runs: dict[str, RunRecord] = {}
+        self._journals: dict[str, list[Entry]] = defaultdict(list)
+        self._leases: dict[str, tuple[str, float]] = {}
+        self._approvals: dict[str, ApprovalRecord] = {}
+        self._tokens: dict[str, float] = {}
+        self._channel: dict[str, tuple[Any, float | None]] = {}
+        self._waiting_subscribers: dict[str, set[Subscriber]] = defaultdict(set)
+
+    # -- threads, runs, journal, history -----------------------------------------------------------
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        """The thread, or ``None``."""
+        thread = self._threads.get(thread_id)
+        return thread.record.model_copy() if thread else None
+
+    async def begin_run(
+        self, run: RunRecord, *, thread: ThreadRecord, batch: Batch, lease_owner: str, lease_ttl: float
+    ) -> list[RunEvent]:
+        """Start ``run`` atomically and apply ``batch``."""
+        state = self._threads.get(thread.thread_id)
+        if state is None:
+            state = _Thread(record=thread.model_copy())
+            state.subscribers = self._waiting_subscribers.pop(thread.thread_id, set())
+            self._threads[thread.thread_id] = state
+        elif state.record.owner_id != thread.owner_id:
+            raise ThreadForbiddenError(f"Thread {thread.thread_id!r} belongs to another actor")
+        if state.running is not None:
+            raise ThreadBusyError(f"A run is already running on thread {thread.thread_id!r}")
+        state.running = run.run_id
+        state.runs.append(run.run_id)
+        run = run.model_copy(update={"first_seq": len(state.events) + 1, "status": "running"})
+        self._leases[run.run_id] = (lease_owner, time.time() + lease_ttl)
+        batch.run = run
+        return self._apply(state, batch)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or ``None``."""
+        run = self._runs.get(run_id)
+        return run.model_copy(deep=True) if run else None
+
+    async def thread_runs(self, thread_id: str) -> list[RunRecord]:
+        """The thread's runs, oldest first."""
+        state = self._threads.get(thread_id)
+        return [self._runs[r].model_copy(deep=True) for r in state.runs] if state else []
+
+    async def write(self, thread_id: str, batch: Batch) -> list[RunEvent]:
+        """Apply ``batch`` atomically."""
+        state = self._threads.get(thread_id)
+        if state is None:
+            raise KeyError(f"no thread {thread_id!r}")
+        return self._apply(state, batch)
+
+    def _apply(self, state: _Thread, batch: Batch) -> list[RunEvent]:
+        written: list[RunEvent] = []
+        for event in batch.events:
+            stored = event.model_copy(update={"seq": len(state.events) + 1})
+            state.events.append(stored)
+            written.append(stored)
+        if batch.run is not None:
+            run = batch.run.model_copy(deep=True)
+            self._runs[run.run_id] = run
+            if batch.journal:
+                self._journals[run.run_id].extend(copy.deepcopy(batch.journal))
+            if batch.release:
+                if state.running == run.run_id:
+                    state.running = None
+                self._leases.pop(run.run_id, None)
+        state.messages.extend(m.model_copy(deep=True) for m in batch.messages)
+        for approval in batch.approvals:
+            self._approvals[approval.tool_call_id] = approval.model_copy(deep=True)
+        for subscriber in state.subscribers:
+            for event in written:
+                subscriber.push(event)
+        return written
+
+    async def read_journal(self, thread_id: str, run_id: str) -> list[Entry]:
+        """The run's journal, in order."""
+        return copy.deepcopy(self._journals.get(run_id, []))
+
+    async def get_messages(self, thread_id: str) -> list[Message]:
+        """The thread's history, in order."""
+        state = self._threads.get(thread_id)
+        return [m.model_copy(deep=True) for m in state.messages] if state else []
+
+    # -- the event log ------------------------------------------------------------------------------
+
+    async def read_events(self, thread_id: str, after_seq: int = 0, limit: int | None = None) -> list[RunEvent]:
+        """Events with ``seq > after_seq``."""
+        state = self._threads.get(thread_id)
+        if state is None:
+            return []
+        events = state.events[max(after_seq, 0) :]
+        return events[:limit] if limit is not None else list(events)
+
+    async def last_seq(self, thread_id: str) -> int:
+        """The newest ``seq`` of the thread."""
+        state = self._threads.get(thread_id)
+        return len(state.events) if state else 0
+
+    async def subscribe(self, thread_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
+        """The log after ``after_seq``, then live events."""
+        subscriber = Subscriber()
+        state = self._threads.get(thread_id)
+        registry = state.subscribers if state else self._waiting_subscribers[thread_id]
+        registry.add(subscriber)
+        try:
+
+            async def read_after(seq: int) -> list[RunEvent]:
+                return await self.read_events(thread_id, seq)
+
+            async for event in follow(subscriber, read_after, after_seq):
+                yield event
+        finally:
+            current = self._threads.get(thread_id)
+            for group in (
+                registry,
+                current.subscribers if current else set(),
+                self._waiting_subscribers.get(thread_id),
+            ):
+                if group is not None:
+                    group.discard(subscriber)
+            if not self._waiting_subscribers.get(thread_id, True):
+                self._waiting_subscribers.pop(thread_id, None)
+
+    # -- leases -------------------------------------------------------------------------------------
+
+    async def claim_run(self, run_id: str, *, owner: str, ttl: float, expect: frozenset[str]) -> RunRecord | None:
+        """Make ``owner`` the run's driver if its status is in ``expect`` and no live lease holds it."""
+        run = self._runs.get(run_id)
+        if run is None or run.status not in expect:
+            return None
+        lease = self._leases.get(run_id)
+        if lease is not None and lease[1] > time.time() and lease[0] != owner:
+            return None
+        state = self._threads[run.thread_id]
+        if state.running not in (None, run_id):
+            return None
+        state.running = run_id
+        self._leases[run_id] = (owner, time.time() + ttl)
+        run.status = "running"
+        run.updated_at = now_iso()
+        return run.model_copy(deep=True)
+
+    async def renew_lease(self, thread_id: str, run_id: str, *, owner: str, ttl: float) -> bool:
+        """Extend the lease; ``False`` when ``owner`` no longer holds it."""
+        lease = self._leases.get(run_id)
+        if lease is None or lease[0] != owner:
+            return False
+        self._leases[run_id] = (owner, time.time() + ttl)
+        return True
+
+    async def expired_leases(self, limit: int = 100) -> list[tuple[str, str]]:
+        """Running runs whose driver stopped renewing."""
+        now = time.time()
+        expired = [
+            (self._runs[run_id].thread_id, run_id)
+            for run_id, (_, until) in self._leases.items()
+            if until <= now and run_id in self._runs and self._runs[run_id].status == "running"
+        ]
+        return expired[:limit]
+
+    # -- approvals ---------------------------------------------------------------------------------
+
+    async def get_approval(self, tool_call_id: str) -> ApprovalRecord | None:
+        """The approval, or ``None``."""
+        approval = self._approvals.get(tool_call_id)
+        return approval.model_copy(deep=True) if approval else None
+
+    async def settle_approval(
+        self,
+        tool_call_id: str,
+        *,
+        status: ApprovalState,
+        decided_by: str | None,
+        via: str | None,
+        reason: str | None = None,
+        remember: bool = False,
+    ) -> ApprovalRecord | None:
+        """Settle a pending approval; ``None`` when not pending."""
+        approval = self._approvals.get(tool_call_id)
+        if approval is None or approval.status != "pending":
+            return None
+        approval.status = status
+        approval.decided_by = decided_by
+        approval.via = via
+        approval.reason = reason
+        approval.decided_at = now_iso()
+        approval.remember = remember
+        if remember and status == "approved":
+            self._threads[approval.thread_id].remembered.add(approval.tool)
+        return approval.model_copy(deep=True)
+
+    async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
+        """The thread's pending approvals, oldest first."""
+        return [
+            a.model_copy(deep=True)
+            for a in self._approvals.values()
+            if a.thread_id == thread_id and a.status == "pending"
+        ]
+
+    async def expired_approvals(self, now: float, limit: int = 100) -> list[ApprovalRecord]:
+        """Pending approvals past their expiry."""
+        lapsed = [a for a in self._approvals.values() if a.status == "pending" and a.expires_ts <= now]
+        return [a.model_copy(deep=True) for a in lapsed[:limit]]
+
+    async def is_remembered(self, thread_id: str, tool: str) -> bool:
+        """Whether calls of ``tool`` in the thread are approved without asking."""
+        state = self._threads.get(thread_id)
+        return state is not None and tool in state.remembered
+
+    # -- confirm tokens -----------------------------------------------------------------------------
+
+    async def claim_confirm_token(self, token_hash: str, expires_at: float) -> bool:
+        """Claim a confirm token once."""
+        now = time.time()
+        if len(self._tokens) > 4096:
+            self._tokens = {h: exp for h, exp in self._tokens.items() if exp > now}
+        if token_hash in self._tokens:
+            return False
+        self._tokens[token_hash] = expires_at
+        return True
+
+    async def release_confirm_token(self, token_hash: str) -> None:
+        """Undo a claim."""
+        self._tokens.pop(token_hash, None)
+
+    # -- channel state ------------------------------------------------------------------------------
+
+    def _live(self, key: str) -> tuple[Any, float | None] | None:
+        item = self._channel.get(key)
+        if item is not None and item[1] is not None and item[1] <= time.time():
+            del self._channel[key]
+            return None
+        return item
+
+    async def channel_get(self, key: str) -> Any:
+        """A channel's JSON value, or ``None``."""
+        item = self._live(key)
+        return copy.deepcopy(item[0]) if item else None
+
+    async def channel_set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        """Store a channel's JSON value."""
+        self._channel[key] = (copy.deepcopy(value), time.time() + ttl if ttl is not None else None)
+
+    async def channel_claim(self, key: str, *, ttl: float, value: Any = True) -> bool:
+        """Set ``key`` only if absent."""
+        if self._live(key) is not None:
+            return False
+        self._channel[key] = (copy.deepcopy(value), time.time() + ttl)
+        return True
+
+    async def channel_delete(self, key: str) -> None:
+        """Drop a key."""
+        self._channel.pop(key, None)
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        """Always reachable."""
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+        await asyncio.sleep(0)

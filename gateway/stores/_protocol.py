@@ -1,0 +1,188 @@
+"""The ``Store`` protocol: everything that must outlive a process lives behind it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Protocol, runtime_checkable
+
+from ..events import RunEvent
+from ..models import AssistantMessage, ToolMessage, UserMessage
+from ._records import (
+    ApprovalRecord,
+    ApprovalState,
+    Batch,
+    ModelStepEntry,
+    PreflightEntry,
+    RunRecord,
+    ThreadRecord,
+    ToolSettledEntry,
+)
+
+__all__ = ["Store"]
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where everything durable lives.
+
+    Threads, messages, runs and their journal, the event log, approvals, confirm tokens and
+    channel state. A run's state is always here: a parked run is only data, so any process sharing the store
+    can resume it. ``MemoryStore`` serves one process; ``RedisStore`` many.
+    """
+
+    # -- threads, runs, journal, history -----------------------------------------------------------
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        """The thread, or ``None``."""
+        ...
+
+    async def begin_run(
+        self,
+        run: RunRecord,
+        *,
+        thread: ThreadRecord,
+        batch: Batch,
+        lease_owner: str,
+        lease_ttl: float,
+    ) -> list[RunEvent]:
+        """Start ``run`` atomically and apply ``batch`` (its user message and first events).
+
+        Creates ``thread`` if it does not exist, takes the thread's running slot and the run's
+        lease, sets ``run.first_seq``.
+
+        Raises:
+            ThreadForbiddenError: The thread exists and belongs to someone else.
+            ThreadBusyError: Another run is running on the thread.
+        """
+        ...
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or ``None``."""
+        ...
+
+    async def thread_runs(self, thread_id: str) -> list[RunRecord]:
+        """The thread's runs, oldest first."""
+        ...
+
+    async def write(self, thread_id: str, batch: Batch) -> list[RunEvent]:
+        """Apply ``batch`` atomically and return its events with their ``seq``."""
+        ...
+
+    async def read_journal(
+        self, thread_id: str, run_id: str
+    ) -> list[ModelStepEntry | ToolSettledEntry | PreflightEntry]:
+        """The run's journal, in order."""
+        ...
+
+    async def get_messages(self, thread_id: str) -> list[UserMessage | AssistantMessage | ToolMessage]:
+        """The thread's history, in order."""
+        ...
+
+    # -- the event log ------------------------------------------------------------------------------
+
+    async def read_events(self, thread_id: str, after_seq: int = 0, limit: int | None = None) -> list[RunEvent]:
+        """Events with ``seq > after_seq``, in order (at most ``limit``)."""
+        ...
+
+    async def last_seq(self, thread_id: str) -> int:
+        """The newest ``seq`` of the thread (0 when empty)."""
+        ...
+
+    def subscribe(self, thread_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
+        """Follow the thread's events.
+
+        Yields every event with ``seq > after_seq``, then live ones as they are written, without
+        gaps or duplicates, until the consumer stops iterating.
+        """
+        ...
+
+    # -- leases: who drives a running run ---------------------------------------------------------
+
+    async def claim_run(self, run_id: str, *, owner: str, ttl: float, expect: frozenset[str]) -> RunRecord | None:
+        """Make ``owner`` the driver of a run.
+
+        Succeeds if its status is in ``expect`` and no live lease holds it: the run becomes
+        ``running``, takes the thread's running slot and a lease. ``None`` when the claim fails.
+        """
+        ...
+
+    async def renew_lease(self, thread_id: str, run_id: str, *, owner: str, ttl: float) -> bool:
+        """Extend the lease; ``False`` when ``owner`` no longer holds it."""
+        ...
+
+    async def expired_leases(self, limit: int = 100) -> list[tuple[str, str]]:
+        """``(thread_id, run_id)`` of running runs whose driver stopped renewing its lease."""
+        ...
+
+    # -- approvals ---------------------------------------------------------------------------------
+
+    async def get_approval(self, tool_call_id: str) -> ApprovalRecord | None:
+        """The approval, or ``None``."""
+        ...
+
+    async def settle_approval(
+        self,
+        tool_call_id: str,
+        *,
+        status: ApprovalState,
+        decided_by: str | None,
+        via: str | None,
+        reason: str | None = None,
+        remember: bool = False,
+    ) -> ApprovalRecord | None:
+        """Settle a pending approval atomically; ``None`` when it is not pending (any more).
+
+        ``remember`` (with ``approved``) makes later calls of the same tool in the thread
+        approved without asking.
+        """
+        ...
+
+    async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
+        """The thread's pending approvals, oldest first."""
+        ...
+
+    async def expired_approvals(self, now: float, limit: int = 100) -> list[ApprovalRecord]:
+        """Pending approvals past their expiry."""
+        ...
+
+    async def is_remembered(self, thread_id: str, tool: str) -> bool:
+        """Whether calls of ``tool`` in the thread are approved without asking."""
+        ...
+
+    # -- confirm tokens (tools.ConfirmTokenStore) ---------------------------------------------------
+
+    async def claim_confirm_token(self, token_hash: str, expires_at: float) -> bool:
+        """Claim a confirm token once."""
+        ...
+
+    async def release_confirm_token(self, token_hash: str) -> None:
+        """Undo a claim."""
+        ...
+
+    # -- channel state ----------------------------------------------------------------------------
+
+    async def channel_get(self, key: str) -> Any:
+        """A channel's JSON value, or ``None``."""
+        ...
+
+    async def channel_set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        """Store a channel's JSON value, optionally expiring."""
+        ...
+
+    async def channel_claim(self, key: str, *, ttl: float, value: Any = True) -> bool:
+        """Set ``key`` only if absent (claim-once, e.g. a webhook's message id); True if claimed."""
+        ...
+
+    async def channel_delete(self, key: str) -> None:
+        """Drop a key."""
+        ...
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        """Raise ``StoreUnavailableError`` when the store cannot be reached."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and stop background work."""
+        ...

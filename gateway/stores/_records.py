@@ -1,0 +1,186 @@
+"""What the store keeps: threads, runs and their journal, approvals, and batches of writes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from tools import Actor, Confirmation
+
+from ..events import RunEvent, Turn, Usage, now_iso
+from ..models import AssistantMessage, ToolMessage, UserMessage
+
+__all__ = [
+    "JOURNAL_ADAPTER",
+    "ApprovalRecord",
+    "ApprovalState",
+    "Batch",
+    "JournalEntry",
+    "ModelStepEntry",
+    "PlannedCall",
+    "PreflightEntry",
+    "RunRecord",
+    "RunState",
+    "ThreadRecord",
+    "ToolSettledEntry",
+]
+
+RunState = Literal["running", "awaiting-approval", "completed", "cancelled", "failed"]
+"""Where a run is: ``running`` on some process, parked, or ended."""
+
+ApprovalState = Literal["pending", "approved", "rejected", "expired"]
+
+
+class ThreadRecord(BaseModel):
+    """A conversation and who owns it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thread_id: str
+    owner_id: str
+    tenant_ref: str | None = None
+    channel: str | None = None
+    created_at: str = Field(default_factory=now_iso)
+
+
+class RunRecord(BaseModel):
+    """One run: the work a turn causes, from its first model step to its end."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    thread_id: str
+    agent: str
+    turn: Turn
+    status: RunState = "running"
+    created_at: str = Field(default_factory=now_iso)
+    updated_at: str = Field(default_factory=now_iso)
+    usage: Usage = Field(default_factory=Usage)
+    first_seq: int = 0
+    """The seq of the run's ``run-started`` event."""
+    cancel_requested: bool = False
+    error: dict[str, str] | None = None
+
+    @property
+    def actor(self) -> Actor:
+        """Who the run acts for."""
+        return self.turn.actor
+
+
+class PlannedCall(BaseModel):
+    """A tool call of a model step, with the id the runtime gave it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    arguments: str
+    """The arguments as the model wrote them (JSON text)."""
+    args: dict[str, Any] | None = None
+    """The parsed arguments; ``None`` when ``arguments`` is not a JSON object."""
+
+
+class ModelStepEntry(BaseModel):
+    """A model step's answer, journaled before anything it asked for runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["model"] = "model"
+    step: int
+    message_id: str
+    text: str | None = None
+    calls: list[PlannedCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+
+
+class ToolSettledEntry(BaseModel):
+    """A tool call's outcome; a settled call never runs again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["tool"] = "tool"
+    tool_call_id: str
+    name: str
+    status: Literal["completed", "failed", "denied"]
+    output: Any = None
+    error: dict[str, str] | None = None
+    reason: str | None = None
+
+    def model_content(self) -> Any:
+        """What the model reads as this call's result."""
+        match self.status:
+            case "completed":
+                return self.output
+            case "failed":
+                return {"error": self.error}
+            case _:
+                return {"denied": True, "reason": self.reason}
+
+
+class PreflightEntry(BaseModel):
+    """The answer of an action's preflight for one phase, so a replay takes the same branch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["preflight"] = "preflight"
+    tool_call_id: str
+    phase: Literal["prepare", "execute"]
+    result: dict[str, Any]
+
+
+JournalEntry = Annotated[ModelStepEntry | ToolSettledEntry | PreflightEntry, Field(discriminator="kind")]
+JOURNAL_ADAPTER: TypeAdapter[JournalEntry] = TypeAdapter(JournalEntry)
+
+
+class ApprovalRecord(BaseModel):
+    """An action waiting for (or given) a person's decision."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool_call_id: str
+    run_id: str
+    thread_id: str
+    tool: str
+    input: dict[str, Any]
+    requester_id: str
+    approver: str = "requester"
+    """``"requester"``, or the role whose members may decide."""
+    confirmation: Confirmation
+    tone: Literal["neutral", "destructive"] | None = None
+    requested_at: str = Field(default_factory=now_iso)
+    expires_at: str
+    expires_ts: float
+    """``expires_at`` as UNIX seconds."""
+    status: ApprovalState = "pending"
+    decided_by: str | None = None
+    via: str | None = None
+    reason: str | None = None
+    decided_at: str | None = None
+    remember: bool = False
+
+    def lapsed(self, now: float | None = None) -> bool:
+        """Whether the approval is past its expiry."""
+        return (time.time() if now is None else now) >= self.expires_ts
+
+
+@dataclass(kw_only=True)
+class Batch:
+    """Writes of one step, applied together (one round trip on Redis).
+
+    The events get their ``seq`` when written; ``Store.write`` returns them with it.
+    """
+
+    run: RunRecord | None = None
+    """Save this run record (replacing the stored one)."""
+    events: list[RunEvent] = field(default_factory=list)
+    journal: list[ModelStepEntry | ToolSettledEntry | PreflightEntry] = field(default_factory=list)
+    """Appended to the journal of ``run``."""
+    messages: list[UserMessage | AssistantMessage | ToolMessage] = field(default_factory=list)
+    """Appended to the thread's history."""
+    approvals: list[ApprovalRecord] = field(default_factory=list)
+    """Pending approvals to record."""
+    release: bool = False
+    """The run stops running here (it parked or ended): free the thread and drop the lease."""
