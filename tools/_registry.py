@@ -313,15 +313,16 @@ class ToolRegistry:
         async def once() -> Any:
             return await tool.execute(input, ctx)
 
-        async with asyncio.timeout(tool.timeout) as scope:
-            try:
+        scope = asyncio.timeout(tool.timeout)
+        try:
+            async with scope:
                 return await call_with_transient_retry(once, self.transient_retry)
-            except TimeoutError:
-                if scope.expired():
-                    raise ToolTimeoutError(
-                        f"Tool {tool.name!r} timed out after {tool.timeout:g} s", tool=tool.name
-                    ) from None
-                raise
+        except TimeoutError:
+            if scope.expired():
+                raise ToolTimeoutError(
+                    f"Tool {tool.name!r} timed out after {tool.timeout:g} s", tool=tool.name
+                ) from None
+            raise
 
     @staticmethod
     async def present(tool: Tool, output: Any, ctx: ToolContext) -> list[UiComponent]:
