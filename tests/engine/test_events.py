@@ -46,7 +46,9 @@ SAMPLES = [
         approver="requester", expires_at="2026-11-30T20:00:00+00:00",
     ),
     ApprovalSettledEvent(**BASE, tool_call_id="c2", status="approved", decided_by="alice", via="web"),
-    UiEvent(**BASE, id="c1:ui:1", component="Chart", version=2, props={"a": [1, 2]}, fallback_text="t", tool_call_id="c1"),
+    UiEvent(
+        **BASE, id="c1:ui:1", component="Chart", version=2, props={"a": [1, 2]}, fallback_text="t", tool_call_id="c1"
+    ),
     RunFinishedEvent(**BASE, status="awaiting-approval", usage=Usage(input_tokens=3, output_tokens=4, model_calls=1)),
     RunErrorEvent(**BASE, code="model_error", message="down"),
 ]  # fmt: skip
