@@ -1,5 +1,7 @@
 """The engine and the server of agora-gateway: runtime, agent loop, events, runs, stores, models."""
 
+from typing import TYPE_CHECKING, Any
+
 from ._agents import Agent
 from ._approvals import REQUESTER, ApprovalPolicy, ApprovalRule
 from ._errors import (
@@ -17,29 +19,67 @@ from ._errors import (
     ThreadNotFoundError,
     UnknownAgentError,
 )
+from ._identity import (
+    ActorResolver,
+    AnonymousCookieResolver,
+    ChainResolver,
+    InvalidTokenError,
+    SignedTokenResolver,
+    TrustedHeaderResolver,
+    sign_actor_token,
+    verify_actor_token,
+)
 from ._runtime import Runtime, RuntimeObserver
+from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
+from ._settings import Settings
 from .events import RunEvent, Turn
+
+if TYPE_CHECKING:
+    from .app import create_app
 
 __all__ = [
     "REQUESTER",
+    "SERVICES",
+    "ActorResolver",
     "Agent",
+    "AnonymousCookieResolver",
     "ApprovalExpiredError",
     "ApprovalForbiddenError",
     "ApprovalNotFoundError",
     "ApprovalPolicy",
     "ApprovalRule",
     "ApprovalSettledError",
+    "ChainResolver",
     "GatewayError",
+    "GatewayServices",
+    "InvalidTokenError",
     "ModelError",
+    "RateLimitedError",
     "RunEvent",
     "RunNotActiveError",
     "RunNotFoundError",
     "Runtime",
     "RuntimeObserver",
+    "Settings",
+    "SignedTokenResolver",
     "StoreUnavailableError",
     "ThreadBusyError",
     "ThreadForbiddenError",
     "ThreadNotFoundError",
+    "TrustedHeaderResolver",
     "Turn",
+    "UnauthenticatedError",
     "UnknownAgentError",
+    "create_app",
+    "sign_actor_token",
+    "verify_actor_token",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # create_app assembles the channels, which import this package: import it on first use.
+    if name == "create_app":
+        from .app import create_app
+
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

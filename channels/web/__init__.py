@@ -1,0 +1,24 @@
+"""The web chat channel: a web socket per browser tab, the widget's protocol."""
+
+from aiohttp import web
+
+from ._frames import ApproveFrame, CancelFrame, ClientFrame, HelloFrame, RejectFrame, SendFrame
+from ._socket import WEB_DEFAULT_CAPABILITIES, WebSession, websocket_handler
+
+__all__ = [
+    "WEB_DEFAULT_CAPABILITIES",
+    "ApproveFrame",
+    "CancelFrame",
+    "ClientFrame",
+    "HelloFrame",
+    "RejectFrame",
+    "SendFrame",
+    "WebSession",
+    "setup",
+    "websocket_handler",
+]
+
+
+def setup(app: web.Application) -> None:
+    """Mount ``GET /agent/ws`` on a gateway app."""
+    app.router.add_get("/agent/ws", websocket_handler)

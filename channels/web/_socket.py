@@ -1,0 +1,265 @@
+"""The web-socket channel: one person's chat over ``GET /agent/ws``.
+
+Protocol (JSON text frames). Client -> server: ``hello {thread_id?, after_seq?, ui_capabilities?,
+token?}`` first, then ``send {text, page_context?}``, ``approve {tool_call_id, remember?}``,
+``reject {tool_call_id, reason?}``, ``cancel {run_id}``; any may carry an ``id`` that the answer
+echoes. Server -> client: ``welcome {thread_id, actor, ...}``, then every run event of the thread
+with its ``type`` and ``seq`` (``ui`` events carry ``html``, ``media`` or ``text`` per the
+client's capabilities), ``ack {id, run_id?}`` and ``error {id?, code, message}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import WSMsgType, web
+from pydantic import ValidationError
+
+from gateway import SERVICES, GatewayError, GatewayServices, InvalidTokenError, verify_actor_token
+from gateway.events import RUN_EVENT_ADAPTER, Turn, UiEvent
+from tools import Actor, UiCapabilities
+
+from ._frames import CLIENT_FRAME, FRAME_TYPES, ApproveFrame, CancelFrame, HelloFrame, RejectFrame, SendFrame
+
+__all__ = ["WEB_DEFAULT_CAPABILITIES", "websocket_handler"]
+
+logger = logging.getLogger("channels.web")
+
+WEB_DEFAULT_CAPABILITIES = UiCapabilities(formats=["html"])
+"""What a web client gets when its ``hello`` declares nothing."""
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_TOO_SLOW = 4408
+CLOSE_BAD_HELLO = 4400
+HELLO_TIMEOUT = 30.0
+
+
+def _origin_allowed(request: web.Request, services: GatewayServices) -> bool:
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return True  # not a browser: tokens and cookies still apply
+    if origin in services.settings.allowed_origins:
+        return True
+    parts = urlsplit(origin)
+    if parts.netloc and parts.netloc == request.host:
+        return True
+    public = services.settings.public_base_url
+    return bool(public) and origin.rstrip("/") == public
+
+
+class _Closed(Exception):
+    """The socket is gone (or we closed it): stop this session."""
+
+
+class WebSession:
+    """One socket: its actor, thread, capabilities and the task following the thread."""
+
+    def __init__(self, services: GatewayServices, ws: web.WebSocketResponse, actor: Actor | None) -> None:
+        self.services = services
+        self.ws = ws
+        self.actor = actor
+        self.thread_id: str | None = None
+        self.capabilities = WEB_DEFAULT_CAPABILITIES
+        self._lock = asyncio.Lock()
+        self._follower: asyncio.Task[None] | None = None
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        """Send one frame; a client that cannot take it in time is disconnected."""
+        data = json.dumps(frame, ensure_ascii=False)
+        async with self._lock:
+            if self.ws.closed:
+                raise _Closed
+            try:
+                async with asyncio.timeout(self.services.settings.ws_send_timeout):
+                    await self.ws.send_str(data)
+            except TimeoutError:
+                logger.info("closing a web socket that stopped reading")
+                await self.ws.close(code=CLOSE_TOO_SLOW, message=b"too slow")
+                raise _Closed from None
+            except ConnectionError:
+                raise _Closed from None
+        self.services.metrics.frames.labels("out").inc()
+
+    async def error(self, code: str, message: str, frame_id: str | None = None, **extra: Any) -> None:
+        """Send an ``error`` frame."""
+        await self.send({"type": "error", "id": frame_id, "code": code, "message": message, **extra})
+
+    async def run(self) -> None:
+        """Read frames until the client leaves; then stop following the thread."""
+        try:
+            async with asyncio.timeout(HELLO_TIMEOUT) as hello_deadline:
+                async for message in self.ws:
+                    await self._on_message(message)
+                    if self.thread_id is not None:
+                        hello_deadline.reschedule(None)
+        except TimeoutError:
+            with contextlib.suppress(_Closed):
+                await self.error("hello_required", "Send hello first")
+            await self.ws.close(code=CLOSE_BAD_HELLO, message=b"no hello")
+        except _Closed:
+            pass
+        finally:
+            if self._follower is not None:
+                self._follower.cancel()
+                with contextlib.suppress(asyncio.CancelledError, _Closed):
+                    await self._follower
+
+    async def _on_message(self, message: Any) -> None:
+        self.services.metrics.frames.labels("in").inc()
+        if message.type is WSMsgType.BINARY:
+            await self.error("binary_not_supported", "Send JSON text frames")
+            return
+        if message.type is not WSMsgType.TEXT:
+            return
+        if len(message.data) > self.services.settings.ws_frame_limit:
+            await self.error("frame_too_large", f"Frames are limited to {self.services.settings.ws_frame_limit} bytes")
+            return
+        try:
+            raw = json.loads(message.data)
+        except ValueError:
+            await self.error("bad_frame", "Frames are JSON objects")
+            return
+        frame_id = raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else None
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            await self.error("bad_frame", "Frames are JSON objects with a type", frame_id)
+            return
+        if raw["type"] not in FRAME_TYPES:
+            await self.error("unknown_frame", f"Unknown frame type {raw['type'][:40]!r}", frame_id)
+            return
+        try:
+            frame = CLIENT_FRAME.validate_python(raw)
+        except ValidationError as exc:
+            detail = "; ".join(f"{'.'.join(map(str, e['loc'][1:])) or 'frame'}: {e['msg']}" for e in exc.errors()[:5])
+            await self.error("invalid_frame", f"Invalid {raw['type']} frame: {detail}", frame_id)
+            return
+        try:
+            await self._dispatch(frame)
+        except GatewayError as exc:
+            extra = {"retry_after": round(exc.retry_after, 1)} if hasattr(exc, "retry_after") else {}
+            await self.error(exc.code, str(exc), frame.id, **extra)
+
+    async def _dispatch(self, frame: HelloFrame | SendFrame | ApproveFrame | RejectFrame | CancelFrame) -> None:
+        if isinstance(frame, HelloFrame):
+            await self._hello(frame)
+            return
+        if self.thread_id is None or self.actor is None:
+            await self.error("hello_required", "Send hello first", frame.id)
+            return
+        runtime = self.services.runtime
+        match frame:
+            case SendFrame():
+                turn = Turn(
+                    thread_id=self.thread_id,
+                    actor=self.actor,
+                    text=frame.text,
+                    ui_capabilities=self.capabilities,
+                    page_context=frame.page_context,
+                    channel="web",
+                )
+                run_id = await self.services.start_turn(turn)
+                await self.send({"type": "ack", "id": frame.id, "run_id": run_id})
+            case ApproveFrame():
+                record = await runtime.decide(frame.tool_call_id, self.actor, approve=True, via="web", remember=frame.remember)
+                await self.send({"type": "ack", "id": frame.id, "status": record.status})
+            case RejectFrame():
+                record = await runtime.decide(frame.tool_call_id, self.actor, approve=False, reason=frame.reason, via="web")
+                await self.send({"type": "ack", "id": frame.id, "status": record.status})
+            case CancelFrame():
+                run = await runtime.get_run(frame.run_id)
+                if run.thread_id != self.thread_id:
+                    await self.error("run_not_found", "No such run in this thread", frame.id)
+                    return
+                await runtime.cancel(frame.run_id, self.actor)
+                await self.send({"type": "ack", "id": frame.id, "run_id": frame.run_id})
+
+    async def _hello(self, frame: HelloFrame) -> None:
+        if self.thread_id is not None:
+            await self.error("already_welcomed", "hello was already sent on this socket", frame.id)
+            return
+        if frame.token:
+            try:
+                self.actor = verify_actor_token(frame.token, self.services.secret)
+            except InvalidTokenError as exc:
+                await self.error(exc.code, str(exc), frame.id)
+                await self.ws.close(code=CLOSE_UNAUTHENTICATED, message=b"invalid token")
+                raise _Closed from None
+        if self.actor is None:
+            await self.error("unauthenticated", "Send a signed actor token", frame.id)
+            await self.ws.close(code=CLOSE_UNAUTHENTICATED, message=b"unauthenticated")
+            raise _Closed
+        thread_id = frame.thread_id or f"web-{uuid.uuid4().hex}"
+        if frame.thread_id is not None:
+            thread = await self.services.runtime.store.get_thread(thread_id)
+            if thread is not None:
+                try:
+                    await self.services.runtime.check_thread_access(thread_id, self.actor)
+                except GatewayError as exc:
+                    await self.error(exc.code, str(exc), frame.id)
+                    await self.ws.close(code=CLOSE_FORBIDDEN, message=b"forbidden")
+                    raise _Closed from None
+        self.thread_id = thread_id
+        self.capabilities = frame.ui_capabilities or WEB_DEFAULT_CAPABILITIES
+        runtime = self.services.runtime
+        await self.send(
+            {
+                "type": "welcome",
+                "id": frame.id,
+                "thread_id": thread_id,
+                "actor": {"id": self.actor.id, "roles": list(self.actor.roles)},
+                "agent": runtime.default_agent.name,
+                "demo": self.services.settings.model == "demo" and runtime.model is not None and runtime.model.name == "demo",
+                "after_seq": frame.after_seq,
+            }
+        )
+        self._follower = asyncio.create_task(self._follow(thread_id, frame.after_seq), name=f"agora-ws-{thread_id}")
+
+    async def _follow(self, thread_id: str, after_seq: int) -> None:
+        try:
+            async for event in self.services.runtime.events(thread_id, after_seq, follow=True):
+                frame = RUN_EVENT_ADAPTER.dump_python(event, mode="json")
+                if isinstance(event, UiEvent):
+                    frame.update(await self.services.deliver_ui(event, self.capabilities))
+                await self.send(frame)
+        except _Closed:
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("following thread %s failed", thread_id)
+            with contextlib.suppress(Exception):
+                await self.ws.close(code=1011, message=b"internal error")
+
+
+async def websocket_handler(request: web.Request) -> web.StreamResponse:
+    """``GET /agent/ws``: check the origin and the credentials, then serve the session."""
+    services = request.app[SERVICES]
+    if not _origin_allowed(request, services):
+        return web.json_response({"code": "origin_forbidden", "message": "Origin not allowed"}, status=403)
+    try:
+        actor = await services.identity.resolve(request)
+    except InvalidTokenError as exc:
+        return web.json_response({"code": exc.code, "message": str(exc)}, status=401)
+    ws = web.WebSocketResponse(
+        heartbeat=services.settings.ws_heartbeat,
+        max_msg_size=services.settings.ws_frame_limit * 4,
+        compress=False,
+    )
+    if not ws.can_prepare(request).ok:
+        return web.json_response({"code": "websocket_required", "message": "Upgrade to a web socket"}, status=400)
+    services.identity.attach_cookie(request, ws)
+    await ws.prepare(request)
+    services.metrics.sockets.inc()
+    try:
+        await WebSession(services, ws, actor).run()
+    finally:
+        services.metrics.sockets.dec()
+        if not ws.closed:
+            await ws.close()
+    return ws

@@ -1,0 +1,238 @@
+"""The HTTP API under ``/agent``, media, health, metrics and the demo page."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from renderers import MediaTokenError
+from tools import AgoraError
+
+from ._errors import GatewayError, StoreUnavailableError
+from ._services import SERVICES, GatewayServices, RateLimitedError
+from .events import RUN_EVENT_ADAPTER
+
+__all__ = ["STATIC_DIR", "add_routes", "error_middleware", "json_error"]
+
+logger = logging.getLogger("gateway.http")
+
+_HERE = Path(__file__).resolve().parent
+STATIC_DIR = _HERE / "static" if (_HERE / "static").is_dir() else _HERE.parent / "static"
+"""The widget and the demo page: ``gateway/static`` in a wheel, ``static/`` in a checkout."""
+
+_MAX_JSON_BODY = 64 * 1024
+_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+
+
+def json_error(status: int, code: str, message: str, **extra: Any) -> web.Response:
+    """A JSON error answer ``{code, message}``."""
+    return web.json_response({"code": code, "message": message, **extra}, status=status)
+
+
+def _route_name(request: web.Request) -> str:
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+@web.middleware
+async def error_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Translate errors to JSON ``{code, message}`` with the right status; count and time requests."""
+    started = time.perf_counter()
+    services = request.app.get(SERVICES)
+    response: web.StreamResponse
+    try:
+        response = await handler(request)
+    except RateLimitedError as exc:
+        response = json_error(exc.status, exc.code, str(exc), retry_after=round(exc.retry_after, 1))
+        response.headers["Retry-After"] = str(max(1, round(exc.retry_after)))
+    except GatewayError as exc:
+        response = json_error(exc.status, exc.code, str(exc))
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status, "http_error")
+        response = json_error(exc.status, code, exc.reason)
+    except AgoraError as exc:
+        response = json_error(400, "bad_request", str(exc))
+    if services is not None:
+        route = _route_name(request)
+        services.metrics.http.labels(route, str(response.status)).inc()
+        services.metrics.http_seconds.labels(route).observe(time.perf_counter() - started)
+        if not response.prepared:
+            services.identity.attach_cookie(request, response)
+    return response
+
+
+async def _json_body(request: web.Request, model: type[BaseModel]) -> Any:
+    if request.content_length is not None and request.content_length > _MAX_JSON_BODY:
+        raise web.HTTPRequestEntityTooLarge(max_size=_MAX_JSON_BODY, actual_size=request.content_length)
+    if request.content_type != "application/json":
+        raise _BadRequest("unsupported_media_type", "Send application/json", status=415)
+    raw = await request.content.read(_MAX_JSON_BODY + 1)
+    if len(raw) > _MAX_JSON_BODY:
+        raise web.HTTPRequestEntityTooLarge(max_size=_MAX_JSON_BODY, actual_size=len(raw))
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5])
+        raise _BadRequest("invalid_request", f"Invalid request: {fields}") from None
+
+
+class _BadRequest(GatewayError):
+    def __init__(self, code: str, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+class _ApproveBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tool_call_id: str = Field(pattern=_ID.pattern)
+    remember: bool = False
+
+
+class _RejectBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tool_call_id: str = Field(pattern=_ID.pattern)
+    reason: str | None = Field(default=None, max_length=500)
+
+
+def _services(request: web.Request) -> GatewayServices:
+    return request.app[SERVICES]
+
+
+async def tools_catalog(request: web.Request) -> web.Response:
+    """``GET /agent/tools?agent=``: the tools this caller may reach, with their presentation."""
+    services = _services(request)
+    actor = await services.resolve_actor(request)
+    name = request.query.get("agent")
+    agent = None if name == "*" else services.runtime.agent(name)
+    return web.json_response(await services.runtime.registry.catalog_for(actor, agent))
+
+
+async def approve(request: web.Request) -> web.Response:
+    """``POST /agent/tool-call/approve`` ``{tool_call_id, remember?}``."""
+    services = _services(request)
+    actor = await services.resolve_actor(request)
+    body: _ApproveBody = await _json_body(request, _ApproveBody)
+    record = await services.runtime.decide(body.tool_call_id, actor, approve=True, via="web", remember=body.remember)
+    return web.json_response({"tool_call_id": record.tool_call_id, "status": record.status})
+
+
+async def reject(request: web.Request) -> web.Response:
+    """``POST /agent/tool-call/reject`` ``{tool_call_id, reason?}``."""
+    services = _services(request)
+    actor = await services.resolve_actor(request)
+    body: _RejectBody = await _json_body(request, _RejectBody)
+    record = await services.runtime.decide(body.tool_call_id, actor, approve=False, reason=body.reason, via="web")
+    return web.json_response({"tool_call_id": record.tool_call_id, "status": record.status})
+
+
+async def cancel_run(request: web.Request) -> web.Response:
+    """``POST /agent/runs/{run_id}/cancel``."""
+    services = _services(request)
+    actor = await services.resolve_actor(request)
+    run_id = request.match_info["run_id"]
+    if not _ID.match(run_id):
+        raise _BadRequest("invalid_request", "Bad run id")
+    await services.runtime.cancel(run_id, actor)
+    run = await services.runtime.get_run(run_id)
+    return web.json_response({"run_id": run_id, "status": run.status})
+
+
+async def thread_history(request: web.Request) -> web.Response:
+    """``GET /agent/threads/{thread_id}?after=``: messages, events and pending approvals (owner only)."""
+    services = _services(request)
+    actor = await services.resolve_actor(request)
+    thread_id = request.match_info["thread_id"]
+    if not _ID.match(thread_id):
+        raise _BadRequest("invalid_request", "Bad thread id")
+    thread = await services.runtime.check_thread_access(thread_id, actor)
+    try:
+        after = max(0, int(request.query.get("after", "0")))
+    except ValueError:
+        raise _BadRequest("invalid_request", "after must be an integer") from None
+    store = services.runtime.store
+    events = await store.read_events(thread_id, after, limit=1000)
+    body = {
+        "thread_id": thread_id,
+        "owner_id": thread.owner_id,
+        "created_at": thread.created_at,
+        "messages": [m.model_dump(mode="json") for m in await store.get_messages(thread_id)],
+        "events": [RUN_EVENT_ADAPTER.dump_python(e, mode="json") for e in events],
+        "last_seq": await store.last_seq(thread_id),
+        "pending_approvals": [
+            {"tool_call_id": a.tool_call_id, "tool": a.tool, "confirmation": a.confirmation.model_dump(), "expires_at": a.expires_at}
+            for a in await store.pending_approvals(thread_id)
+        ],
+    }
+    return web.json_response(body, dumps=lambda v: json.dumps(v, ensure_ascii=False))
+
+
+async def media(request: web.Request) -> web.Response:
+    """``GET /media/{token}``: rendered images and documents, behind signed, expiring tokens."""
+    services = _services(request)
+    try:
+        item = await services.media.get(request.match_info["token"])
+    except MediaTokenError as exc:
+        status = {"expired": 410, "not_found": 404}.get(exc.reason, 403)
+        return json_error(status, f"media_{exc.reason}", str(exc))
+    headers = {"Cache-Control": "private, max-age=300", "X-Content-Type-Options": "nosniff"}
+    if item.filename:
+        headers["Content-Disposition"] = f'inline; filename="{item.filename}"'
+    return web.Response(body=item.data, content_type=item.mime, headers=headers)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """``GET /healthz``: 200 when the store answers, 503 otherwise."""
+    services = _services(request)
+    try:
+        await services.runtime.store.ping()
+    except StoreUnavailableError as exc:
+        return web.json_response({"status": "unavailable", "store": str(exc)}, status=503)
+    return web.json_response({"status": "ok"})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """``GET /metrics``: Prometheus text format."""
+    body = _services(request).metrics.render()
+    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+
+async def demo_page(request: web.Request) -> web.StreamResponse:
+    """``GET /``: the demo page with the chat widget (it also gives the visitor their cookie)."""
+    services = _services(request)
+    await services.resolve_actor(request)
+    return web.FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+async def component_css(request: web.Request) -> web.Response:
+    """``GET /static/components.css``: the stylesheet of server-rendered components."""
+    from renderers import component_stylesheet
+
+    return web.Response(text=component_stylesheet(), content_type="text/css", headers={"Cache-Control": "max-age=3600"})
+
+
+def add_routes(app: web.Application) -> None:
+    """Mount the gateway's own HTTP routes on ``app``."""
+    app.router.add_get("/agent/tools", tools_catalog)
+    app.router.add_post("/agent/tool-call/approve", approve)
+    app.router.add_post("/agent/tool-call/reject", reject)
+    app.router.add_post("/agent/runs/{run_id}/cancel", cancel_run)
+    app.router.add_get("/agent/threads/{thread_id}", thread_history)
+    app.router.add_get("/media/{token}", media)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/", demo_page)
+    app.router.add_get("/static/components.css", component_css)
+    app.router.add_static("/static/", STATIC_DIR, append_version=False)

@@ -1,0 +1,203 @@
+"""Who is talking: actor resolvers and the signed actor tokens apps give their users.
+
+An actor token is a JWT (HS256) whose claims are ``id`` (or ``sub``), ``roles``, ``tenant`` and
+``exp``, so an app may sign it with ``sign_actor_token`` or any JWT library.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from tools import Actor, UserError
+
+from ._errors import GatewayError
+
+__all__ = [
+    "ANON_COOKIE",
+    "ActorResolver",
+    "AnonymousCookieResolver",
+    "ChainResolver",
+    "InvalidTokenError",
+    "SignedTokenResolver",
+    "TrustedHeaderResolver",
+    "sign_actor_token",
+    "verify_actor_token",
+]
+
+ANON_COOKIE = "agora_anon"
+_PENDING_COOKIE = "agora.pending_cookie"
+_MAX_TOKEN = 4096
+
+
+class InvalidTokenError(GatewayError):
+    """An actor token is malformed, forged or expired."""
+
+    status, code = 401, "invalid_token"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+_HEADER = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+
+
+def sign_actor_token(actor: Actor, secret: str | bytes, ttl: float = 3600) -> str:
+    """A signed token for ``actor`` that expires in ``ttl`` seconds (a JWT, HS256).
+
+    Give it to the widget (``<agora-chat token="...">``) or send it as ``Authorization: Bearer``.
+    """
+    if not isinstance(actor, Actor):
+        raise UserError("sign_actor_token() needs an Actor")
+    if not secret:
+        raise UserError("sign_actor_token() needs a non-empty secret")
+    if ttl <= 0:
+        raise UserError("sign_actor_token() needs a positive ttl")
+    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    claims = {"id": actor.id, "roles": list(actor.roles), "tenant": actor.tenant_ref, "exp": int(time.time() + ttl)}
+    payload = _b64(json.dumps(claims, separators=(",", ":")).encode())
+    signature = _b64(hmac.new(key, f"{_HEADER}.{payload}".encode(), hashlib.sha256).digest())
+    return f"{_HEADER}.{payload}.{signature}"
+
+
+def verify_actor_token(token: str, secret: str | bytes, *, now: float | None = None) -> Actor:
+    """The actor a token speaks for.
+
+    Raises:
+        InvalidTokenError: Malformed, not HS256, forged, without ``exp`` or expired.
+    """
+    if not isinstance(token, str) or len(token) > _MAX_TOKEN or token.count(".") != 2:
+        raise InvalidTokenError("Malformed token")
+    header, payload, signature = token.split(".")
+    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    try:
+        if json.loads(_unb64(header)).get("alg") != "HS256":
+            raise InvalidTokenError("Unsupported token algorithm")
+        expected = hmac.new(key, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+        if not hmac.compare_digest(expected, _unb64(signature)):
+            raise InvalidTokenError("Bad token signature")
+        claims = json.loads(_unb64(payload))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InvalidTokenError("Malformed token") from exc
+    if not isinstance(claims, dict):
+        raise InvalidTokenError("Malformed token")
+    exp = claims.get("exp")
+    if not isinstance(exp, int | float) or isinstance(exp, bool):
+        raise InvalidTokenError("Token has no expiry")
+    if (time.time() if now is None else now) >= exp:
+        raise InvalidTokenError("Token expired")
+    try:
+        return Actor(id=claims.get("id") or claims.get("sub"), roles=claims.get("roles") or [], tenant_ref=claims.get("tenant"))
+    except ValidationError as exc:
+        raise InvalidTokenError("Token claims are invalid") from exc
+
+
+@runtime_checkable
+class ActorResolver(Protocol):
+    """Resolves the actor of an HTTP request (or web-socket upgrade); ``None`` when it cannot."""
+
+    async def resolve(self, request: web.Request) -> Actor | None:
+        """The actor, ``None`` to let the next resolver try.
+
+        Raises:
+            InvalidTokenError: A credential was presented and is bad (do not fall through).
+        """
+        ...
+
+
+class SignedTokenResolver:
+    """Reads a signed actor token from ``Authorization: Bearer`` or the ``token`` query parameter."""
+
+    def __init__(self, secret: bytes) -> None:
+        self.secret = secret
+
+    async def resolve(self, request: web.Request) -> Actor | None:
+        """The token's actor; ``None`` without a token."""
+        auth = request.headers.get("Authorization", "")
+        token = auth[7:].strip() if auth[:7].lower() == "bearer " else request.query.get("token")
+        if not token:
+            return None
+        return verify_actor_token(token, self.secret)
+
+
+class AnonymousCookieResolver:
+    """Gives each browser a stable anonymous id in a signed, HttpOnly cookie (``agora_anon``)."""
+
+    def __init__(self, secret: bytes, *, secure: bool = False, roles: Sequence[str] = ("anonymous",)) -> None:
+        self.secret = secret
+        self.secure = secure
+        self.roles = list(roles)
+
+    def _sign(self, value: str) -> str:
+        return _b64(hmac.new(self.secret, f"anon:{value}".encode(), hashlib.sha256).digest())[:32]
+
+    async def resolve(self, request: web.Request) -> Actor:
+        """The cookie's actor, or a new one (whose cookie ``attach_cookie`` sets on the response)."""
+        cookie = request.cookies.get(ANON_COOKIE, "")
+        value, _, signature = cookie.partition(".")
+        if value and len(value) <= 64 and hmac.compare_digest(self._sign(value), signature):
+            return Actor(id=f"anon:{value}", roles=self.roles)
+        value = secrets.token_urlsafe(16)
+        request[_PENDING_COOKIE] = f"{value}.{self._sign(value)}"
+        return Actor(id=f"anon:{value}", roles=self.roles)
+
+    def attach_cookie(self, request: web.Request, response: web.StreamResponse) -> None:
+        """Set the new visitor's cookie on ``response`` (before it is prepared)."""
+        pending = request.get(_PENDING_COOKIE)
+        if pending:
+            response.set_cookie(
+                ANON_COOKIE, pending, max_age=365 * 24 * 3600, httponly=True, samesite="Lax", secure=self.secure, path="/"
+            )
+
+
+class TrustedHeaderResolver:
+    """Reads ``X-Actor-Id``, ``X-Actor-Roles`` (comma-separated) and ``X-Tenant-Ref``.
+
+    Only safe behind a proxy that sets these headers itself and strips them from clients.
+    """
+
+    async def resolve(self, request: web.Request) -> Actor | None:
+        """The headers' actor; ``None`` without ``X-Actor-Id``."""
+        actor_id = request.headers.get("X-Actor-Id")
+        if not actor_id:
+            return None
+        roles = [r.strip() for r in request.headers.get("X-Actor-Roles", "").split(",") if r.strip()]
+        try:
+            return Actor(id=actor_id, roles=roles, tenant_ref=request.headers.get("X-Tenant-Ref") or None)
+        except ValidationError as exc:
+            raise InvalidTokenError("Invalid actor headers") from exc
+
+
+class ChainResolver:
+    """Tries resolvers in order; the first actor wins."""
+
+    def __init__(self, resolvers: Sequence[Any]) -> None:
+        self.resolvers = list(resolvers)
+
+    async def resolve(self, request: web.Request) -> Actor | None:
+        """The first resolver's actor, or ``None``."""
+        for resolver in self.resolvers:
+            actor: Actor | None = await resolver.resolve(request)
+            if actor is not None:
+                return actor
+        return None
+
+    def attach_cookie(self, request: web.Request, response: web.StreamResponse) -> None:
+        """Let cookie-based resolvers set their cookie."""
+        for resolver in self.resolvers:
+            if isinstance(resolver, AnonymousCookieResolver):
+                resolver.attach_cookie(request, response)

@@ -1,0 +1,67 @@
+"""Prometheus metrics of one gateway process (``GET /metrics``)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from ._runtime import RuntimeObserver
+from .events import RunStatus
+from .stores import RunRecord
+
+__all__ = ["Metrics"]
+
+_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class Metrics(RuntimeObserver):
+    """Counters and latency histograms for turns, runs, tools, model steps, renders and sockets.
+
+    Each gateway app has its own registry, so several apps (tests) never share counters.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.turns = Counter("agora_turns_total", "Turns started, by channel.", ["channel"], registry=r)
+        self.runs = Counter("agora_runs_finished_total", "Runs that ended or parked, by status.", ["status"], registry=r)
+        self.run_seconds = Histogram(
+            "agora_run_seconds", "Time a run was driven before it ended or parked.", buckets=_LATENCY, registry=r
+        )
+        self.tools = Counter("agora_tool_calls_total", "Tool calls settled.", ["tool", "status"], registry=r)
+        self.tool_seconds = Histogram("agora_tool_seconds", "Tool call latency.", ["tool"], buckets=_LATENCY, registry=r)
+        self.model_seconds = Histogram("agora_model_step_seconds", "Model step latency.", buckets=_LATENCY, registry=r)
+        self.renders = Counter("agora_renders_total", "Components rendered, by format.", ["format"], registry=r)
+        self.render_seconds = Histogram(
+            "agora_render_seconds", "Render latency, by format.", ["format"], buckets=_LATENCY, registry=r
+        )
+        self.sockets = Gauge("agora_websockets_open", "Open web sockets.", registry=r)
+        self.frames = Counter("agora_websocket_frames_total", "Web-socket frames.", ["direction"], registry=r)
+        self.http = Counter("agora_http_requests_total", "HTTP requests.", ["route", "status"], registry=r)
+        self.http_seconds = Histogram(
+            "agora_http_request_seconds", "HTTP request latency.", ["route"], buckets=_LATENCY, registry=r
+        )
+        self.rate_limited = Counter("agora_rate_limited_total", "Turns refused by the rate limit.", registry=r)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+    # RuntimeObserver
+    def run_started(self, run: RunRecord) -> None:
+        """Count a turn when its run first starts (resumes are not turns)."""
+        if run.status == "running" and run.usage.model_calls == 0:
+            self.turns.labels(run.turn.channel).inc()
+
+    def run_finished(self, run: RunRecord, status: RunStatus, seconds: float) -> None:
+        """Count and time a run that ended or parked."""
+        self.runs.labels(status).inc()
+        self.run_seconds.observe(seconds)
+
+    def tool_settled(self, run: RunRecord, tool: str, status: str, seconds: float) -> None:
+        """Count and time a tool call."""
+        self.tools.labels(tool, status).inc()
+        self.tool_seconds.labels(tool).observe(seconds)
+
+    def model_step(self, run: RunRecord, seconds: float) -> None:
+        """Time a model step."""
+        self.model_seconds.observe(seconds)

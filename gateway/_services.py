@@ -1,0 +1,140 @@
+"""``GatewayServices``: what every channel of one gateway app shares."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from renderers import Catalog, MediaStore, Renderer, negotiate
+from tools import Actor, UiCapabilities
+
+from ._errors import GatewayError
+from ._identity import ChainResolver
+from ._metrics import Metrics
+from ._ratelimit import RateLimiter
+from ._runtime import Runtime
+from ._settings import Settings
+from .events import Turn, UiEvent
+
+__all__ = ["SERVICES", "GatewayServices", "RateLimitedError", "UnauthenticatedError"]
+
+logger = logging.getLogger("gateway.services")
+
+_MIME_EXT = {"image/png": "png", "application/pdf": "pdf"}
+
+
+class UnauthenticatedError(GatewayError):
+    """No credential identified the caller."""
+
+    status, code = 401, "unauthenticated"
+
+
+class RateLimitedError(GatewayError):
+    """Too many turns from this actor; ``retry_after`` says when to try again."""
+
+    status, code = 429, "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(kw_only=True, eq=False)
+class GatewayServices:
+    """The runtime and everything around it that channels use: identity, rendering, media,
+    rate limits and metrics. One per app, in ``app[SERVICES]``.
+    """
+
+    settings: Settings
+    runtime: Runtime
+    renderer: Renderer
+    catalog: Catalog
+    media: MediaStore
+    identity: ChainResolver
+    metrics: Metrics
+    limiter: RateLimiter
+    secret: bytes
+
+    async def resolve_actor(self, request: web.Request) -> Actor:
+        """The caller's actor.
+
+        Raises:
+            InvalidTokenError: A bad token was presented (401).
+            UnauthenticatedError: Nothing identified the caller (401).
+        """
+        actor = await self.identity.resolve(request)
+        if actor is None:
+            raise UnauthenticatedError("Sign in: send a signed actor token")
+        return actor
+
+    async def start_turn(self, turn: Turn) -> str:
+        """Start a turn for a channel, after the actor's rate limit.
+
+        Raises:
+            RateLimitedError: The actor started too many turns lately (429).
+        """
+        if not self.limiter.allow(turn.actor.id):
+            self.metrics.rate_limited.inc()
+            retry = self.limiter.retry_after(turn.actor.id)
+            raise RateLimitedError(f"Too many messages; try again in {retry:.0f} s", retry_after=retry)
+        return await self.runtime.start_turn(turn)
+
+    def media_url(self, token: str) -> str:
+        """The public URL of a stored media item."""
+        return f"{self.settings.base_url()}/media/{token}"
+
+    async def render(self, component: str, props: dict[str, Any], fmt: str, version: int) -> Any:
+        """Render a component (timed and counted in the metrics)."""
+        started = time.perf_counter()
+        try:
+            return await self.renderer.render(component, props, fmt, version=version)  # type: ignore[arg-type]
+        finally:
+            self.metrics.renders.labels(fmt).inc()
+            self.metrics.render_seconds.labels(fmt).observe(time.perf_counter() - started)
+
+    async def deliver_ui(self, event: UiEvent, capabilities: UiCapabilities) -> dict[str, Any]:
+        """What to add to a ``ui`` event for a client with ``capabilities``.
+
+        ``{"form": "props"}`` when the client draws the component itself; else the rendered
+        form: ``html``, ``media`` (``[{url, mime}]`` per page, for ``image`` and ``pdf``) or
+        ``text``. A component that cannot be rendered falls back to its text.
+        """
+        form = negotiate(event, capabilities, self.catalog)
+        try:
+            match form:
+                case "props":
+                    return {"form": "props"}
+                case "html":
+                    rendered = await self.render(event.component, event.props, "html", event.version)
+                    return {"form": "html", "html": rendered.data}
+                case "image" | "pdf":
+                    fmt = "png" if form == "image" else "pdf"
+                    rendered = await self.render(event.component, event.props, fmt, event.version)
+                    pages = rendered.pages or [rendered.data]
+                    media = []
+                    for index, page in enumerate(pages):
+                        filename = f"{event.component.lower()}-{index + 1}.{_MIME_EXT.get(rendered.mime, 'bin')}"
+                        token = await self.media.put(page, rendered.mime, filename=filename)
+                        media.append({"url": self.media_url(token), "mime": rendered.mime, "filename": filename})
+                    return {"form": form, "media": media, "text": await self.ui_text(event)}
+        except Exception:
+            logger.warning("rendering %s as %s failed; sending text", event.component, form, exc_info=True)
+        return {"form": "text", "text": await self.ui_text(event)}
+
+    async def ui_text(self, event: UiEvent) -> str:
+        """The text form of a ``ui`` event: its fallback text, else the component's own text."""
+        if event.fallback_text:
+            return event.fallback_text
+        try:
+            rendered = await self.render(event.component, event.props, "text", event.version)
+            return str(rendered.data)
+        except Exception:
+            return f"[{event.component}]"
+
+
+SERVICES = web.AppKey("agora_services", GatewayServices)
+"""Where a gateway app keeps its ``GatewayServices``."""

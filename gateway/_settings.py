@@ -1,0 +1,116 @@
+"""``Settings``: the gateway's configuration, from arguments, ``AGORA_*`` variables or ``.env``."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+logger = logging.getLogger("gateway.settings")
+
+
+def _split(value: Any) -> Any:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+def _pairs(value: Any) -> Any:
+    """``"+1555=admin|ops,+1666=member"`` -> ``{"+1555": ["admin", "ops"], ...}``."""
+    if isinstance(value, str):
+        out: dict[str, Any] = {}
+        for item in value.split(","):
+            if "=" in item:
+                key, _, rest = item.partition("=")
+                out[key.strip()] = [r.strip() for r in rest.split("|") if r.strip()]
+        return out
+    return value
+
+
+class Settings(BaseSettings):
+    """Everything the gateway reads from its environment, once, at start-up.
+
+    Every field may be passed as an argument or set as ``AGORA_<FIELD>`` (upper case) in the
+    environment or a ``.env`` file. With nothing set, the gateway runs embedded: an in-process
+    memory store and the offline demo model on http://127.0.0.1:8000/.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="AGORA_", env_file=".env", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    public_base_url: str | None = None
+    """The URL people and Twilio reach this gateway at (``https://chat.example.com``); media links
+    and webhook signatures are built from it. Defaults to ``http://<host>:<port>``."""
+    redis_url: str | None = None
+    """``redis://...``: share state between processes. None: in-process memory store."""
+    model: str = "demo"
+    """``demo`` (offline, rule-based) or ``openai:<model>`` (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``)."""
+    secret: SecretStr | None = None
+    """Signs cookies, actor tokens, confirm tokens and media URLs. Set it for more than one
+    process; a random one is made per process otherwise."""
+    tools_path: str | None = None
+    """A folder or package of your tools, discovered at start-up."""
+    allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Origins (``https://app.example.com``) allowed to open the web socket besides our own."""
+    trusted_headers: bool = False
+    """Trust ``X-Actor-Id`` / ``X-Actor-Roles`` / ``X-Tenant-Ref`` (only behind a proxy that sets them)."""
+    trust_forwarded: bool = False
+    """Trust ``X-Forwarded-Proto`` / ``X-Forwarded-Host`` (only behind a proxy that sets them)."""
+    anonymous: bool = True
+    """Give visitors without a token an anonymous identity (a signed cookie)."""
+    turn_rate_per_minute: float = Field(default=30.0, gt=0)
+    """Turns one actor may start per minute (a burst of ``turn_burst`` is allowed)."""
+    turn_burst: int = Field(default=10, ge=1)
+    ws_frame_limit: int = Field(default=64 * 1024, ge=1024)
+    """Bytes in one web-socket frame; larger frames are refused with an ``error`` frame."""
+    ws_send_timeout: float = Field(default=10.0, gt=0)
+    """A client that cannot take a frame for this long is disconnected (it may reconnect and replay)."""
+    ws_heartbeat: float = Field(default=25.0, gt=0)
+    media_ttl: int = Field(default=3600, ge=60)
+    """Seconds a rendered media URL stays valid."""
+    lease_ttl: float = Field(default=15.0, gt=0)
+    twilio_account_sid: str | None = None
+    twilio_auth_token: SecretStr | None = None
+    whatsapp_from: str | None = None
+    """``whatsapp:+E164``: the sender number."""
+    whatsapp_messaging_service_sid: str | None = None
+    whatsapp_roles: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
+    """Roles by sender (``+15551234567=admin|ops,...``); others get ``whatsapp_default_roles``."""
+    whatsapp_default_roles: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["member"])
+    whatsapp_allow_unknown: bool = True
+    """Serve senders missing from ``whatsapp_roles``; False refuses them politely."""
+    whatsapp_languages: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
+    """Language by sender (``+5511...=pt-BR``)."""
+    whatsapp_approval_template_sid: str | None = None
+    """An approved template (``HX...``) for approvals outside the 24 h window."""
+    whatsapp_shared_key: SecretStr | None = None
+    """The key of Twilio's HMAC-SHA256 webhook signing (``X-Twilio-Webhooks-Signature-Settings``)."""
+
+    _split_lists = field_validator("allowed_origins", "whatsapp_default_roles", mode="before")(_split)
+    _split_maps = field_validator("whatsapp_roles", "whatsapp_languages", mode="before")(_pairs)
+
+    @model_validator(mode="after")
+    def _defaults(self) -> Settings:
+        if self.public_base_url:
+            self.public_base_url = self.public_base_url.rstrip("/")
+        return self
+
+    def secret_bytes(self) -> bytes:
+        """The signing secret; made once per process (and logged as such) when not configured."""
+        if self.secret is None:
+            logger.warning("AGORA_SECRET is not set: using a random per-process secret (fine for one process)")
+            self.secret = SecretStr(secrets.token_urlsafe(32))
+        return self.secret.get_secret_value().encode("utf-8")
+
+    def base_url(self) -> str:
+        """The public base URL (``public_base_url``, else ``http://host:port``)."""
+        if self.public_base_url:
+            return self.public_base_url
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"

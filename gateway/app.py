@@ -1,0 +1,147 @@
+"""The composition root: ``create_app`` assembles a gateway from settings (or a given runtime)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aiohttp import web
+
+from renderers import MediaStore, Renderer, default_catalog
+from tools import Tool, UserError, discover_tools
+
+from ._agents import Agent
+from ._http import add_routes, error_middleware
+from ._identity import AnonymousCookieResolver, ChainResolver, SignedTokenResolver, TrustedHeaderResolver
+from ._metrics import Metrics
+from ._ratelimit import RateLimiter
+from ._runtime import Runtime
+from ._services import SERVICES, GatewayServices
+from ._settings import Settings
+from .models import Model
+from .stores import MemoryStore, Store
+
+__all__ = ["DEFAULT_INSTRUCTIONS", "build_model", "build_runtime", "build_store", "create_app"]
+
+logger = logging.getLogger("gateway.app")
+
+DEFAULT_INSTRUCTIONS = (
+    "You are the assistant of a small online coffee shop, talking to one customer. Use the tools to look "
+    "things up instead of guessing; never invent order numbers. Actions such as refunds wait for the "
+    "customer's approval: call the tool and let the approval card speak for itself. Keep answers short."
+)
+
+
+def build_store(settings: Settings) -> Store:
+    """``RedisStore`` when ``redis_url`` is set, else an in-process ``MemoryStore``."""
+    if settings.redis_url:
+        from .stores import RedisStore
+
+        return RedisStore(settings.redis_url)
+    return MemoryStore()
+
+
+def build_model(settings: Settings) -> Model:
+    """The model ``settings.model`` names: ``demo`` or ``openai:<model>``.
+
+    Raises:
+        UserError: An unknown model setting.
+    """
+    if settings.model == "demo":
+        from .demo import DemoModel
+
+        return DemoModel()
+    if settings.model.startswith("openai:") and len(settings.model) > len("openai:"):
+        from .models import OpenAIModel
+
+        model: Model = OpenAIModel(settings.model.removeprefix("openai:"))
+        return model
+    raise UserError(f"AGORA_MODEL={settings.model!r}: use 'demo' or 'openai:<model>' (e.g. openai:gpt-4o-mini)")
+
+
+def build_runtime(settings: Settings, secret: bytes) -> Runtime:
+    """The embedded runtime: the demo tools plus any from ``tools_path``, the configured model and store."""
+    from .demo import demo_tools
+
+    tools: list[Tool] = list(demo_tools(secret))
+    if settings.tools_path:
+        names = {t.name for t in tools}
+        for tool in discover_tools(settings.tools_path):
+            if tool.name in names:
+                logger.warning("tool %r from %s is shadowed by a demo tool of that name", tool.name, settings.tools_path)
+                continue
+            tools.append(tool)
+    agent = Agent(name="assistant", instructions=DEFAULT_INSTRUCTIONS, description="The demo shop's assistant.")
+    return Runtime(
+        tools=tools, agents=[agent], model=build_model(settings), store=build_store(settings), lease_ttl=settings.lease_ttl
+    )
+
+
+def _media_store(settings: Settings, secret: bytes) -> MediaStore:
+    if settings.redis_url:
+        import redis.asyncio as redis
+
+        return MediaStore(secret, ttl=settings.media_ttl, redis=redis.from_url(settings.redis_url))
+    return MediaStore(secret, ttl=settings.media_ttl)
+
+
+def create_app(
+    settings: Settings | None = None, *, runtime: Runtime | None = None, twilio_client: Any = None
+) -> web.Application:
+    """Assemble a gateway application.
+
+    Args:
+        settings: Configuration (``Settings()`` reads ``AGORA_*`` and ``.env`` when omitted).
+        runtime: A ready runtime; without one the embedded runtime is built from ``settings``
+            (the demo tools and model unless configured otherwise). A runtime you pass is started
+            with the app but stays yours to close; one built here closes with the app.
+        twilio_client: A ready ``twilio.rest.Client`` for WhatsApp (tests inject one).
+
+    Returns:
+        The ``aiohttp`` application: serve it with ``web.run_app`` or ``agora-gateway serve``.
+    """
+    settings = settings or Settings()
+    secret = settings.secret_bytes()
+    owns_runtime = runtime is None
+    runtime = runtime or build_runtime(settings, secret)
+    catalog = default_catalog()
+    resolvers: list[Any] = [SignedTokenResolver(secret)]
+    if settings.trusted_headers:
+        resolvers.append(TrustedHeaderResolver())
+    if settings.anonymous:
+        resolvers.append(AnonymousCookieResolver(secret, secure=settings.base_url().startswith("https://")))
+    metrics = Metrics()
+    runtime.observers.append(metrics)
+    services = GatewayServices(
+        settings=settings,
+        runtime=runtime,
+        renderer=Renderer(catalog),
+        catalog=catalog,
+        media=_media_store(settings, secret),
+        identity=ChainResolver(resolvers),
+        metrics=metrics,
+        limiter=RateLimiter(settings.turn_rate_per_minute, settings.turn_burst),
+        secret=secret,
+    )
+    app = web.Application(middlewares=[error_middleware], client_max_size=1024 * 1024)
+    app[SERVICES] = services
+    add_routes(app)
+
+    from channels import web as web_channel
+
+    web_channel.setup(app)
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        await runtime.start()
+        try:
+            yield
+        finally:
+            await services.renderer.aclose()
+            await services.media.aclose()
+            if owns_runtime:
+                await runtime.aclose()
+            runtime.observers.remove(metrics)
+
+    app.cleanup_ctx.append(lifecycle)
+    return app

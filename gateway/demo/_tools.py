@@ -1,0 +1,302 @@
+"""The demo tools: one of each kind a gateway governs, over the demo shop's data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tools import (
+    ConfirmTemplate,
+    PreflightCompleted,
+    PreflightDenied,
+    PreflightReady,
+    MetricsView,
+    ResultField,
+    Tool,
+    ToolContext,
+    ToolFailed,
+    ToolPresentation,
+    UiComponent,
+    Confirmation,
+    define_confirmed_tool,
+    define_tool,
+)
+
+from ._data import ORDERS, Order, sales_series, weather_for
+
+__all__ = ["demo_tools"]
+
+
+class CityInput(BaseModel):
+    """Which city."""
+
+    city: str = Field(min_length=1, max_length=80, description="The city, e.g. Lisbon.")
+
+
+class OrdersInput(BaseModel):
+    """Which orders."""
+
+    status: Literal["all", "open", "delivered"] = Field(default="all", description="Filter by status.")
+
+
+class SalesInput(BaseModel):
+    """Which period."""
+
+    period: Literal["week", "month", "quarter"] = Field(default="month", description="The period to chart.")
+
+
+class OrderInput(BaseModel):
+    """Which order."""
+
+    order_id: str = Field(pattern=r"^\d{3,8}$", description="The order number, e.g. 1042.")
+
+
+class RefundInput(OrderInput):
+    """Which order, and why."""
+
+    reason: str | None = Field(default=None, max_length=200, description="Why the customer wants a refund.")
+
+
+class SubscriptionInput(BaseModel):
+    """Which subscription (the demo customer has one)."""
+
+    plan: Literal["coffee-club"] = "coffee-club"
+
+
+def _money(value: float) -> str:
+    return f"€{value:,.2f}"
+
+
+def _order_row(order: Order, refunded: set[str]) -> dict[str, Any]:
+    return {
+        "id": order.id,
+        "date": order.date,
+        "item": order.item,
+        "total": order.total,
+        "status": "refunded" if order.id in refunded else order.status,
+    }
+
+
+def demo_tools(secret: bytes) -> list[Tool]:
+    """The demo's tools. ``secret`` signs the confirmed tool's tokens.
+
+    State (refunds, cancellations) lives in this process's memory: it is a demo.
+    """
+    refunded: dict[str, set[str]] = {}
+    cancelled: set[str] = set()
+
+    def refunds_of(ctx: ToolContext) -> set[str]:
+        return refunded.setdefault(ctx.actor.id, set())
+
+    @define_tool(
+        name="get_weather",
+        description="Current weather for a city.",
+        input=CityInput,
+        presentation=ToolPresentation(
+            label="Weather", running="Checking the weather in {city}", done="Checked the weather in {city}", icon="weather"
+        ),
+        present=lambda out, ctx: UiComponent(
+            "KpiCards",
+            {
+                "items": [
+                    {"label": out["city"], "value": out["temp_c"], "unit": "°C"},
+                    {"label": "Sky", "value": out["condition"]},
+                    {"label": "Wind", "value": out["wind_kmh"], "unit": "km/h"},
+                    {"label": "Humidity", "value": out["humidity"], "unit": "%"},
+                ]
+            },
+            fallback_text=f"{out['city']}: {out['temp_c']}°C, {out['condition'].lower()}, wind {out['wind_kmh']} km/h",
+        ),
+    )
+    async def get_weather(input: CityInput, ctx: ToolContext) -> dict[str, object]:
+        return weather_for(input.city)
+
+    @define_tool(
+        name="list_orders",
+        description="The customer's recent orders with their status and totals.",
+        input=OrdersInput,
+        presentation=ToolPresentation(label="Orders", running="Looking up your orders", done="Found your orders", icon="orders"),
+        present=lambda out, ctx: UiComponent(
+            "DataTable",
+            {
+                "title": "Your orders",
+                "columns": [
+                    {"key": "id", "label": "Order"},
+                    {"key": "date", "label": "Date", "format": "date"},
+                    {"key": "item", "label": "Item"},
+                    {"key": "total", "label": "Total", "align": "right", "format": "currency"},
+                    {"key": "status", "label": "Status"},
+                ],
+                "rows": out["orders"],
+            },
+        ),
+    )
+    async def list_orders(input: OrdersInput, ctx: ToolContext) -> dict[str, object]:
+        done = refunds_of(ctx)
+        rows = [_order_row(o, done) for o in ORDERS.values()]
+        if input.status == "open":
+            rows = [r for r in rows if r["status"] in ("processing", "shipped")]
+        elif input.status == "delivered":
+            rows = [r for r in rows if r["status"] == "delivered"]
+        return {"orders": rows, "count": len(rows)}
+
+    @define_tool(
+        name="sales_report",
+        description="Revenue by channel for a period, as a chart.",
+        input=SalesInput,
+        presentation=ToolPresentation(
+            label="Sales report",
+            running="Charting sales for the {period}",
+            done="Charted sales for the {period}",
+            icon="chart",
+            result=MetricsView(fields=[ResultField(path="total", label="Revenue", unit="EUR")]),
+        ),
+    )
+    async def sales_report(input: SalesInput, ctx: ToolContext) -> dict[str, object]:
+        rows = sales_series(input.period)
+        total = round(sum(float(r["online"]) + float(r["stores"]) for r in rows), 2)  # type: ignore[arg-type]
+        ctx.emit_ui(
+            "Chart",
+            {
+                "type": "bar" if input.period != "week" else "line",
+                "title": f"Revenue this {input.period}",
+                "x_key": "period",
+                "series": [{"key": "online", "label": "Online"}, {"key": "stores", "label": "Stores"}],
+                "data": rows,
+                "unit": "€",
+            },
+            fallback_text=f"Revenue this {input.period}: {_money(total)}",
+        )
+        return {"period": input.period, "total": total, "buckets": len(rows)}
+
+    @define_tool(
+        name="get_invoice",
+        description="The invoice of one order, as a document.",
+        input=OrderInput,
+        presentation=ToolPresentation(
+            label="Invoice", running="Fetching the invoice of order {order_id}", done="Invoice of order {order_id}", icon="document"
+        ),
+    )
+    async def get_invoice(input: OrderInput, ctx: ToolContext) -> dict[str, object]:
+        order = ORDERS.get(input.order_id)
+        if order is None:
+            raise ToolFailed(f"There is no order {input.order_id}.", code="not_found")
+        net = round(order.total / 1.23, 2)
+        ctx.emit_ui(
+            "Document",
+            {
+                "title": f"Invoice INV-{order.id}",
+                "subtitle": f"Order {order.id} · {order.date}",
+                "sections": [
+                    {"heading": "Billed to", "text": f"{ctx.actor.id}\nCard ending {order.card}"},
+                    {
+                        "heading": "Items",
+                        "table": {
+                            "columns": [
+                                {"key": "item", "label": "Item"},
+                                {"key": "qty", "label": "Qty", "align": "right", "format": "number"},
+                                {"key": "price", "label": "Unit price", "align": "right", "format": "currency"},
+                                {"key": "total", "label": "Total", "align": "right", "format": "currency"},
+                            ],
+                            "rows": [
+                                {"item": order.item, "qty": order.quantity, "price": order.unit_price, "total": order.total}
+                            ],
+                        },
+                    },
+                    {"heading": "Notes", "text": "Thank you for shopping with the Agora demo shop."},
+                ],
+                "totals": [
+                    {"label": "Net", "value": _money(net)},
+                    {"label": "VAT 23%", "value": _money(order.total - net)},
+                    {"label": "Total", "value": _money(order.total)},
+                ],
+            },
+            fallback_text=f"Invoice INV-{order.id}: {order.item} x{order.quantity}, total {_money(order.total)}",
+        )
+        return {"invoice": f"INV-{order.id}", "order_id": order.id, "total": order.total}
+
+    def refund_preflight(input: RefundInput, ctx: ToolContext, phase: str) -> Any:
+        order = ORDERS.get(input.order_id)
+        if order is None:
+            return PreflightDenied(reason=f"Order {input.order_id} is not one of your orders.")
+        if order.id in refunds_of(ctx):
+            return PreflightCompleted(output={"order_id": order.id, "amount": order.total, "already_refunded": True})
+        if order.status == "processing":
+            return PreflightDenied(reason=f"Order {order.id} has not shipped yet: cancel it instead of refunding.")
+        if phase == "prepare":
+            return PreflightReady(
+                confirmation=Confirmation(
+                    title=f"Refund {_money(order.total)} for order {order.id}?",
+                    verb="Refund",
+                    detail=f"{order.item} · back to the card ending {order.card}",
+                )
+            )
+        return PreflightReady()
+
+    def receipt(out: dict[str, Any], ctx: ToolContext) -> UiComponent:
+        return UiComponent(
+            "KpiCards",
+            {
+                "items": [
+                    {"label": "Refunded", "value": _money(float(out["amount"]))},
+                    {"label": "Order", "value": out["order_id"]},
+                    {"label": "Reference", "value": out.get("reference", "-")},
+                ]
+            },
+            id=f"refund-{out['order_id']}",
+            fallback_text=f"Refund receipt: {_money(float(out['amount']))} for order {out['order_id']}",
+        )
+
+    @define_tool(
+        name="refund_order",
+        description="Refund one of the customer's delivered orders to their card.",
+        input=RefundInput,
+        kind="action",
+        preflight=refund_preflight,
+        present=receipt,
+        presentation=ToolPresentation(
+            label="Refund",
+            running="Refunding order {order_id}",
+            done="Refunded order {order_id}",
+            icon="refund",
+            tone="destructive",
+            confirm=ConfirmTemplate(title="Refund order {order_id}?", verb="Refund"),
+        ),
+    )
+    async def refund_order(input: RefundInput, ctx: ToolContext) -> dict[str, object]:
+        order = ORDERS[input.order_id]
+        refunds_of(ctx).add(order.id)
+        return {"order_id": order.id, "amount": order.total, "reference": f"RF-{ctx.idempotency_key[-6:].upper()}"}
+
+    def prepare_cancel(input: SubscriptionInput, ctx: ToolContext) -> dict[str, Any]:
+        if ctx.actor.id in cancelled:
+            raise ToolFailed("The subscription is already cancelled.", code="already_cancelled")
+        return {"plan": input.plan, "actor": ctx.actor.id, "renews": "2026-12-01", "price": 19.0}
+
+    def commit_cancel(prepared: dict[str, Any]) -> dict[str, Any]:
+        cancelled.add(prepared["actor"])
+        return {"summary": "The Coffee Club subscription is cancelled; no more renewals.", "data": {"plan": prepared["plan"]}}
+
+    secret_value: Callable[[], bytes] = lambda: secret  # noqa: E731
+    cancel_subscription = define_confirmed_tool(
+        name="cancel_subscription",
+        description=(
+            "Cancel the customer's Coffee Club subscription. The first call returns a preview and a confirm_token; "
+            "call again with the same arguments, confirm=true and the token once the customer agrees."
+        ),
+        input=SubscriptionInput,
+        secret=secret_value,
+        prepare=prepare_cancel,
+        preview=lambda p: {
+            "summary": f"Cancel the Coffee Club subscription ({_money(p['price'])}/month, renews {p['renews']})?",
+            "data": {"plan": p["plan"], "renews": p["renews"]},
+        },
+        commit=commit_cancel,
+        presentation=ToolPresentation(
+            label="Subscription", running="Working on your subscription", done="Subscription updated", icon="subscription"
+        ),
+    )
+
+    return [get_weather, list_orders, sales_report, get_invoice, refund_order, cancel_subscription]
