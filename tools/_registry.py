@@ -227,9 +227,13 @@ class ToolRegistry:
     async def _offered(
         self, actor: Actor, agent: AgentScope | None, scope: DescribeScope
     ) -> list[tuple[Tool, ToolDescription]]:
-        tools = list(self._tools.values())
-        verdicts = await asyncio.gather(*(self._gate(tool, scope, agent) for tool in tools))
-        return [(t, v) for t, v in zip(tools, verdicts, strict=True) if isinstance(v, ToolDescription)]
+        # One tool after the other: gates are cheap, and a task per tool per turn is not.
+        offered = []
+        for tool in list(self._tools.values()):
+            verdict = await self._gate(tool, scope, agent)
+            if isinstance(verdict, ToolDescription):
+                offered.append((tool, verdict))
+        return offered
 
     async def definitions_for(
         self,
