@@ -306,15 +306,18 @@ class ToolRegistry:
         async def once() -> Any:
             return await tool.execute(input, ctx)
 
-        async with asyncio.timeout(tool.timeout) as scope:
-            try:
+        # The scope turns its own cancellation into TimeoutError in __aexit__, so the expiry can
+        # only be seen outside the ``async with``; a TimeoutError the tool raises itself passes.
+        scope = asyncio.timeout(tool.timeout)
+        try:
+            async with scope:
                 return await call_with_transient_retry(once, self.transient_retry)
-            except TimeoutError:
-                if scope.expired():
-                    raise ToolTimeoutError(
-                        f"Tool {tool.name!r} timed out after {tool.timeout:g} s", tool=tool.name
-                    ) from None
-                raise
+        except TimeoutError:
+            if scope.expired():
+                raise ToolTimeoutError(
+                    f"Tool {tool.name!r} timed out after {tool.timeout:g} s", tool=tool.name
+                ) from None
+            raise
 
     @staticmethod
     async def present(tool: Tool, output: Any, ctx: ToolContext) -> list[UiComponent]:
