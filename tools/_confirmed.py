@@ -68,7 +68,9 @@ def verify_confirm_token(
         ConfirmTokenError: ``"invalid"`` when malformed or bound to anything else; ``"expired"``
             when genuine but past its expiry.
     """
-    if not isinstance(token, str) or len(token) > 512:
+    # Non-ASCII text is refused up front: str.isdigit() accepts "²" (which int() rejects) and
+    # hmac.compare_digest() raises TypeError on non-ASCII str.
+    if not isinstance(token, str) or len(token) > 512 or not token.isascii():
         raise ConfirmTokenError("invalid", tool=tool)
     parts = token.split(".")
     if len(parts) != 4 or parts[0] != _PREFIX or not parts[1].isdigit():
