@@ -38,7 +38,9 @@ def canonical_json(value: Any) -> str:
 
 
 def _signature(secret: bytes, tool: str, actor_id: str, tenant: str | None, expires: int, nonce: str, args: str) -> str:
-    message = "\x1f".join([_PREFIX, tool, actor_id, tenant or "", str(expires), nonce, args]).encode("utf-8")
+    # A JSON array, not a separator-joined string: an actor id or tenant holding the separator
+    # could otherwise shift fields into each other, and a None tenant would equal "".
+    message = canonical_json([_PREFIX, tool, actor_id, tenant, expires, nonce, args]).encode("utf-8")
     return _b64(hmac.new(secret, message, hashlib.sha256).digest())
 
 
