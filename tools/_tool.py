@@ -46,7 +46,7 @@ ToolKind = Literal["read", "action"]
 """``read`` runs on its own; ``action`` waits for a person's approval."""
 
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
-_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)  # used with fullmatch: "$" alone accepts a trailing "\n"
 _OPTIONS_ATTR = "__agora_tool__"
 
 
@@ -201,7 +201,7 @@ def _check_presentation(presentation: Any, label: str) -> ToolPresentation | Non
 
 def _build(options: Mapping[str, Any], *, execute: Any, where: str) -> Tool:
     name = options.get("name")
-    if not isinstance(name, str) or not _TOOL_NAME.match(name):
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
         raise ToolDefinitionError(f"{where}: tool name {name!r} must match {TOOL_NAME_PATTERN}")
     label = f"tool {name!r} ({where})"
     description = options.get("description")
