@@ -174,7 +174,8 @@ def _check_scalars(options: Mapping[str, Any], label: str) -> None:
     kind = options.get("kind", "read")
     if kind not in ("read", "action"):
         raise ToolDefinitionError(f"{label}: kind must be 'read' or 'action', not {kind!r}")
-    roles = options.get("roles") or ()
+    roles = options.get("roles")
+    roles = () if roles is None else roles
     if isinstance(roles, str) or not isinstance(roles, Sequence) or not all(isinstance(r, str) for r in roles):
         raise ToolDefinitionError(f"{label}: roles must be a list of str, not {roles!r}")
     ability = options.get("ability")
@@ -207,7 +208,8 @@ def _build(options: Mapping[str, Any], *, execute: Any, where: str) -> Tool:
     description = options.get("description")
     if not isinstance(description, str) or not description.strip():
         raise ToolDefinitionError(f"{label}: a non-empty str description is required (the model reads it)")
-    input_model = options.get("input") or EmptyInput
+    input_model = options.get("input")
+    input_model = EmptyInput if input_model is None else input_model
     if not (isinstance(input_model, type) and issubclass(input_model, BaseModel)):
         raise ToolDefinitionError(f"{label}: input must be a pydantic BaseModel subclass, not {input_model!r}")
     _check_scalars(options, label)
