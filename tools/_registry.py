@@ -20,6 +20,7 @@ from ._errors import (
     ToolForbiddenError,
     ToolNotFoundError,
     ToolTimeoutError,
+    UserError,
 )
 from ._preflight import (
     PreflightCompleted,
@@ -42,6 +43,14 @@ __all__ = [
 ]
 
 logger = logging.getLogger("tools.registry")
+
+
+def _role_names(roles: Sequence[str], where: str) -> tuple[str, ...]:
+    # tuple("admin") would silently become the roles a, d, m, i, n.
+    if isinstance(roles, str) or not isinstance(roles, Sequence) or not all(isinstance(r, str) for r in roles):
+        raise UserError(f"{where}: default_roles must be a list of str, not {roles!r}")
+    return tuple(roles)
+
 
 DEFAULT_TRANSIENT_RETRY = TransientRetry()
 
@@ -71,7 +80,7 @@ class DefaultRolesPolicy:
 
     def __init__(self, default_roles: Sequence[str] = ()) -> None:
         """Args: default_roles: roles applied to tools that declare none (empty = open)."""
-        self.default_roles = tuple(default_roles)
+        self.default_roles = _role_names(default_roles, "DefaultRolesPolicy()")
 
     def allows(self, actor: Actor, tool: Tool) -> bool:
         """True when the role sets intersect, or the tool is open."""
@@ -88,8 +97,10 @@ class AbilityRolesPolicy:
         self, check: Callable[[Actor, str], bool | Awaitable[bool]], *, default_roles: Sequence[str] = ()
     ) -> None:
         """Args: check: decides an ability for an actor; default_roles: as in ``DefaultRolesPolicy``."""
+        if not callable(check):
+            raise UserError(f"AbilityRolesPolicy(): check must be callable(actor, ability), not {check!r}")
         self.check = check
-        self.default_roles = tuple(default_roles)
+        self.default_roles = _role_names(default_roles, "AbilityRolesPolicy()")
 
     async def allows(self, actor: Actor, tool: Tool) -> bool:
         """True when the ability (if any) is granted and the roles (if any) intersect."""
