@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -119,6 +119,19 @@ class ToolDefinition:
     parameters: dict[str, Any]
     """JSON schema of the arguments, self-contained."""
     kind: ToolKind
+
+
+def _check_agent(agent: AgentScope | None) -> None:
+    # A bare string is a Sequence[str] too: "in" would then test substrings ("order" in "get_order").
+    if agent is None:
+        return
+    tools = getattr(agent, "tools", None)
+    if tools == "*":
+        return
+    if isinstance(tools, str) or not isinstance(tools, Collection) or not all(isinstance(t, str) for t in tools):
+        raise UserError(
+            f"agent {getattr(agent, 'name', agent)!r}: tools must be '*' or a list of tool names, not {tools!r}"
+        )
 
 
 class _Gate:
@@ -244,6 +257,7 @@ class ToolRegistry:
         thread_id: str | None = None,
     ) -> list[ToolDefinition]:
         """The tools offered to the model for this actor and agent, with their JSON schemas."""
+        _check_agent(agent)
         scope = DescribeScope(
             actor=actor,
             thread_id=thread_id,
@@ -262,6 +276,7 @@ class ToolRegistry:
 
     async def catalog_for(self, actor: Actor, agent: AgentScope | None = None) -> list[dict[str, Any]]:
         """``[{name, kind, presentation}]`` for the same tools ``definitions_for`` offers."""
+        _check_agent(agent)
         scope = DescribeScope(actor=actor, agent_name=agent.name if agent is not None else None)
         return [
             {
@@ -282,6 +297,7 @@ class ToolRegistry:
             ToolDisabledError: Switched off.
             ToolForbiddenError: Refused by the roles policy or ``can_use``.
         """
+        _check_agent(agent)
         tool = self._tools.get(name)
         if tool is None:
             raise ToolNotFoundError(f"No tool named {name!r}", tool=name)
