@@ -121,6 +121,12 @@ class ToolDefinition:
     kind: ToolKind
 
 
+def _check_actor(actor: object, where: str) -> None:
+    # Without this a wrong actor fails inside a gate, which fails closed and hides tools silently.
+    if not isinstance(actor, Actor):
+        raise UserError(f"{where}: actor must be an Actor, not {type(actor).__name__}")
+
+
 def _check_agent(agent: AgentScope | None) -> None:
     # A bare string is a Sequence[str] too: "in" would then test substrings ("order" in "get_order").
     if agent is None:
@@ -165,6 +171,8 @@ class ToolRegistry:
             roles_policy: Decides roles and abilities (``DefaultRolesPolicy()`` when omitted).
             transient_retry: Retry policy for transient failures; ``None`` disables retries.
         """
+        if roles_policy is not None and not callable(getattr(roles_policy, "allows", None)):
+            raise UserError(f"roles_policy must have an allows(actor, tool) method, not {roles_policy!r}")
         self.roles_policy: RolesPolicy = roles_policy or DefaultRolesPolicy()
         self.transient_retry = transient_retry
         self._tools: dict[str, Tool] = {}
@@ -257,6 +265,7 @@ class ToolRegistry:
         thread_id: str | None = None,
     ) -> list[ToolDefinition]:
         """The tools offered to the model for this actor and agent, with their JSON schemas."""
+        _check_actor(actor, "definitions_for()")
         _check_agent(agent)
         scope = DescribeScope(
             actor=actor,
@@ -276,6 +285,7 @@ class ToolRegistry:
 
     async def catalog_for(self, actor: Actor, agent: AgentScope | None = None) -> list[dict[str, Any]]:
         """``[{name, kind, presentation}]`` for the same tools ``definitions_for`` offers."""
+        _check_actor(actor, "catalog_for()")
         _check_agent(agent)
         scope = DescribeScope(actor=actor, agent_name=agent.name if agent is not None else None)
         return [
@@ -297,6 +307,9 @@ class ToolRegistry:
             ToolDisabledError: Switched off.
             ToolForbiddenError: Refused by the roles policy or ``can_use``.
         """
+        if not isinstance(ctx, ToolContext):
+            raise UserError(f"ctx must be a ToolContext, not {type(ctx).__name__}")
+        _check_actor(ctx.actor, "ctx")
         _check_agent(agent)
         tool = self._tools.get(name)
         if tool is None:
