@@ -164,6 +164,7 @@ def humanize_tool_name(name: str) -> str:
 
 
 _CONFIRMATION = TypeAdapter(Confirmation)
+_RESULT_VIEW: TypeAdapter[MetricsView | TableView | LogView | NoteView | ElsewhereView] = TypeAdapter(ResultView)
 
 
 def _preflight_confirmation(preflight: Any) -> Confirmation | None:
@@ -233,15 +234,28 @@ def _cell(value: Any, unit: str | None) -> str:
     return f"{text} {unit}" if text and unit else text
 
 
-def fill_result_view(view: ResultView | None, output: Any) -> dict[str, Any] | None:
+def _as_result_view(view: object) -> MetricsView | TableView | LogView | NoteView | ElsewhereView | None:
+    # Anything unknown used to fall through to "elsewhere", silently hiding the result.
+    if view is None or isinstance(view, MetricsView | TableView | LogView | NoteView | ElsewhereView):
+        return view
+    if isinstance(view, Mapping):
+        return _RESULT_VIEW.validate_python(view)
+    raise TypeError(f"fill_result_view() needs a result view, not {type(view).__name__}")
+
+
+def fill_result_view(view: ResultView | Mapping[str, Any] | None, output: Any) -> dict[str, Any] | None:
     """Fill a result view over a tool's output into plain JSON a channel can show.
 
     Shapes: ``{"kind": "metrics", "items": [{"label", "value"}]}``,
     ``{"kind": "table", "columns": [...], "rows": [[...]], "more": n, "empty": str | None}``,
     ``{"kind": "log", "lines": [...]}``, ``{"kind": "note", "text": str}``,
     ``{"kind": "elsewhere"}``; ``None`` without a view. Never raises on odd output.
+
+    Raises:
+        TypeError: ``view`` is neither a result view nor its dict form.
+        pydantic.ValidationError: ``view`` is a dict that is not a valid result view.
     """
-    match view:
+    match _as_result_view(view):
         case None:
             return None
         case MetricsView(fields=fields):
