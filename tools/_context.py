@@ -93,7 +93,11 @@ class ToolContext:
             self._ui_counter += 1
             id = f"{self.tool_call_id or 'noop'}:ui:{self._ui_counter}"
         item = UiComponent(
-            component=component, props=snapshot, version=version or 1, id=id, fallback_text=fallback_text
+            component=component,
+            props=snapshot,
+            version=1 if version is None else version,
+            id=id,
+            fallback_text=fallback_text,
         )
         for index, earlier in enumerate(self.emitted):
             if earlier.id == id:
