@@ -47,7 +47,8 @@ def is_transient_error(exc: BaseException) -> bool:
     """
     if _is_transient_one(exc):
         return True
-    inner = exc.__cause__ or exc.__context__
+    # "raise ... from None" sets __suppress_context__: the author declared the context unrelated.
+    inner = exc.__cause__ if exc.__cause__ is not None or exc.__suppress_context__ else exc.__context__
     return inner is not None and _is_transient_one(inner)
 
 
