@@ -35,7 +35,11 @@ def _is_transient_one(exc: BaseException) -> bool:
     args = getattr(exc, "args", ())
     if args and isinstance(args[0], int) and not isinstance(args[0], bool) and args[0] in _MYSQL_CODES:
         return True  # PyMySQL / mysqlclient put the server's code first
-    return bool(_MESSAGE.search(str(exc)))
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ must not replace the error being classified
+        return False
+    return bool(_MESSAGE.search(message))
 
 
 def is_transient_error(exc: BaseException) -> bool:
