@@ -36,10 +36,8 @@ __all__ = [
     "ToolLike",
     "ai_tool",
     "as_tool",
-    "call_hook",
     "default_tool_name",
     "define_tool",
-    "is_tool_like",
 ]
 
 ToolKind = Literal["read", "action"]
