@@ -191,7 +191,9 @@ def define_confirmed_tool(
         supplied: object = getattr(args, "confirm_token", None)
         expires = verify_confirm_token(supplied, key(), tool=name, actor_id=actor_id, tenant=tenant, args=canonical)
         prepared = await call_hook(prepare, plain, ctx)
-        claims = store or ctx.confirm_tokens or fallback_store
+        # "is not None", not "or": a store that defines __len__ is falsy while empty.
+        claims = store if store is not None else ctx.confirm_tokens
+        claims = claims if claims is not None else fallback_store
         token_hash = hashlib.sha256(str(supplied).encode("utf-8")).hexdigest()
         if not await claims.claim_confirm_token(token_hash, float(expires)):
             raise ConfirmTokenError("used", tool=name)
