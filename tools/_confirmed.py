@@ -198,10 +198,13 @@ def define_confirmed_tool(
         if not await claims.claim_confirm_token(token_hash, float(expires)):
             raise ConfirmTokenError("used", tool=name)
         try:
-            summary, data = _summary(await call_hook(commit, prepared), "commit", name)
+            committed = await call_hook(commit, prepared)
         except BaseException:
             await claims.release_confirm_token(token_hash)
             raise
+        # Outside the try: once commit returned, the change is made and the token stays spent,
+        # even when its answer is malformed.
+        summary, data = _summary(committed, "commit", name)
         return {"status": "done", "summary": summary, "data": data}
 
     tool: Tool = define_tool(name=name, description=description, input=confirmed_input, execute=execute, **options)
