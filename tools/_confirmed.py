@@ -171,7 +171,13 @@ def define_confirmed_tool(
         return value
 
     async def execute(args: BaseModel, ctx: ToolContext) -> dict[str, Any]:
-        plain = input.model_validate(args.model_dump(exclude=set(_RESERVED)))
+        # ``args`` was validated by a subclass of ``input`` (same validators): copy its fields over
+        # instead of validating a dump again, which breaks on aliased fields (dumps use names).
+        plain = input.model_construct(
+            args.model_fields_set - set(_RESERVED),
+            **{field: getattr(args, field) for field in input.model_fields},
+            **(args.model_extra or {}),
+        )
         canonical = plain.model_dump(mode="json")
         actor_id, tenant = ctx.actor.id, ctx.actor.tenant_ref
         if not getattr(args, "confirm", False):
