@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -277,7 +278,8 @@ class ToolRegistry:
             ToolDefinition(
                 name=tool.name,
                 description=described.description or tool.description,
-                parameters=described.input_schema or tool.parameters,
+                # A copy: callers (model adapters) may rewrite the schema; the tool's stays intact.
+                parameters=copy.deepcopy(described.input_schema or tool.parameters),
                 kind=tool.kind,
             )
             for tool, described in await self._offered(actor, agent, scope)
