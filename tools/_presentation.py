@@ -182,10 +182,19 @@ def _preflight_confirmation(preflight: Any) -> Confirmation | None:
     return _CONFIRMATION.validate_python(confirmation)
 
 
+def _as_presentation(value: object, where: str) -> ToolPresentation | None:
+    # The catalog hands presentations out as dicts; accept that form, refuse anything else clearly.
+    if value is None or isinstance(value, ToolPresentation):
+        return value
+    if isinstance(value, Mapping):
+        return ToolPresentation.model_validate(value)
+    raise TypeError(f"{where}: presentation must be a ToolPresentation, its dict form or None, not {value!r}")
+
+
 def resolve_confirmation(
     tool_name: str,
     input: Any,
-    presentation: ToolPresentation | None = None,
+    presentation: ToolPresentation | Mapping[str, Any] | None = None,
     preflight: Any = None,
 ) -> Confirmation:
     """The words of an approval prompt for one call.
@@ -197,10 +206,16 @@ def resolve_confirmation(
     Args:
         tool_name: The tool's identifier.
         input: The call's (validated) input.
-        presentation: The tool's presentation, if any.
+        presentation: The tool's presentation (or its dict form), if any.
         preflight: A ``PreflightReady`` (or its dict form, or a ``Confirmation``) from the prepare
             phase; its confirmation wins when present.
+
+    Raises:
+        TypeError: ``tool_name`` is not a str, or ``presentation`` is not a presentation.
     """
+    if not isinstance(tool_name, str):
+        raise TypeError(f"resolve_confirmation() needs a str tool_name, not {tool_name!r}")
+    presentation = _as_presentation(presentation, "resolve_confirmation()")
     from_preflight = _preflight_confirmation(preflight)
     if from_preflight is not None:
         return from_preflight
@@ -215,15 +230,17 @@ def resolve_confirmation(
     return Confirmation(title=fallback_title, verb=DEFAULT_CONFIRM_VERB)
 
 
-def narrate_running(presentation: ToolPresentation | None, input: Any) -> str:
+def narrate_running(presentation: ToolPresentation | Mapping[str, Any] | None, input: Any) -> str:
     """The line shown while a call runs: the filled ``running`` template, else ``"Working"``."""
+    presentation = _as_presentation(presentation, "narrate_running()")
     if presentation is not None and presentation.running:
         return fill_template(presentation.running, input) or DEFAULT_RUNNING_TEXT
     return DEFAULT_RUNNING_TEXT
 
 
-def narrate_done(presentation: ToolPresentation | None, input: Any) -> str:
+def narrate_done(presentation: ToolPresentation | Mapping[str, Any] | None, input: Any) -> str:
     """The line shown once a call settled: the filled ``done`` template, else ``"Done"``."""
+    presentation = _as_presentation(presentation, "narrate_done()")
     if presentation is not None and presentation.done:
         return fill_template(presentation.done, input) or DEFAULT_DONE_TEXT
     return DEFAULT_DONE_TEXT
