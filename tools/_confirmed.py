@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, create_model
 
 from ._confirm_store import ConfirmTokenStore, InMemoryConfirmTokenStore
 from ._context import ToolContext
-from ._errors import ConfirmTokenError, ToolDefinitionError
+from ._errors import ConfirmTokenError, ToolDefinitionError, UserError
 from ._tool import Tool, call_hook, define_tool
 
 __all__ = ["DEFAULT_CONFIRM_TTL", "define_confirmed_tool", "sign_confirm_token", "verify_confirm_token"]
@@ -44,11 +44,25 @@ def _signature(secret: bytes, tool: str, actor_id: str, tenant: str | None, expi
     return _b64(hmac.new(secret, message, hashlib.sha256).digest())
 
 
+def _key(secret: object, where: str) -> bytes:
+    # An empty key still "signs": anyone could then mint tokens.
+    if not isinstance(secret, str | bytes) or not secret:
+        raise UserError(f"{where}: secret must be a non-empty str or bytes")
+    return secret.encode("utf-8") if isinstance(secret, str) else secret
+
+
 def sign_confirm_token(
     secret: str | bytes, *, tool: str, actor_id: str, tenant: str | None, args: Any, expires_at: int
 ) -> str:
-    """A token binding ``tool``, actor, tenant, expiry and the canonical ``args`` (HMAC-SHA256)."""
-    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    """A token binding ``tool``, actor, tenant, expiry and the canonical ``args`` (HMAC-SHA256).
+
+    Raises:
+        UserError: An empty or non-str/bytes ``secret``, or an ``expires_at`` that is not a
+            non-negative int (UNIX seconds); such a token could never verify.
+    """
+    key = _key(secret, "sign_confirm_token()")
+    if isinstance(expires_at, bool) or not isinstance(expires_at, int) or expires_at < 0:
+        raise UserError(f"sign_confirm_token(): expires_at must be a non-negative int, not {expires_at!r}")
     nonce = _b64(secrets.token_bytes(9))
     sig = _signature(key, tool, actor_id, tenant, expires_at, nonce, canonical_json(args))
     return f"{_PREFIX}.{expires_at}.{nonce}.{sig}"
@@ -69,7 +83,9 @@ def verify_confirm_token(
     Raises:
         ConfirmTokenError: ``"invalid"`` when malformed or bound to anything else; ``"expired"``
             when genuine but past its expiry.
+        UserError: An empty or non-str/bytes ``secret``.
     """
+    key = _key(secret, "verify_confirm_token()")
     # Non-ASCII text is refused up front: str.isdigit() accepts "²" (which int() rejects) and
     # hmac.compare_digest() raises TypeError on non-ASCII str.
     if not isinstance(token, str) or len(token) > 512 or not token.isascii():
@@ -78,7 +94,6 @@ def verify_confirm_token(
     if len(parts) != 4 or parts[0] != _PREFIX or not parts[1].isdigit():
         raise ConfirmTokenError("invalid", tool=tool)
     expires, nonce, sig = int(parts[1]), parts[2], parts[3]
-    key = secret.encode("utf-8") if isinstance(secret, str) else secret
     expected = _signature(key, tool, actor_id, tenant, expires, nonce, canonical_json(args))
     if not hmac.compare_digest(expected, sig):
         raise ConfirmTokenError("invalid", tool=tool)
