@@ -48,7 +48,12 @@ def is_transient_error(exc: BaseException) -> bool:
     Transient: MySQL deadlock and lock wait timeout (1213, 1205), PostgreSQL serialization
     failure, deadlock and lock timeout (SQLSTATE 40001, 40P01, 55P03), SQLite busy/locked, and
     messages naming a deadlock, a lock wait timeout or a serialization failure. Nothing else.
+
+    Raises:
+        TypeError: ``exc`` is not an exception (a bare message would be matched as one).
     """
+    if not isinstance(exc, BaseException):
+        raise TypeError(f"is_transient_error() needs an exception, not {type(exc).__name__}")
     if _is_transient_one(exc):
         return True
     # "raise ... from None" sets __suppress_context__: the author declared the context unrelated.

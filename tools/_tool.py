@@ -147,6 +147,8 @@ async def call_hook(hook: Hook, *args: Any) -> Any:
 
 def default_tool_name(class_name: str) -> str:
     """The name a class tool gets by default: ``GetOrderTool`` -> ``get_order``, ``SQLQueryTool`` -> ``sql_query``."""
+    if not isinstance(class_name, str):
+        raise TypeError(f"default_tool_name() needs a class name str, not {class_name!r}")
     base = class_name[:-4] if class_name.endswith("Tool") and len(class_name) > 4 else class_name
     snake = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", base)
     snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", snake)
