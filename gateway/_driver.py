@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Awaitable
@@ -109,14 +110,23 @@ class _UiCollector:
 
     driver: RunDriver
     call_id: str
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
+    thread: int = field(default_factory=threading.get_ident)
     pending: list[UiEvent] = field(default_factory=list)
     timer: asyncio.TimerHandle | None = None
     flusher: asyncio.Task[None] | None = None
 
     def push(self, item: UiComponent) -> None:
+        if threading.get_ident() != self.thread:
+            # A sync tool runs in a worker thread: hand the push to the event loop's thread.
+            self.loop.call_soon_threadsafe(self._push, item)
+        else:
+            self._push(item)
+
+    def _push(self, item: UiComponent) -> None:
         self.pending.append(self.driver.ui_event(item, self.call_id))
         if self.timer is None and (self.flusher is None or self.flusher.done()):
-            self.timer = asyncio.get_running_loop().call_later(UI_FLUSH_SECONDS, self._start_flush)
+            self.timer = self.loop.call_later(UI_FLUSH_SECONDS, self._start_flush)
 
     def _start_flush(self) -> None:
         self.timer = None
