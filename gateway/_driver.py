@@ -9,8 +9,10 @@ with the same idempotency key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Awaitable
@@ -97,28 +99,49 @@ class _UserCancelled(Exception):
     """A person asked to stop the run while a model call or a tool was in flight."""
 
 
+UI_FLUSH_SECONDS = 0.05
+"""Components a tool pushes are written live after this delay, or with the call's outcome if the
+tool finishes first (one write instead of two)."""
+
+
 @dataclass(kw_only=True)
 class _UiCollector:
     """Turns a tool's ``emit_ui`` pushes into ``ui`` events, written live while the tool runs."""
 
     driver: RunDriver
     call_id: str
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
+    thread: int = field(default_factory=threading.get_ident)
     pending: list[UiEvent] = field(default_factory=list)
+    timer: asyncio.TimerHandle | None = None
     flusher: asyncio.Task[None] | None = None
 
     def push(self, item: UiComponent) -> None:
+        if threading.get_ident() != self.thread:
+            # A sync tool runs in a worker thread: hand the push to the event loop's thread.
+            self.loop.call_soon_threadsafe(self._push, item)
+        else:
+            self._push(item)
+
+    def _push(self, item: UiComponent) -> None:
         self.pending.append(self.driver.ui_event(item, self.call_id))
-        if self.flusher is None or self.flusher.done():
-            self.flusher = asyncio.ensure_future(self._flush())
+        if self.timer is None and (self.flusher is None or self.flusher.done()):
+            self.timer = self.loop.call_later(UI_FLUSH_SECONDS, self._start_flush)
+
+    def _start_flush(self) -> None:
+        self.timer = None
+        self.flusher = asyncio.ensure_future(self._flush())
 
     async def _flush(self) -> None:
-        await asyncio.sleep(0)  # let a burst of pushes land in one write
         events, self.pending = self.pending, []
         if events:
-            await self.driver.write(Batch(events=list(events)))
+            await self.driver.write(Batch(events=events))
 
     async def drain(self) -> list[UiEvent]:
         """Stop live flushing; return what is still unwritten (for the call's last write)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         if self.flusher is not None:
             await self.flusher
         events, self.pending = self.pending, []
@@ -173,7 +196,10 @@ class RunDriver:
             raise RuntimeError(f"agent {agent.name!r} has no model")
         self.model: Model = model
         self.cancel_requested = False
-        self._inflight: set[asyncio.Future[Any]] = set()
+        self._task: asyncio.Task[Any] | None = None
+        self._guards = 0
+        self._cancel_sent = False
+        self._running: dict[str, PlannedCall] = {}
         self._steps: dict[int, ModelStepEntry] = {}
         self._settled: dict[str, ToolSettledEntry] = {}
         self._preflights: dict[tuple[str, str], PreflightEntry] = {}
@@ -182,8 +208,12 @@ class RunDriver:
     # -- plumbing -----------------------------------------------------------------------------------
 
     def event(self, cls: type[Any], **fields: Any) -> Any:
-        """An event of this run."""
-        return cls(thread_id=self.run.thread_id, run_id=self.run.run_id, **fields)
+        """An event of this run.
+
+        Built without validation: every field comes from the runtime's own typed values, and this
+        is the hottest allocation of a turn. The store assigns ``seq``.
+        """
+        return cls.model_construct(thread_id=self.run.thread_id, run_id=self.run.run_id, **fields)
 
     def ui_event(self, item: UiComponent, call_id: str | None) -> UiEvent:
         """A ``ui`` event for a component a tool showed."""
@@ -205,24 +235,31 @@ class RunDriver:
         return await self.store.write(self.run.thread_id, batch)
 
     def request_cancel(self) -> None:
-        """Stop at the next safe point; cancel the model call or tools in flight now."""
+        """Stop at the next safe point; a model call or tools in flight are cancelled now."""
         self.cancel_requested = True
-        for task in list(self._inflight):
-            task.cancel()
+        if self._guards and not self._cancel_sent and self._task is not None:
+            self._cancel_sent = True
+            self._task.cancel()
 
     async def _guarded(self, awaitable: Awaitable[T]) -> T:
-        """Await model or tool work so that a person's Stop cancels it (and only it)."""
-        task: asyncio.Future[T] = asyncio.ensure_future(awaitable)
-        self._inflight.add(task)
+        """Await model or tool work in a section a person's Stop may interrupt.
+
+        A Stop cancels the driving task only while it is inside such a section, never during a
+        store write. A cancellation from elsewhere (the process stopping) passes through.
+        """
+        self._guards += 1
         try:
-            return await task
+            if self._cancel_sent or self.cancel_requested:
+                raise _UserCancelled
+            return await awaitable
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if self.cancel_requested and task.cancelled() and (current is None or not current.cancelling()):
+            task = self._task
+            if self._cancel_sent and task is not None and task.cancelling() == 1:
+                task.uncancel()
                 raise _UserCancelled from None
             raise
         finally:
-            self._inflight.discard(task)
+            self._guards -= 1
 
     def _ctx(self, call: PlannedCall) -> ToolContext:
         turn = self.run.turn
@@ -243,6 +280,7 @@ class RunDriver:
 
     async def drive(self, *, resume: bool) -> RunStatus:
         """Run (or resume) the run until it ends or parks; return how it stopped."""
+        self._task = asyncio.current_task()
         if resume:
             for entry in await self.store.read_journal(self.run.thread_id, self.run.run_id):
                 match entry:
@@ -255,7 +293,11 @@ class RunDriver:
         try:
             return await self._loop()
         except _UserCancelled:
-            return await self.finish("cancelled")
+            batch = Batch()
+            for call in list(self._running.values()):
+                self._settle(batch, call, "failed", error=_error("cancelled", "The run was stopped."))
+                self.rt.observe_tool(self.run, call.name, "cancelled", 0.0)
+            return await self.finish("cancelled", prefix=batch)
         except ModelError as exc:
             return await self.finish("failed", error=(exc.code, str(exc)))
         except (StoreUnavailableError, asyncio.CancelledError):
@@ -322,21 +364,22 @@ class RunDriver:
 
         async def consume() -> None:
             nonlocal usage, first_pending
-            async for chunk in self.model.stream(request):
-                match chunk:
-                    case TextChunk(delta=delta) if delta:
-                        text.append(delta)
-                        if not pending:
-                            first_pending = time.perf_counter()
-                        pending.append(self.event(TextDeltaEvent, message_id=message_id, delta=delta))
-                        if time.perf_counter() - first_pending >= DELTA_FLUSH_SECONDS:
-                            batch_events = list(pending)
-                            pending.clear()
-                            await self.write(Batch(events=batch_events))
-                    case ToolCallRequest():
-                        calls.append(self._plan(chunk))
-                    case Usage():
-                        usage = usage + chunk
+            async with contextlib.aclosing(self.model.stream(request)) as stream:
+                async for chunk in stream:
+                    match chunk:
+                        case TextChunk(delta=delta) if delta:
+                            text.append(delta)
+                            if not pending:
+                                first_pending = time.perf_counter()
+                            pending.append(self.event(TextDeltaEvent, message_id=message_id, delta=delta))
+                            if time.perf_counter() - first_pending >= DELTA_FLUSH_SECONDS:
+                                batch_events = list(pending)
+                                pending.clear()
+                                await self.write(Batch(events=batch_events))
+                        case ToolCallRequest():
+                            calls.append(self._plan(chunk))
+                        case Usage():
+                            usage = usage + chunk
 
         await self._guarded(consume())
         if usage.model_calls == 0:
@@ -478,26 +521,39 @@ class RunDriver:
             admitted.append((call, tool, validated, ctx))
         if prefix.events or prefix.journal:
             await self.write(prefix)
+        for call, *_ in admitted:
+            self._running[call.id] = call
         if len(admitted) == 1:
             await self._execute(*admitted[0])
         elif admitted:
-            async with asyncio.TaskGroup() as group:
-                for item in admitted:
-                    group.create_task(self._execute(*item))
+            await self._guarded(self._execute_all(admitted))
 
-    async def _execute(self, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext) -> None:
-        """Run ``execute``, then ``present``, and write the outcome with its ``ui`` events."""
+    async def _execute_all(self, admitted: list[tuple[PlannedCall, Tool, BaseModel, ToolContext]]) -> None:
+        """Run a step's read calls concurrently: the step costs its slowest call."""
+        async with asyncio.TaskGroup() as group:
+            for item in admitted:
+                group.create_task(self._execute(*item, guarded=False))
+
+    async def _execute(
+        self, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext, *, guarded: bool = True
+    ) -> None:
+        """Run ``execute``, then ``present``, and write the outcome with its ``ui`` events.
+
+        A Stop interrupts the call (the driver settles it as cancelled); ``guarded=False`` is for
+        calls in a task group, whose whole group is guarded instead.
+        """
         collector = _UiCollector(driver=self, call_id=call.id)
         ctx.ui_sink = collector.push
         started = time.perf_counter()
         batch = Batch()
+        self._running[call.id] = call
+        work = self.rt.registry.execute(tool, validated, ctx)
         try:
-            output = await self._guarded(self.rt.registry.execute(tool, validated, ctx))
-        except _UserCancelled:
+            output = await (self._guarded(work) if guarded else work)
+        except (_UserCancelled, asyncio.CancelledError):
             batch.events.extend(await collector.drain())
-            self._settle(batch, call, "failed", error=_error("cancelled", "The run was stopped."))
-            await self.write(batch)
-            self.rt.observe_tool(self.run, tool.name, "cancelled", time.perf_counter() - started)
+            if batch.events:
+                await asyncio.shield(self.write(batch))
             raise
         except (ToolError, ToolFailed) as exc:
             self._settle(batch, call, "failed", error=_error(getattr(exc, "code", "failed"), str(exc)))
@@ -508,6 +564,7 @@ class RunDriver:
             await self._complete(batch, call, tool, validated, ctx, output)
         batch.events[:0] = await collector.drain()
         await self.write(batch)
+        self._running.pop(call.id, None)
         self.rt.observe_tool(self.run, tool.name, self._settled[call.id].status, time.perf_counter() - started)
 
     async def _complete(

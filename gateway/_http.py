@@ -172,7 +172,12 @@ async def thread_history(request: web.Request) -> web.Response:
         "events": [RUN_EVENT_ADAPTER.dump_python(e, mode="json") for e in events],
         "last_seq": await store.last_seq(thread_id),
         "pending_approvals": [
-            {"tool_call_id": a.tool_call_id, "tool": a.tool, "confirmation": a.confirmation.model_dump(), "expires_at": a.expires_at}
+            {
+                "tool_call_id": a.tool_call_id,
+                "tool": a.tool,
+                "confirmation": a.confirmation.model_dump(),
+                "expires_at": a.expires_at,
+            }
             for a in await store.pending_approvals(thread_id)
         ],
     }

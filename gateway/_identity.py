@@ -101,7 +101,9 @@ def verify_actor_token(token: str, secret: str | bytes, *, now: float | None = N
     if (time.time() if now is None else now) >= exp:
         raise InvalidTokenError("Token expired")
     try:
-        return Actor(id=claims.get("id") or claims.get("sub"), roles=claims.get("roles") or [], tenant_ref=claims.get("tenant"))
+        return Actor(
+            id=claims.get("id") or claims.get("sub"), roles=claims.get("roles") or [], tenant_ref=claims.get("tenant")
+        )
     except ValidationError as exc:
         raise InvalidTokenError("Token claims are invalid") from exc
 
@@ -160,7 +162,13 @@ class AnonymousCookieResolver:
         pending = request.get(_PENDING_COOKIE)
         if pending:
             response.set_cookie(
-                ANON_COOKIE, pending, max_age=365 * 24 * 3600, httponly=True, samesite="Lax", secure=self.secure, path="/"
+                ANON_COOKIE,
+                pending,
+                max_age=365 * 24 * 3600,
+                httponly=True,
+                samesite="Lax",
+                secure=self.secure,
+                path="/",
             )
 
 

@@ -23,12 +23,16 @@ class Metrics(RuntimeObserver):
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.turns = Counter("agora_turns_total", "Turns started, by channel.", ["channel"], registry=r)
-        self.runs = Counter("agora_runs_finished_total", "Runs that ended or parked, by status.", ["status"], registry=r)
+        self.runs = Counter(
+            "agora_runs_finished_total", "Runs that ended or parked, by status.", ["status"], registry=r
+        )
         self.run_seconds = Histogram(
             "agora_run_seconds", "Time a run was driven before it ended or parked.", buckets=_LATENCY, registry=r
         )
         self.tools = Counter("agora_tool_calls_total", "Tool calls settled.", ["tool", "status"], registry=r)
-        self.tool_seconds = Histogram("agora_tool_seconds", "Tool call latency.", ["tool"], buckets=_LATENCY, registry=r)
+        self.tool_seconds = Histogram(
+            "agora_tool_seconds", "Tool call latency.", ["tool"], buckets=_LATENCY, registry=r
+        )
         self.model_seconds = Histogram("agora_model_step_seconds", "Model step latency.", buckets=_LATENCY, registry=r)
         self.renders = Counter("agora_renders_total", "Components rendered, by format.", ["format"], registry=r)
         self.render_seconds = Histogram(

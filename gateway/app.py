@@ -69,12 +69,18 @@ def build_runtime(settings: Settings, secret: bytes) -> Runtime:
         names = {t.name for t in tools}
         for tool in discover_tools(settings.tools_path):
             if tool.name in names:
-                logger.warning("tool %r from %s is shadowed by a demo tool of that name", tool.name, settings.tools_path)
+                logger.warning(
+                    "tool %r from %s is shadowed by a demo tool of that name", tool.name, settings.tools_path
+                )
                 continue
             tools.append(tool)
     agent = Agent(name="assistant", instructions=DEFAULT_INSTRUCTIONS, description="The demo shop's assistant.")
     return Runtime(
-        tools=tools, agents=[agent], model=build_model(settings), store=build_store(settings), lease_ttl=settings.lease_ttl
+        tools=tools,
+        agents=[agent],
+        model=build_model(settings),
+        store=build_store(settings),
+        lease_ttl=settings.lease_ttl,
     )
 
 

@@ -1,33 +1,93 @@
-"""The ``agora-gateway`` command."""
+"""The ``agora-gateway`` command (also ``python -m gateway``)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Sequence
+from typing import Any
 
-from aiohttp import web
-
-
-async def _healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+__all__ = ["main"]
 
 
-def _build_app() -> web.Application:
-    app = web.Application()
-    app.router.add_get("/healthz", _healthz)
-    return app
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agora-gateway", description="A gateway between AI agents and the people who talk to them."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser(
+        "serve",
+        help="run the gateway",
+        description="Run the gateway. Options override AGORA_* environment variables and .env.",
+    )
+    serve.add_argument("--host", help="interface to listen on (AGORA_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (AGORA_PORT, default 8000)")
+    serve.add_argument("--redis-url", help="share state through Redis (AGORA_REDIS_URL); default: in-process memory")
+    serve.add_argument("--model", help="'demo' (offline) or 'openai:<model>' (AGORA_MODEL, default demo)")
+    serve.add_argument("--tools", dest="tools_path", help="a folder or package of your tools (AGORA_TOOLS_PATH)")
+    serve.add_argument("--public-base-url", help="the URL people and Twilio reach this gateway at")
+    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING... (default INFO)")
+    return parser
+
+
+def _event_loop_name() -> str:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from ._settings import Settings
+    from .app import create_app
+
+    overrides: dict[str, Any] = {
+        key: value
+        for key, value in {
+            "host": args.host,
+            "port": args.port,
+            "redis_url": args.redis_url,
+            "model": args.model,
+            "tools_path": args.tools_path,
+            "public_base_url": args.public_base_url,
+        }.items()
+        if value is not None
+    }
+    settings = Settings(**overrides)
+    app = create_app(settings)
+    loop_name = _event_loop_name()
+    runner: Any = None
+    if loop_name == "uvloop":
+        import uvloop
+
+        runner = uvloop.new_event_loop()
+    store = "redis" if settings.redis_url else "memory"
+
+    async def announce(_: web.Application) -> None:
+        print(
+            f"agora-gateway listening on {settings.base_url()}/  (model: {settings.model}, store: {store}, "
+            f"loop: {loop_name})",
+            flush=True,
+        )
+
+    app.on_startup.append(announce)
+    web.run_app(app, host=settings.host, port=settings.port, print=None, loop=runner, access_log=None)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="agora-gateway", description="A gateway between AI agents and people.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the gateway")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    print(f"agora-gateway listening on http://{args.host}:{args.port}/", flush=True)
-    web.run_app(_build_app(), host=args.host, port=args.port, print=None)
-    return 0
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if args.command == "serve":
+        return _serve(args)
+    return 2  # pragma: no cover - argparse refuses other commands
+

@@ -1,0 +1,86 @@
+"""Components as HTML, PNG images, PDF documents and text: one definition, every channel.
+
+``Renderer(catalog).render(component, props, fmt)`` draws a catalog component; ``negotiate``
+decides which form a client gets; ``MediaStore`` keeps rendered media behind signed URLs.
+Importing this package is cheap: weasyprint, pypdfium2 and Pillow load only in render workers.
+"""
+
+from ._cache import MemoryRenderCache, RedisRenderCache, RenderCache, TieredRenderCache
+from ._catalog import Catalog, ComponentDef, MediaKind
+from ._components import (
+    CalloutProps,
+    ChartProps,
+    ChecklistProps,
+    CodeBlockProps,
+    DataTableProps,
+    DocumentProps,
+    KpiCardsProps,
+    TimelineProps,
+    default_catalog,
+)
+from ._errors import (
+    ComponentDefinitionError,
+    MediaTokenError,
+    MediaTokenReason,
+    PropsInvalidError,
+    RenderError,
+    RenderFailedError,
+    RenderTimeoutError,
+    UnknownComponentError,
+)
+from ._formats import ValueFormat, format_value
+from ._html import COMPONENT_STYLESHEET_PATH, component_stylesheet
+from ._media import MediaBackend, MediaItem, MediaStore, MemoryMediaBackend, RedisMediaBackend
+from ._negotiation import DELIVERY_FORMATS, Delivery, negotiate
+from ._pool import RemoteError, RenderPool
+from ._props import ComponentProps, at_most
+from ._rendered import RENDER_FORMATS, Rendered, RenderFormat
+from ._renderer import Renderer, RenderStats
+
+__all__ = [
+    "COMPONENT_STYLESHEET_PATH",
+    "DELIVERY_FORMATS",
+    "RENDER_FORMATS",
+    "CalloutProps",
+    "Catalog",
+    "ChartProps",
+    "ChecklistProps",
+    "CodeBlockProps",
+    "ComponentDef",
+    "ComponentDefinitionError",
+    "ComponentProps",
+    "DataTableProps",
+    "Delivery",
+    "DocumentProps",
+    "KpiCardsProps",
+    "MediaBackend",
+    "MediaItem",
+    "MediaKind",
+    "MediaStore",
+    "MediaTokenError",
+    "MediaTokenReason",
+    "MemoryMediaBackend",
+    "MemoryRenderCache",
+    "PropsInvalidError",
+    "RedisMediaBackend",
+    "RedisRenderCache",
+    "RemoteError",
+    "RenderCache",
+    "RenderError",
+    "RenderFailedError",
+    "RenderFormat",
+    "RenderPool",
+    "RenderStats",
+    "RenderTimeoutError",
+    "Rendered",
+    "Renderer",
+    "TieredRenderCache",
+    "TimelineProps",
+    "UnknownComponentError",
+    "ValueFormat",
+    "at_most",
+    "component_stylesheet",
+    "default_catalog",
+    "format_value",
+    "negotiate",
+]

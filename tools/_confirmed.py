@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, create_model
 
 from ._confirm_store import ConfirmTokenStore, InMemoryConfirmTokenStore
 from ._context import ToolContext
-from ._errors import ConfirmTokenError, ToolDefinitionError
+from ._errors import ConfirmTokenError, ToolDefinitionError, UserError
 from ._tool import Tool, call_hook, define_tool
 
 __all__ = ["DEFAULT_CONFIRM_TTL", "define_confirmed_tool", "sign_confirm_token", "verify_confirm_token"]
@@ -38,15 +38,31 @@ def canonical_json(value: Any) -> str:
 
 
 def _signature(secret: bytes, tool: str, actor_id: str, tenant: str | None, expires: int, nonce: str, args: str) -> str:
-    message = "\x1f".join([_PREFIX, tool, actor_id, tenant or "", str(expires), nonce, args]).encode("utf-8")
+    # A JSON array, not a separator-joined string: an actor id or tenant holding the separator
+    # could otherwise shift fields into each other, and a None tenant would equal "".
+    message = canonical_json([_PREFIX, tool, actor_id, tenant, expires, nonce, args]).encode("utf-8")
     return _b64(hmac.new(secret, message, hashlib.sha256).digest())
+
+
+def _key(secret: object, where: str) -> bytes:
+    # An empty key still "signs": anyone could then mint tokens.
+    if not isinstance(secret, str | bytes) or not secret:
+        raise UserError(f"{where}: secret must be a non-empty str or bytes")
+    return secret.encode("utf-8") if isinstance(secret, str) else secret
 
 
 def sign_confirm_token(
     secret: str | bytes, *, tool: str, actor_id: str, tenant: str | None, args: Any, expires_at: int
 ) -> str:
-    """A token binding ``tool``, actor, tenant, expiry and the canonical ``args`` (HMAC-SHA256)."""
-    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    """A token binding ``tool``, actor, tenant, expiry and the canonical ``args`` (HMAC-SHA256).
+
+    Raises:
+        UserError: An empty or non-str/bytes ``secret``, or an ``expires_at`` that is not a
+            non-negative int (UNIX seconds); such a token could never verify.
+    """
+    key = _key(secret, "sign_confirm_token()")
+    if isinstance(expires_at, bool) or not isinstance(expires_at, int) or expires_at < 0:
+        raise UserError(f"sign_confirm_token(): expires_at must be a non-negative int, not {expires_at!r}")
     nonce = _b64(secrets.token_bytes(9))
     sig = _signature(key, tool, actor_id, tenant, expires_at, nonce, canonical_json(args))
     return f"{_PREFIX}.{expires_at}.{nonce}.{sig}"
@@ -67,14 +83,17 @@ def verify_confirm_token(
     Raises:
         ConfirmTokenError: ``"invalid"`` when malformed or bound to anything else; ``"expired"``
             when genuine but past its expiry.
+        UserError: An empty or non-str/bytes ``secret``.
     """
-    if not isinstance(token, str) or len(token) > 512:
+    key = _key(secret, "verify_confirm_token()")
+    # Non-ASCII text is refused up front: str.isdigit() accepts "²" (which int() rejects) and
+    # hmac.compare_digest() raises TypeError on non-ASCII str.
+    if not isinstance(token, str) or len(token) > 512 or not token.isascii():
         raise ConfirmTokenError("invalid", tool=tool)
     parts = token.split(".")
     if len(parts) != 4 or parts[0] != _PREFIX or not parts[1].isdigit():
         raise ConfirmTokenError("invalid", tool=tool)
     expires, nonce, sig = int(parts[1]), parts[2], parts[3]
-    key = secret.encode("utf-8") if isinstance(secret, str) else secret
     expected = _signature(key, tool, actor_id, tenant, expires, nonce, canonical_json(args))
     if not hmac.compare_digest(expected, sig):
         raise ConfirmTokenError("invalid", tool=tool)
@@ -167,7 +186,13 @@ def define_confirmed_tool(
         return value
 
     async def execute(args: BaseModel, ctx: ToolContext) -> dict[str, Any]:
-        plain = input.model_validate(args.model_dump(exclude=set(_RESERVED)))
+        # ``args`` was validated by a subclass of ``input`` (same validators): copy its fields over
+        # instead of validating a dump again, which breaks on aliased fields (dumps use names).
+        plain = input.model_construct(
+            args.model_fields_set - set(_RESERVED),
+            **{field: getattr(args, field) for field in input.model_fields},
+            **(args.model_extra or {}),
+        )
         canonical = plain.model_dump(mode="json")
         actor_id, tenant = ctx.actor.id, ctx.actor.tenant_ref
         if not getattr(args, "confirm", False):
@@ -187,15 +212,20 @@ def define_confirmed_tool(
         supplied: object = getattr(args, "confirm_token", None)
         expires = verify_confirm_token(supplied, key(), tool=name, actor_id=actor_id, tenant=tenant, args=canonical)
         prepared = await call_hook(prepare, plain, ctx)
-        claims = store or ctx.confirm_tokens or fallback_store
+        # "is not None", not "or": a store that defines __len__ is falsy while empty.
+        claims = store if store is not None else ctx.confirm_tokens
+        claims = claims if claims is not None else fallback_store
         token_hash = hashlib.sha256(str(supplied).encode("utf-8")).hexdigest()
         if not await claims.claim_confirm_token(token_hash, float(expires)):
             raise ConfirmTokenError("used", tool=name)
         try:
-            summary, data = _summary(await call_hook(commit, prepared), "commit", name)
+            committed = await call_hook(commit, prepared)
         except BaseException:
             await claims.release_confirm_token(token_hash)
             raise
+        # Outside the try: once commit returned, the change is made and the token stays spent,
+        # even when its answer is malformed.
+        summary, data = _summary(committed, "commit", name)
         return {"status": "done", "summary": summary, "data": data}
 
     tool: Tool = define_tool(name=name, description=description, input=confirmed_input, execute=execute, **options)

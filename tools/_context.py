@@ -51,7 +51,7 @@ class ToolContext:
     ui_sink: UiSink | None = None
     """Where ``emit_ui`` pushes; ``None`` collects into ``emitted``."""
     emitted: list[UiComponent] = field(default_factory=list)
-    """Every component pushed through ``emit_ui`` in this call, in order."""
+    """The components pushed through ``emit_ui`` in this call, in order; a re-pushed id replaces its entry."""
     _ui_counter: int = field(default=0, repr=False)
 
     @property
@@ -93,9 +93,18 @@ class ToolContext:
             self._ui_counter += 1
             id = f"{self.tool_call_id or 'noop'}:ui:{self._ui_counter}"
         item = UiComponent(
-            component=component, props=snapshot, version=version or 1, id=id, fallback_text=fallback_text
+            component=component,
+            props=snapshot,
+            version=1 if version is None else version,
+            id=id,
+            fallback_text=fallback_text,
         )
-        self.emitted.append(item)
+        for index, earlier in enumerate(self.emitted):
+            if earlier.id == id:
+                self.emitted[index] = item  # the same id replaces in place, as the runtime does
+                break
+        else:
+            self.emitted.append(item)
         if self.ui_sink is not None:
             self.ui_sink(item)
         return id

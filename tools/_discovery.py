@@ -25,7 +25,10 @@ def _modules_of_package(package: str) -> list[ModuleType]:
     paths = getattr(root, "__path__", None)
     if paths is None:
         return modules
-    for info in sorted(pkgutil.walk_packages(paths, prefix=f"{package}."), key=lambda m: m.name):
+    # Without onerror, walk_packages re-raises any non-ImportError from a subpackage's __init__
+    # and the whole discovery dies; the import below logs that subpackage's error instead.
+    walked = pkgutil.walk_packages(paths, prefix=f"{package}.", onerror=lambda name: None)
+    for info in sorted(walked, key=lambda m: m.name):
         try:
             modules.append(importlib.import_module(info.name))
         except Exception:

@@ -164,6 +164,7 @@ def humanize_tool_name(name: str) -> str:
 
 
 _CONFIRMATION = TypeAdapter(Confirmation)
+_RESULT_VIEW: TypeAdapter[MetricsView | TableView | LogView | NoteView | ElsewhereView] = TypeAdapter(ResultView)
 
 
 def _preflight_confirmation(preflight: Any) -> Confirmation | None:
@@ -181,10 +182,19 @@ def _preflight_confirmation(preflight: Any) -> Confirmation | None:
     return _CONFIRMATION.validate_python(confirmation)
 
 
+def _as_presentation(value: object, where: str) -> ToolPresentation | None:
+    # The catalog hands presentations out as dicts; accept that form, refuse anything else clearly.
+    if value is None or isinstance(value, ToolPresentation):
+        return value
+    if isinstance(value, Mapping):
+        return ToolPresentation.model_validate(value)
+    raise TypeError(f"{where}: presentation must be a ToolPresentation, its dict form or None, not {value!r}")
+
+
 def resolve_confirmation(
     tool_name: str,
     input: Any,
-    presentation: ToolPresentation | None = None,
+    presentation: ToolPresentation | Mapping[str, Any] | None = None,
     preflight: Any = None,
 ) -> Confirmation:
     """The words of an approval prompt for one call.
@@ -196,10 +206,16 @@ def resolve_confirmation(
     Args:
         tool_name: The tool's identifier.
         input: The call's (validated) input.
-        presentation: The tool's presentation, if any.
+        presentation: The tool's presentation (or its dict form), if any.
         preflight: A ``PreflightReady`` (or its dict form, or a ``Confirmation``) from the prepare
             phase; its confirmation wins when present.
+
+    Raises:
+        TypeError: ``tool_name`` is not a str, or ``presentation`` is not a presentation.
     """
+    if not isinstance(tool_name, str):
+        raise TypeError(f"resolve_confirmation() needs a str tool_name, not {tool_name!r}")
+    presentation = _as_presentation(presentation, "resolve_confirmation()")
     from_preflight = _preflight_confirmation(preflight)
     if from_preflight is not None:
         return from_preflight
@@ -214,15 +230,17 @@ def resolve_confirmation(
     return Confirmation(title=fallback_title, verb=DEFAULT_CONFIRM_VERB)
 
 
-def narrate_running(presentation: ToolPresentation | None, input: Any) -> str:
+def narrate_running(presentation: ToolPresentation | Mapping[str, Any] | None, input: Any) -> str:
     """The line shown while a call runs: the filled ``running`` template, else ``"Working"``."""
+    presentation = _as_presentation(presentation, "narrate_running()")
     if presentation is not None and presentation.running:
         return fill_template(presentation.running, input) or DEFAULT_RUNNING_TEXT
     return DEFAULT_RUNNING_TEXT
 
 
-def narrate_done(presentation: ToolPresentation | None, input: Any) -> str:
+def narrate_done(presentation: ToolPresentation | Mapping[str, Any] | None, input: Any) -> str:
     """The line shown once a call settled: the filled ``done`` template, else ``"Done"``."""
+    presentation = _as_presentation(presentation, "narrate_done()")
     if presentation is not None and presentation.done:
         return fill_template(presentation.done, input) or DEFAULT_DONE_TEXT
     return DEFAULT_DONE_TEXT
@@ -233,15 +251,28 @@ def _cell(value: Any, unit: str | None) -> str:
     return f"{text} {unit}" if text and unit else text
 
 
-def fill_result_view(view: ResultView | None, output: Any) -> dict[str, Any] | None:
+def _as_result_view(view: object) -> MetricsView | TableView | LogView | NoteView | ElsewhereView | None:
+    # Anything unknown used to fall through to "elsewhere", silently hiding the result.
+    if view is None or isinstance(view, MetricsView | TableView | LogView | NoteView | ElsewhereView):
+        return view
+    if isinstance(view, Mapping):
+        return _RESULT_VIEW.validate_python(view)
+    raise TypeError(f"fill_result_view() needs a result view, not {type(view).__name__}")
+
+
+def fill_result_view(view: ResultView | Mapping[str, Any] | None, output: Any) -> dict[str, Any] | None:
     """Fill a result view over a tool's output into plain JSON a channel can show.
 
     Shapes: ``{"kind": "metrics", "items": [{"label", "value"}]}``,
     ``{"kind": "table", "columns": [...], "rows": [[...]], "more": n, "empty": str | None}``,
     ``{"kind": "log", "lines": [...]}``, ``{"kind": "note", "text": str}``,
     ``{"kind": "elsewhere"}``; ``None`` without a view. Never raises on odd output.
+
+    Raises:
+        TypeError: ``view`` is neither a result view nor its dict form.
+        pydantic.ValidationError: ``view`` is a dict that is not a valid result view.
     """
-    match view:
+    match _as_result_view(view):
         case None:
             return None
         case MetricsView(fields=fields):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -20,6 +21,7 @@ from ._errors import (
     ToolForbiddenError,
     ToolNotFoundError,
     ToolTimeoutError,
+    UserError,
 )
 from ._preflight import (
     PreflightCompleted,
@@ -42,6 +44,14 @@ __all__ = [
 ]
 
 logger = logging.getLogger("tools.registry")
+
+
+def _role_names(roles: Sequence[str], where: str) -> tuple[str, ...]:
+    # tuple("admin") would silently become the roles a, d, m, i, n.
+    if isinstance(roles, str) or not isinstance(roles, Sequence) or not all(isinstance(r, str) for r in roles):
+        raise UserError(f"{where}: default_roles must be a list of str, not {roles!r}")
+    return tuple(roles)
+
 
 DEFAULT_TRANSIENT_RETRY = TransientRetry()
 
@@ -78,7 +88,7 @@ class DefaultRolesPolicy:
 
     def __init__(self, default_roles: Sequence[str] = ()) -> None:
         """Args: default_roles: roles applied to tools that declare none (empty = open)."""
-        self.default_roles = tuple(default_roles)
+        self.default_roles = _role_names(default_roles, "DefaultRolesPolicy()")
 
     def allows(self, actor: Actor, tool: Tool) -> bool:
         """True when the role sets intersect, or the tool is open."""
@@ -95,8 +105,10 @@ class AbilityRolesPolicy:
         self, check: Callable[[Actor, str], bool | Awaitable[bool]], *, default_roles: Sequence[str] = ()
     ) -> None:
         """Args: check: decides an ability for an actor; default_roles: as in ``DefaultRolesPolicy``."""
+        if not callable(check):
+            raise UserError(f"AbilityRolesPolicy(): check must be callable(actor, ability), not {check!r}")
         self.check = check
-        self.default_roles = tuple(default_roles)
+        self.default_roles = _role_names(default_roles, "AbilityRolesPolicy()")
 
     async def allows(self, actor: Actor, tool: Tool) -> bool:
         """True when the ability (if any) is granted and the roles (if any) intersect."""
@@ -115,6 +127,25 @@ class ToolDefinition:
     parameters: dict[str, Any]
     """JSON schema of the arguments, self-contained."""
     kind: ToolKind
+
+
+def _check_actor(actor: object, where: str) -> None:
+    # Without this a wrong actor fails inside a gate, which fails closed and hides tools silently.
+    if not isinstance(actor, Actor):
+        raise UserError(f"{where}: actor must be an Actor, not {type(actor).__name__}")
+
+
+def _check_agent(agent: AgentScope | None) -> None:
+    # A bare string is a Sequence[str] too: "in" would then test substrings ("order" in "get_order").
+    if agent is None:
+        return
+    tools = getattr(agent, "tools", None)
+    if tools == "*":
+        return
+    if isinstance(tools, str) or not isinstance(tools, Collection) or not all(isinstance(t, str) for t in tools):
+        raise UserError(
+            f"agent {getattr(agent, 'name', agent)!r}: tools must be '*' or a list of tool names, not {tools!r}"
+        )
 
 
 class _Gate:
@@ -148,6 +179,8 @@ class ToolRegistry:
             roles_policy: Decides roles and abilities (``DefaultRolesPolicy()`` when omitted).
             transient_retry: Retry policy for transient failures; ``None`` disables retries.
         """
+        if roles_policy is not None and not callable(getattr(roles_policy, "allows", None)):
+            raise UserError(f"roles_policy must have an allows(actor, tool) method, not {roles_policy!r}")
         self.roles_policy: RolesPolicy = roles_policy or DefaultRolesPolicy()
         self.transient_retry = transient_retry
         self._tools: dict[str, Tool] = {}
@@ -227,9 +260,13 @@ class ToolRegistry:
     async def _offered(
         self, actor: Actor, agent: AgentScope | None, scope: DescribeScope
     ) -> list[tuple[Tool, ToolDescription]]:
-        tools = list(self._tools.values())
-        verdicts = await asyncio.gather(*(self._gate(tool, scope, agent) for tool in tools))
-        return [(t, v) for t, v in zip(tools, verdicts, strict=True) if isinstance(v, ToolDescription)]
+        # One tool after the other: gates are cheap, and a task per tool per turn is not.
+        offered = []
+        for tool in list(self._tools.values()):
+            verdict = await self._gate(tool, scope, agent)
+            if isinstance(verdict, ToolDescription):
+                offered.append((tool, verdict))
+        return offered
 
     async def definitions_for(
         self,
@@ -240,6 +277,8 @@ class ToolRegistry:
         thread_id: str | None = None,
     ) -> list[ToolDefinition]:
         """The tools offered to the model for this actor and agent, with their JSON schemas."""
+        _check_actor(actor, "definitions_for()")
+        _check_agent(agent)
         scope = DescribeScope(
             actor=actor,
             thread_id=thread_id,
@@ -250,7 +289,8 @@ class ToolRegistry:
             ToolDefinition(
                 name=tool.name,
                 description=described.description or tool.description,
-                parameters=described.input_schema or tool.parameters,
+                # A copy: callers (model adapters) may rewrite the schema; the tool's stays intact.
+                parameters=copy.deepcopy(described.input_schema or tool.parameters),
                 kind=tool.kind,
             )
             for tool, described in await self._offered(actor, agent, scope)
@@ -258,6 +298,8 @@ class ToolRegistry:
 
     async def catalog_for(self, actor: Actor, agent: AgentScope | None = None) -> list[dict[str, Any]]:
         """``[{name, kind, presentation}]`` for the same tools ``definitions_for`` offers."""
+        _check_actor(actor, "catalog_for()")
+        _check_agent(agent)
         scope = DescribeScope(actor=actor, agent_name=agent.name if agent is not None else None)
         return [
             {
@@ -278,6 +320,10 @@ class ToolRegistry:
             ToolDisabledError: Switched off.
             ToolForbiddenError: Refused by the roles policy or ``can_use``.
         """
+        if not isinstance(ctx, ToolContext):
+            raise UserError(f"ctx must be a ToolContext, not {type(ctx).__name__}")
+        _check_actor(ctx.actor, "ctx")
+        _check_agent(agent)
         tool = self._tools.get(name)
         if tool is None:
             raise ToolNotFoundError(f"No tool named {name!r}", tool=name)
@@ -313,6 +359,8 @@ class ToolRegistry:
         async def once() -> Any:
             return await tool.execute(input, ctx)
 
+        # The scope turns its own cancellation into TimeoutError in __aexit__, so the expiry can
+        # only be seen outside the ``async with``; a TimeoutError the tool raises itself passes.
         scope = asyncio.timeout(tool.timeout)
         try:
             async with scope:

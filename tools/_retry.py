@@ -35,7 +35,11 @@ def _is_transient_one(exc: BaseException) -> bool:
     args = getattr(exc, "args", ())
     if args and isinstance(args[0], int) and not isinstance(args[0], bool) and args[0] in _MYSQL_CODES:
         return True  # PyMySQL / mysqlclient put the server's code first
-    return bool(_MESSAGE.search(str(exc)))
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ must not replace the error being classified
+        return False
+    return bool(_MESSAGE.search(message))
 
 
 def is_transient_error(exc: BaseException) -> bool:
@@ -44,10 +48,16 @@ def is_transient_error(exc: BaseException) -> bool:
     Transient: MySQL deadlock and lock wait timeout (1213, 1205), PostgreSQL serialization
     failure, deadlock and lock timeout (SQLSTATE 40001, 40P01, 55P03), SQLite busy/locked, and
     messages naming a deadlock, a lock wait timeout or a serialization failure. Nothing else.
+
+    Raises:
+        TypeError: ``exc`` is not an exception (a bare message would be matched as one).
     """
+    if not isinstance(exc, BaseException):
+        raise TypeError(f"is_transient_error() needs an exception, not {type(exc).__name__}")
     if _is_transient_one(exc):
         return True
-    inner = exc.__cause__ or exc.__context__
+    # "raise ... from None" sets __suppress_context__: the author declared the context unrelated.
+    inner = exc.__cause__ if exc.__cause__ is not None or exc.__suppress_context__ else exc.__context__
     return inner is not None and _is_transient_one(inner)
 
 

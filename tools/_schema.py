@@ -17,7 +17,12 @@ def input_json_schema(model: type[BaseModel]) -> dict[str, Any]:
 
     Nested models become inline objects. Only a recursive model (one that contains itself) keeps
     a ``$defs`` entry, for the recursive part only, so the schema stays self-contained.
+
+    Raises:
+        TypeError: ``model`` is not a pydantic model class.
     """
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise TypeError(f"input_json_schema() needs a pydantic BaseModel subclass, not {model!r}")
     schema = model.model_json_schema(mode="validation")
     defs: dict[str, Any] = schema.pop("$defs", {})
     recursive: set[str] = set()

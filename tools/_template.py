@@ -26,8 +26,13 @@ _MAX_ITEMS = 1000
 def read_path(data: Any, path: str) -> Any:
     """Read a dotted path (``order.total``, ``items.0.name``) from mappings, models and lists.
 
-    Anything that cannot be walked yields ``None``; this never raises.
+    Anything that cannot be walked yields ``None``; this never raises on odd ``data``.
+
+    Raises:
+        TypeError: ``path`` is not a string.
     """
+    if not isinstance(path, str):
+        raise TypeError(f"read_path() needs a str path, not {type(path).__name__}")
     current = data
     for segment in path.split("."):
         current = _step(current, segment)

@@ -36,17 +36,15 @@ __all__ = [
     "ToolLike",
     "ai_tool",
     "as_tool",
-    "call_hook",
     "default_tool_name",
     "define_tool",
-    "is_tool_like",
 ]
 
 ToolKind = Literal["read", "action"]
 """``read`` runs on its own; ``action`` waits for a person's approval."""
 
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
-_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)  # used with fullmatch: "$" alone accepts a trailing "\n"
 _OPTIONS_ATTR = "__agora_tool__"
 
 
@@ -149,6 +147,8 @@ async def call_hook(hook: Hook, *args: Any) -> Any:
 
 def default_tool_name(class_name: str) -> str:
     """The name a class tool gets by default: ``GetOrderTool`` -> ``get_order``, ``SQLQueryTool`` -> ``sql_query``."""
+    if not isinstance(class_name, str):
+        raise TypeError(f"default_tool_name() needs a class name str, not {class_name!r}")
     base = class_name[:-4] if class_name.endswith("Tool") and len(class_name) > 4 else class_name
     snake = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", base)
     snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", snake)
@@ -174,7 +174,8 @@ def _check_scalars(options: Mapping[str, Any], label: str) -> None:
     kind = options.get("kind", "read")
     if kind not in ("read", "action"):
         raise ToolDefinitionError(f"{label}: kind must be 'read' or 'action', not {kind!r}")
-    roles = options.get("roles") or ()
+    roles = options.get("roles")
+    roles = () if roles is None else roles
     if isinstance(roles, str) or not isinstance(roles, Sequence) or not all(isinstance(r, str) for r in roles):
         raise ToolDefinitionError(f"{label}: roles must be a list of str, not {roles!r}")
     ability = options.get("ability")
@@ -201,13 +202,14 @@ def _check_presentation(presentation: Any, label: str) -> ToolPresentation | Non
 
 def _build(options: Mapping[str, Any], *, execute: Any, where: str) -> Tool:
     name = options.get("name")
-    if not isinstance(name, str) or not _TOOL_NAME.match(name):
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
         raise ToolDefinitionError(f"{where}: tool name {name!r} must match {TOOL_NAME_PATTERN}")
     label = f"tool {name!r} ({where})"
     description = options.get("description")
     if not isinstance(description, str) or not description.strip():
         raise ToolDefinitionError(f"{label}: a non-empty str description is required (the model reads it)")
-    input_model = options.get("input") or EmptyInput
+    input_model = options.get("input")
+    input_model = EmptyInput if input_model is None else input_model
     if not (isinstance(input_model, type) and issubclass(input_model, BaseModel)):
         raise ToolDefinitionError(f"{label}: input must be a pydantic BaseModel subclass, not {input_model!r}")
     _check_scalars(options, label)

@@ -91,4 +91,4 @@ class UiCapabilities(PositionalModel):
 
 def is_component_name(name: object) -> bool:
     """Whether ``name`` is a valid component name."""
-    return isinstance(name, str) and _COMPONENT_NAME.match(name) is not None
+    return isinstance(name, str) and _COMPONENT_NAME.fullmatch(name) is not None

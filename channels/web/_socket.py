@@ -81,7 +81,7 @@ class WebSession:
                     await self.ws.send_str(data)
             except TimeoutError:
                 logger.info("closing a web socket that stopped reading")
-                await self.ws.close(code=CLOSE_TOO_SLOW, message=b"too slow")
+                await self.ws.close(code=CLOSE_TOO_SLOW, message=b"too slow", drain=False)
                 raise _Closed from None
             except ConnectionError:
                 raise _Closed from None
@@ -250,6 +250,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         heartbeat=services.settings.ws_heartbeat,
         max_msg_size=services.settings.ws_frame_limit * 4,
         compress=False,
+        timeout=2.0,  # the close handshake: a client that stopped reading will not answer it
     )
     if not ws.can_prepare(request).ok:
         return web.json_response({"code": "websocket_required", "message": "Upgrade to a web socket"}, status=400)

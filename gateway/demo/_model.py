@@ -85,7 +85,9 @@ class DemoModel:
             return ToolCallRequest(name="cancel_subscription", args={})
         if "sales" in lowered or "revenue" in lowered:
             period = _PERIOD.search(text)
-            return ToolCallRequest(name="sales_report", args={"period": (period.group(1) if period else "month").lower()})
+            return ToolCallRequest(
+                name="sales_report", args={"period": (period.group(1) if period else "month").lower()}
+            )
         if "order" in lowered:
             status = "open" if "open" in lowered else "all"
             return ToolCallRequest(name="list_orders", args={"status": status})
@@ -139,7 +141,9 @@ class DemoModel:
             case "refund_order":
                 if result.get("already_refunded"):
                     return f"Order {result['order_id']} was already refunded ({_money(result['amount'])})."
-                return f"Done: {_money(result['amount'])} for order {result['order_id']} is on its way back to your card."
+                return (
+                    f"Done: {_money(result['amount'])} for order {result['order_id']} is on its way back to your card."
+                )
             case "cancel_subscription":
                 if result.get("status") == "preview":
                     return f"{result['summary']} Reply *confirm* to cancel it, or anything else to keep it."

@@ -95,7 +95,10 @@ def demo_tools(secret: bytes) -> list[Tool]:
         description="Current weather for a city.",
         input=CityInput,
         presentation=ToolPresentation(
-            label="Weather", running="Checking the weather in {city}", done="Checked the weather in {city}", icon="weather"
+            label="Weather",
+            running="Checking the weather in {city}",
+            done="Checked the weather in {city}",
+            icon="weather",
         ),
         present=lambda out, ctx: UiComponent(
             "KpiCards",
@@ -117,7 +120,9 @@ def demo_tools(secret: bytes) -> list[Tool]:
         name="list_orders",
         description="The customer's recent orders with their status and totals.",
         input=OrdersInput,
-        presentation=ToolPresentation(label="Orders", running="Looking up your orders", done="Found your orders", icon="orders"),
+        presentation=ToolPresentation(
+            label="Orders", running="Looking up your orders", done="Found your orders", icon="orders"
+        ),
         present=lambda out, ctx: UiComponent(
             "DataTable",
             {
@@ -176,7 +181,10 @@ def demo_tools(secret: bytes) -> list[Tool]:
         description="The invoice of one order, as a document.",
         input=OrderInput,
         presentation=ToolPresentation(
-            label="Invoice", running="Fetching the invoice of order {order_id}", done="Invoice of order {order_id}", icon="document"
+            label="Invoice",
+            running="Fetching the invoice of order {order_id}",
+            done="Invoice of order {order_id}",
+            icon="document",
         ),
     )
     async def get_invoice(input: OrderInput, ctx: ToolContext) -> dict[str, object]:
@@ -201,7 +209,12 @@ def demo_tools(secret: bytes) -> list[Tool]:
                                 {"key": "total", "label": "Total", "align": "right", "format": "currency"},
                             ],
                             "rows": [
-                                {"item": order.item, "qty": order.quantity, "price": order.unit_price, "total": order.total}
+                                {
+                                    "item": order.item,
+                                    "qty": order.quantity,
+                                    "price": order.unit_price,
+                                    "total": order.total,
+                                }
                             ],
                         },
                     },
@@ -277,7 +290,10 @@ def demo_tools(secret: bytes) -> list[Tool]:
 
     def commit_cancel(prepared: dict[str, Any]) -> dict[str, Any]:
         cancelled.add(prepared["actor"])
-        return {"summary": "The Coffee Club subscription is cancelled; no more renewals.", "data": {"plan": prepared["plan"]}}
+        return {
+            "summary": "The Coffee Club subscription is cancelled; no more renewals.",
+            "data": {"plan": prepared["plan"]},
+        }
 
     secret_value: Callable[[], bytes] = lambda: secret  # noqa: E731
     cancel_subscription = define_confirmed_tool(
@@ -295,7 +311,10 @@ def demo_tools(secret: bytes) -> list[Tool]:
         },
         commit=commit_cancel,
         presentation=ToolPresentation(
-            label="Subscription", running="Working on your subscription", done="Subscription updated", icon="subscription"
+            label="Subscription",
+            running="Working on your subscription",
+            done="Subscription updated",
+            icon="subscription",
         ),
     )
 

@@ -45,8 +45,9 @@ class _Thread:
 class MemoryStore:
     """Keeps everything in this process's memory; nothing survives a restart.
 
-    Records are copied on the way in and out, so callers never share mutable state with the
-    store (the same discipline a Redis round trip imposes).
+    Records are treated as immutable values: run records and approvals are copied (shallowly) on
+    the way in and out, since their owners replace fields; events, journal entries and messages
+    are never changed after they are written, so they are shared as they are.
     """
 
     def __init__(self) -> None:
@@ -89,12 +90,12 @@ class MemoryStore:
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""
         run = self._runs.get(run_id)
-        return run.model_copy(deep=True) if run else None
+        return run.model_copy() if run else None
 
     async def thread_runs(self, thread_id: str) -> list[RunRecord]:
         """The thread's runs, oldest first."""
         state = self._threads.get(thread_id)
-        return [self._runs[r].model_copy(deep=True) for r in state.runs] if state else []
+        return [self._runs[r].model_copy() for r in state.runs] if state else []
 
     async def write(self, thread_id: str, batch: Batch) -> list[RunEvent]:
         """Apply ``batch`` atomically."""
@@ -106,21 +107,21 @@ class MemoryStore:
     def _apply(self, state: _Thread, batch: Batch) -> list[RunEvent]:
         written: list[RunEvent] = []
         for event in batch.events:
-            stored = event.model_copy(update={"seq": len(state.events) + 1})
-            state.events.append(stored)
-            written.append(stored)
+            event.seq = len(state.events) + 1  # events are the writer's own, fresh objects
+            state.events.append(event)
+            written.append(event)
         if batch.run is not None:
-            run = batch.run.model_copy(deep=True)
+            run = batch.run.model_copy()
             self._runs[run.run_id] = run
             if batch.journal:
-                self._journals[run.run_id].extend(copy.deepcopy(batch.journal))
+                self._journals[run.run_id].extend(batch.journal)
             if batch.release:
                 if state.running == run.run_id:
                     state.running = None
                 self._leases.pop(run.run_id, None)
-        state.messages.extend(m.model_copy(deep=True) for m in batch.messages)
+        state.messages.extend(batch.messages)
         for approval in batch.approvals:
-            self._approvals[approval.tool_call_id] = approval.model_copy(deep=True)
+            self._approvals[approval.tool_call_id] = approval.model_copy()
         for subscriber in state.subscribers:
             for event in written:
                 subscriber.push(event)
@@ -128,12 +129,12 @@ class MemoryStore:
 
     async def read_journal(self, thread_id: str, run_id: str) -> list[Entry]:
         """The run's journal, in order."""
-        return copy.deepcopy(self._journals.get(run_id, []))
+        return list(self._journals.get(run_id, []))
 
     async def get_messages(self, thread_id: str) -> list[Message]:
         """The thread's history, in order."""
         state = self._threads.get(thread_id)
-        return [m.model_copy(deep=True) for m in state.messages] if state else []
+        return list(state.messages) if state else []
 
     # -- the event log ------------------------------------------------------------------------------
 
@@ -192,7 +193,7 @@ class MemoryStore:
         self._leases[run_id] = (owner, time.time() + ttl)
         run.status = "running"
         run.updated_at = now_iso()
-        return run.model_copy(deep=True)
+        return run.model_copy()
 
     async def renew_lease(self, thread_id: str, run_id: str, *, owner: str, ttl: float) -> bool:
         """Extend the lease; ``False`` when ``owner`` no longer holds it."""
@@ -217,7 +218,7 @@ class MemoryStore:
     async def get_approval(self, tool_call_id: str) -> ApprovalRecord | None:
         """The approval, or ``None``."""
         approval = self._approvals.get(tool_call_id)
-        return approval.model_copy(deep=True) if approval else None
+        return approval.model_copy() if approval else None
 
     async def settle_approval(
         self,
@@ -241,20 +242,16 @@ class MemoryStore:
         approval.remember = remember
         if remember and status == "approved":
             self._threads[approval.thread_id].remembered.add(approval.tool)
-        return approval.model_copy(deep=True)
+        return approval.model_copy()
 
     async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
         """The thread's pending approvals, oldest first."""
-        return [
-            a.model_copy(deep=True)
-            for a in self._approvals.values()
-            if a.thread_id == thread_id and a.status == "pending"
-        ]
+        return [a.model_copy() for a in self._approvals.values() if a.thread_id == thread_id and a.status == "pending"]
 
     async def expired_approvals(self, now: float, limit: int = 100) -> list[ApprovalRecord]:
         """Pending approvals past their expiry."""
         lapsed = [a for a in self._approvals.values() if a.status == "pending" and a.expires_ts <= now]
-        return [a.model_copy(deep=True) for a in lapsed[:limit]]
+        return [a.model_copy() for a in lapsed[:limit]]
 
     async def is_remembered(self, thread_id: str, tool: str) -> bool:
         """Whether calls of ``tool`` in the thread are approved without asking."""

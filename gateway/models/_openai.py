@@ -1,0 +1,402 @@
+"""``OpenAIModel``: the ``Model`` protocol over any OpenAI-compatible ``/v1/chat/completions`` server.
+
+The ``openai`` package is an optional extra (``agora-gateway[openai]``): it is imported when a
+model is built, never when ``gateway`` is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import enum
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
+
+from tools import ToolDefinition, UserError
+
+from .._errors import ModelError
+from ..events import Usage
+from ._base import AssistantMessage, ModelChunk, ModelRequest, TextChunk, ToolCallRequest, ToolMessage, UserMessage
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI, AsyncStream
+    from openai.types.chat import (
+        ChatCompletionChunk,
+        ChatCompletionFunctionToolParam,
+        ChatCompletionMessageParam,
+    )
+    from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall
+
+__all__ = ["OpenAIModel"]
+
+logger = logging.getLogger("gateway.models.openai")
+
+API_KEY_ENV = "OPENAI_API_KEY"
+BASE_URL_ENV = "OPENAI_BASE_URL"
+
+_MAX_BACKOFF = 30.0
+"""Ceiling of one computed backoff wait, in seconds."""
+_MAX_RETRY_AFTER = 60.0
+"""A server asking to wait longer than this is not retried: the error goes to the caller at once."""
+_RETRIED_CODES = frozenset({"model_rate_limited", "model_unavailable"})
+"""Failures retried here. ``model_timeout`` is retryable for the caller but not retried here:
+the timeout is the caller's bound on waiting, and retrying would multiply it."""
+
+
+def _sdk() -> ModuleType:
+    try:
+        import openai
+    except ImportError as exc:
+        raise UserError("OpenAIModel needs the openai package: pip install 'agora-gateway[openai]'") from exc
+    return openai
+
+
+class _State(enum.Enum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class OpenAIModel:
+    """A model served by an OpenAI-compatible chat-completions endpoint, streamed.
+
+    Text is yielded as it arrives; tool calls are assembled from their fragments and yielded,
+    complete, when the stream ends (``args`` is a dict when the model wrote a JSON object, its raw
+    text otherwise); then one ``Usage``.
+
+    Failures raise ``ModelError`` with one of these codes:
+
+    - ``model_rate_limited`` (429) and ``model_unavailable`` (5xx, connection failures): retryable,
+      and retried here with exponential backoff and jitter (or the server's ``Retry-After``), up
+      to ``max_retries`` times, but only while nothing was yielded: streamed text is never
+      repeated.
+    - ``model_timeout``: the server did not answer, or paused mid-stream, for ``timeout`` seconds.
+      Retryable, not retried here.
+    - ``model_auth`` (401, 403) and ``model_error`` (other 4xx, an error inside the stream, a
+      malformed stream): not retryable; the message carries the server's.
+
+    The model owns the SDK client it builds and closes it in ``aclose()`` (or ``async with``); a
+    client passed in stays the caller's to close.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: AsyncOpenAI | None = None,
+        timeout: float | None = 60.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        temperature: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        """Configure the model; the environment is read here, once.
+
+        Args:
+            model: The model's name on the server (``gpt-4o-mini``...).
+            api_key: The bearer token; ``OPENAI_API_KEY`` when omitted.
+            base_url: The API root (``http://localhost:8000/v1``); ``OPENAI_BASE_URL`` when omitted,
+                else OpenAI's.
+            client: A ready ``openai.AsyncOpenAI``, used instead of building one (then ``api_key``
+                and ``base_url`` must be omitted). Its own retries are turned off: retries are ours.
+            timeout: Seconds to wait for the response to start, and for each next piece of the
+                stream; ``None`` waits forever.
+            max_retries: Retries after a rate limit, a server error or a connection failure.
+            backoff: The first retry's wait in seconds, doubled at each retry, with jitter.
+            temperature: Sampling temperature; the server's default when ``None``.
+            extra_body: Extra JSON fields sent with every request (server-specific options).
+            name: The model's name in the gateway; ``openai:<model>`` by default.
+
+        Raises:
+            UserError: The ``openai`` package is missing, no API key is given or set in
+                ``OPENAI_API_KEY``, or an argument is out of range.
+        """
+        sdk = _sdk()
+        if not isinstance(model, str) or not model:
+            raise UserError("OpenAIModel: model must be a non-empty str")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise UserError("OpenAIModel: max_retries must be an int >= 0")
+        if timeout is not None and timeout <= 0:
+            raise UserError("OpenAIModel: timeout must be positive, or None")
+        if backoff < 0:
+            raise UserError("OpenAIModel: backoff must be >= 0")
+        self.model = model
+        self.name = name or f"openai:{model}"
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.temperature = temperature
+        self.extra_body = dict(extra_body) if extra_body else None
+        self._owns_client = client is None
+        if client is not None:
+            if api_key is not None or base_url is not None:
+                raise UserError("OpenAIModel: pass either client or api_key/base_url, not both")
+            self.client: AsyncOpenAI = client.with_options(max_retries=0)
+        else:
+            api_key = api_key or os.environ.get(API_KEY_ENV)
+            if not api_key:
+                raise UserError(f"OpenAIModel needs an API key: pass api_key= or set {API_KEY_ENV}")
+            base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+            # No SDK timeout: ours is an asyncio scope around each await (see _attempt).
+            self.client = sdk.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=None)
+        self._state = _State.OPEN
+
+    def __repr__(self) -> str:
+        return f"OpenAIModel({self.model!r}, base_url={str(self.client.base_url)!r})"
+
+    async def aclose(self) -> None:
+        """Close the SDK client if this model built it. Idempotent."""
+        if self._state is _State.CLOSED:
+            return
+        self._state = _State.CLOSED
+        if self._owns_client:
+            await self.client.close()
+
+    async def __aenter__(self) -> OpenAIModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
+        """Yield the model's text pieces, then its complete tool calls, then one ``Usage``.
+
+        Raises:
+            ModelError: The server failed (after the retries allowed), see the class docstring.
+            RuntimeError: The model was closed.
+        """
+        if self._state is _State.CLOSED:
+            raise RuntimeError("Cannot use a closed OpenAIModel")
+        params = self._params(request)
+        attempt = 0
+        while True:
+            emitted = False
+            try:
+                async with contextlib.aclosing(self._attempt(params)) as chunks:
+                    async for chunk in chunks:
+                        emitted = True
+                        yield chunk
+                return
+            except ModelError as exc:
+                delay = None if emitted else self._retry_delay(exc, attempt)
+                if delay is None:
+                    raise
+                attempt += 1
+                logger.warning("%s (%s); retry %d of %d in %.2fs", exc, exc.code, attempt, self.max_retries, delay)
+            await asyncio.sleep(delay)
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": _chat_messages(request),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            params["tools"] = _chat_tools(request.tools)
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if self.extra_body:
+            params["extra_body"] = self.extra_body
+        return params
+
+    async def _attempt(self, params: dict[str, Any]) -> AsyncGenerator[ModelChunk, None]:
+        """One request: text as it comes, then the assembled tool calls and the usage."""
+        # Each await gets its own timeout scope; none spans a ``yield``, else the timeout would
+        # cancel whatever the consumer is doing between two chunks.
+        with self._mapped_errors():
+            async with asyncio.timeout(self.timeout):
+                stream: AsyncStream[ChatCompletionChunk] = await self.client.chat.completions.create(**params)
+        calls: dict[int, _PendingCall] = {}
+        usage = Usage(model_calls=1)
+        try:
+            while True:
+                with self._mapped_errors():
+                    async with asyncio.timeout(self.timeout):
+                        chunk = await anext(stream, None)
+                if chunk is None:
+                    break
+                if chunk.usage is not None:
+                    usage = Usage(
+                        input_tokens=chunk.usage.prompt_tokens or 0,
+                        output_tokens=chunk.usage.completion_tokens or 0,
+                        model_calls=1,
+                    )
+                # The SDK does not validate chunks, and some servers leave out fields its types
+                # call required (a final chunk's ``delta``, a tool call's ``index``): hence the casts.
+                delta = cast("ChoiceDelta | None", chunk.choices[0].delta) if chunk.choices else None
+                if delta is None:
+                    continue
+                # A refusal is what the model says instead of an answer: the person should read it.
+                for text in (delta.content, delta.refusal):
+                    if text:
+                        yield TextChunk(text)
+                for fragment in delta.tool_calls or ():
+                    calls.setdefault(_slot(calls, fragment), _PendingCall()).add(fragment)
+        finally:
+            await stream.close()
+        for index in sorted(calls):
+            yield calls[index].request()
+        yield usage
+
+    def _retry_delay(self, exc: ModelError, attempt: int) -> float | None:
+        """Seconds to wait before retrying after ``exc``, or ``None`` not to retry."""
+        if exc.code not in _RETRIED_CODES or attempt >= self.max_retries:
+            return None
+        hinted = _retry_after(exc.__cause__)
+        if hinted is not None:
+            return hinted if hinted <= _MAX_RETRY_AFTER else None
+        ceiling = min(self.backoff * 2.0**attempt, _MAX_BACKOFF)
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+    @contextlib.contextmanager
+    def _mapped_errors(self) -> Iterator[None]:
+        """Translate the SDK's errors (and our timeout) into ``ModelError``s."""
+        sdk = _sdk()
+        try:
+            yield
+        except (TimeoutError, sdk.APITimeoutError) as exc:
+            raise ModelError(
+                f"{self.name} did not answer within {self.timeout}s", code="model_timeout", retryable=True
+            ) from exc
+        except sdk.APIConnectionError as exc:
+            raise ModelError(
+                f"connection to {self.name} at {self.client.base_url} failed: {exc.__cause__ or exc}",
+                code="model_unavailable",
+                retryable=True,
+            ) from exc
+        except sdk.APIStatusError as exc:
+            status: int = exc.status_code
+            message = f"{self.name} answered {status}: {_server_message(exc)}"
+            if status in (401, 403):
+                raise ModelError(message, code="model_auth") from exc
+            if status == 429:
+                raise ModelError(message, code="model_rate_limited", retryable=True) from exc
+            if status >= 500:
+                raise ModelError(message, code="model_unavailable", retryable=True) from exc
+            raise ModelError(message, code="model_error") from exc
+        except sdk.OpenAIError as exc:
+            # An ``error`` object inside the stream, or a response the SDK could not read.
+            raise ModelError(f"{self.name} failed: {exc}", code="model_error") from exc
+        except json.JSONDecodeError as exc:
+            raise ModelError(f"{self.name} sent a malformed stream: {exc}", code="model_error") from exc
+
+
+@dataclass(kw_only=True)
+class _PendingCall:
+    """A tool call being streamed: its id and name come first, its arguments in fragments."""
+
+    id: str | None = None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+    def add(self, fragment: ChoiceDeltaToolCall) -> None:
+        # Some servers repeat the id and name in every fragment: the first ones win.
+        self.id = self.id or fragment.id
+        if fragment.function is not None:
+            self.name = self.name or fragment.function.name or ""
+            if fragment.function.arguments:
+                self.arguments.append(fragment.function.arguments)
+
+    def request(self) -> ToolCallRequest:
+        text = "".join(self.arguments)
+        if not text.strip():
+            return ToolCallRequest(name=self.name, args={}, id=self.id)
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        # Anything but a JSON object goes through as text: the loop tells the model the call failed.
+        return ToolCallRequest(name=self.name, args=parsed if isinstance(parsed, dict) else text, id=self.id)
+
+
+def _slot(calls: dict[int, _PendingCall], fragment: ChoiceDeltaToolCall) -> int:
+    """The call a fragment belongs to: its ``index``; without one, a new id starts a new call."""
+    index = cast("int | None", fragment.index)
+    if index is not None:
+        return index
+    last = max(calls, default=None)
+    if last is None:
+        return 0
+    return last + 1 if fragment.id and calls[last].id not in (None, fragment.id) else last
+
+
+def _chat_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
+    """Our history as chat-completions messages, after a system message with the instructions."""
+    messages: list[ChatCompletionMessageParam] = []
+    if request.instructions:
+        messages.append({"role": "system", "content": request.instructions})
+    for message in request.messages:
+        match message:
+            case UserMessage(content=content):
+                messages.append({"role": "user", "content": content})
+            case AssistantMessage(content=content, tool_calls=[]):
+                messages.append({"role": "assistant", "content": content or ""})
+            case AssistantMessage(content=content, tool_calls=calls):
+                messages.append(
+                    {
+                        "role": "assistant",
+                        "content": content,
+                        "tool_calls": [
+                            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                            for c in calls
+                        ],
+                    }
+                )
+            case ToolMessage(tool_call_id=call_id, content=content):
+                messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+    return messages
+
+
+def _chat_tools(tools: Sequence[ToolDefinition]) -> list[ChatCompletionFunctionToolParam]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+def _server_message(exc: Any) -> str:
+    """The message of an error response: ``error.message`` in JSON, else the body's text."""
+    body = exc.body
+    if isinstance(body, Mapping) and isinstance(body.get("message"), str) and body["message"]:
+        return str(body["message"])
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:500]
+    return str(exc.message)
+
+
+def _retry_after(cause: BaseException | None) -> float | None:
+    """The wait an error response asks for (``retry-after-ms``, ``Retry-After``), in seconds."""
+    response = getattr(cause, "response", None)
+    if response is None:
+        return None
+    headers = response.headers
+    for header, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(header)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) / scale)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - time.time())

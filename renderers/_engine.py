@@ -1,0 +1,153 @@
+"""The CPU side of rendering: weasyprint lays out the page, pypdfium2 rasterises it, Pillow encodes.
+
+Imported only inside render workers (``_worker.init_worker``): importing weasyprint costs about
+half a second and must stay off the gateway's start-up path and its event loop.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import mimetypes
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pypdfium2 as pdfium
+import weasyprint
+from PIL import Image, ImageChops
+from weasyprint.text import ffi as weasy_ffi
+from weasyprint.text.fonts import FontConfiguration
+from weasyprint.urls import URLFetcher, URLFetcherResponse
+
+from ._errors import RenderFailedError
+from ._html import COMPONENT_STYLESHEET_PATH, STATIC_DIR
+
+__all__ = ["Engine", "has_harfbuzz_subset", "rasterize"]
+
+_PNG_COMPRESS_LEVEL = 3
+"""zlib level for PNG: 3 encodes a 1080 px page about twice as fast as the default 6 for a few
+percent more bytes; these images travel once and are cached."""
+
+
+def has_harfbuzz_subset() -> bool:
+    """Whether weasyprint found ``libharfbuzz-subset`` (without it every PDF is about 3x slower)."""
+    harfbuzz = weasy_ffi.harfbuzz
+    return weasy_ffi.harfbuzz_subset is not None and bool(harfbuzz.hb_version_atleast(4, 1, 0))
+
+
+_IMAGE_MARGIN_PT = 12.0
+"""The image pages' margin (16 CSS px) in PDF points: the trimmed bottom keeps as much."""
+
+
+class _LocalOnlyFetcher(URLFetcher):  # type: ignore[misc]
+    """Refuses every URL but ``data:`` and files under the package's ``static/`` folder.
+
+    Props never reach a URL in the built-ins, but a custom template might put one in an ``img``:
+    a render must not become a request from the gateway's network.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(allowed_protocols={"data"}, fail_on_errors=False)
+        self._root = STATIC_DIR.resolve()
+
+    def fetch(self, url: str, headers: Any = None) -> URLFetcherResponse:
+        if url.startswith("data:"):
+            return super().fetch(url, headers)
+        parts = urlsplit(url)
+        if parts.scheme == "file" and parts.netloc in ("", "localhost"):
+            path = Path(unquote(parts.path)).resolve()
+            if path.is_relative_to(self._root) and path.is_file():
+                mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+                return URLFetcherResponse(url, body=path.read_bytes(), headers={"Content-Type": mime})
+        raise ValueError(f"refused to fetch {url[:80]!r}: renders only read data: URLs and their own static files")
+
+
+class _CollectedLog(logging.Handler):
+    """Collects weasyprint's warnings of one render, to hand back to the parent."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.records) < 20:
+            self.records.append(record.getMessage()[:300])
+
+
+class Engine:
+    """The renderer of one worker process.
+
+    It holds a reused ``FontConfiguration`` (a new one per render grows memory by about 0.2 MB
+    each time), the component stylesheet parsed once, and the local-only fetcher.
+    """
+
+    def __init__(self) -> None:
+        self._fonts = FontConfiguration()
+        self._fetcher = _LocalOnlyFetcher()
+        self._css = weasyprint.CSS(
+            filename=str(COMPONENT_STYLESHEET_PATH), font_config=self._fonts, url_fetcher=self._fetcher
+        )
+        self._base_url = STATIC_DIR.resolve().as_uri() + "/"
+        self._log = _CollectedLog()
+        logging.getLogger("weasyprint").addHandler(self._log)
+        logging.getLogger("weasyprint").propagate = False
+
+    def pdf(self, html: str, *, max_pages: int) -> tuple[bytes, int, list[str]]:
+        """Lay ``html`` out and write it as a PDF.
+
+        Returns:
+            The PDF, its page count, and weasyprint's warnings (refused fetches, CSS it ignored).
+
+        Raises:
+            RenderFailedError: more than ``max_pages`` pages.
+        """
+        self._log.records = []
+        document = weasyprint.HTML(string=html, base_url=self._base_url, url_fetcher=self._fetcher).render(
+            stylesheets=[self._css], font_config=self._fonts
+        )
+        pages = len(document.pages)
+        if pages > max_pages:
+            raise RenderFailedError(f"The layout has {pages} pages, more than the limit of {max_pages}.")
+        return document.write_pdf(), pages, self._log.records
+
+    def png(self, html: str, *, width: int, max_pages: int) -> tuple[list[bytes], list[str]]:
+        """Lay ``html`` out, rasterise every page at ``width`` pixels and encode each as PNG.
+
+        The last page is trimmed below its content (keeping a margin as deep as the top one), so a
+        short card gives a short image.
+        """
+        pdf, _, warnings = self.pdf(html, max_pages=max_pages)
+        return rasterize(pdf, width=width), warnings
+
+
+def rasterize(pdf: bytes, *, width: int) -> list[bytes]:
+    """Every page of ``pdf`` as a PNG ``width`` pixels wide, blank space below the content trimmed."""
+    document = pdfium.PdfDocument(pdf)
+    images: list[bytes] = []
+    try:
+        for index in range(len(document)):
+            page = document[index]
+            try:
+                scale = width / page.get_width()
+                image = page.render(scale=scale, may_draw_forms=False, rev_byteorder=True).to_pil()
+            finally:
+                page.close()
+            image = _trim_bottom(image.convert("RGB"), margin=round(_IMAGE_MARGIN_PT * scale))
+            buffer = io.BytesIO()
+            image.save(buffer, format="PNG", compress_level=_PNG_COMPRESS_LEVEL)
+            images.append(buffer.getvalue())
+    finally:
+        document.close()
+    return images
+
+
+def _trim_bottom(image: Image.Image, *, margin: int) -> Image.Image:
+    """Cut the rows below the content, keeping ``margin`` rows of background; width unchanged."""
+    width, height = image.size
+    background = image.getpixel((0, height - 1))
+    box = ImageChops.difference(image, Image.new("RGB", image.size, background)).getbbox()
+    if box is None:
+        return image
+    bottom = min(height, box[3] + margin)
+    return image if bottom >= height else image.crop((0, 0, width, bottom))

@@ -1,0 +1,99 @@
+"""HTML: jinja2 (autoescape always on) turns validated props into a safe fragment or a print page."""
+
+from __future__ import annotations
+
+import functools
+from html import escape
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+from pydantic import BaseModel
+
+from ._catalog import ComponentDef
+from ._errors import RenderFailedError
+from ._formats import format_value
+from ._sanitize import sanitize_fragment
+
+__all__ = [
+    "COMPONENT_STYLESHEET_PATH",
+    "STATIC_DIR",
+    "TEMPLATES_DIR",
+    "HtmlEngine",
+    "PageProfile",
+    "component_stylesheet",
+]
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+TEMPLATES_DIR = _PACKAGE_DIR / "templates"
+"""The built-in templates and ``_macros.html.j2``, importable from any component template."""
+STATIC_DIR = _PACKAGE_DIR / "static"
+"""Files a PDF/PNG render may read (the only ``file:`` URLs the renderer fetches)."""
+COMPONENT_STYLESHEET_PATH = STATIC_DIR / "components.css"
+"""Path of the component stylesheet (``ag-`` classes, plus the print rules for PDF and PNG pages)."""
+
+PageProfile = Literal["pdf", "image"]
+"""How a fragment is laid out for weasyprint: A4 document pages, or phone-width image pages."""
+
+
+@functools.cache
+def component_stylesheet() -> str:
+    """The CSS text of the component stylesheet, for a page that shows component fragments.
+
+    The web widget links or inlines it once; fragments from ``Renderer.render(..., "html")``
+    then look as they do in the PNG and PDF forms. Every class is prefixed ``ag-``.
+    """
+    return COMPONENT_STYLESHEET_PATH.read_text(encoding="utf-8")
+
+
+def _build_environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+    )
+    env.globals["zip"] = zip
+    env.filters["format_value"] = format_value
+    return env
+
+
+class HtmlEngine:
+    """Renders component templates. One per ``Renderer``; compiled templates are kept per definition."""
+
+    def __init__(self) -> None:
+        self._env = _build_environment()
+        self._compiled: dict[ComponentDef[Any], jinja2.Template] = {}
+
+    def fragment(self, definition: ComponentDef[Any], props: BaseModel) -> str:
+        """The component's HTML fragment for validated ``props``, sanitized.
+
+        Raises:
+            RenderFailedError: the template failed (an undefined name, a filter raising...).
+        """
+        template = self._compiled.get(definition)
+        if template is None:
+            template = self._compiled[definition] = self._env.from_string(definition.template)
+        context: dict[str, Any] = {"props": props, "component": definition.name}
+        try:
+            if definition.context is not None:
+                context.update(definition.context(props))
+            html = template.render(context)
+        except Exception as exc:  # a template or context bug: report it as this component's failure
+            raise RenderFailedError(
+                f"Template of {definition.name} failed: {type(exc).__name__}: {exc}", component=definition.name
+            ) from exc
+        return sanitize_fragment(html).strip()
+
+    def page(self, fragment: str, *, profile: PageProfile, title: str) -> str:
+        """A whole HTML document around ``fragment`` for weasyprint.
+
+        The stylesheet is not inlined: workers parse it once and pass it to every render.
+        """
+        return (
+            '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f"<title>{escape(title)}</title></head>"
+            f'<body class="ag-page ag-page--{profile}">{fragment}</body></html>'
+        )

@@ -1,0 +1,256 @@
+r"""``MediaStore``: rendered bytes behind HMAC-signed, expiring, URL-safe tokens.
+
+Twilio fetches WhatsApp media from a public URL, ``GET /media/{token}``, maybe from another
+gateway process than the one that rendered it: the Redis backend makes the bytes reachable from
+every process; the token alone proves the URL was issued by a holder of the secret.
+
+Token layout (then base64url, no padding; 76 characters)::
+
+    version (1 byte, 1) | expires_at (8 bytes, unix seconds, big-endian) | media id (16 random bytes)
+    | HMAC-SHA256(key, "agora-media\\0" + the 25 bytes before)   (32 bytes)
+
+``key`` is derived from the secret (``HMAC(secret, "agora-gateway/media/v1")``), so a token
+cannot be confused with anything else the same secret signs (cookies, actor tokens).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+import secrets
+import struct
+import time
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tools import UserError
+
+from ._errors import MediaTokenError
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["MediaBackend", "MediaItem", "MediaStore", "MemoryMediaBackend", "RedisMediaBackend"]
+
+_VERSION = 1
+_PAYLOAD = struct.Struct("!BQ16s")
+_MAC_SIZE = 32
+_TOKEN_SIZE = _PAYLOAD.size + _MAC_SIZE
+_TOKEN_CHARS = re.compile(r"^[A-Za-z0-9_-]{76}$")
+_DOMAIN = b"agora-media\x00"
+_MIME = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
+_FILENAME_UNSAFE = re.compile(r"[^A-Za-z0-9._ ()-]+")
+
+
+@dataclass(frozen=True)
+class MediaItem:
+    """Stored media: the bytes, their MIME type and an optional download name."""
+
+    data: bytes
+    mime: str
+    filename: str | None = None
+    """A safe file name (letters, digits, ``._ ()-``) for ``Content-Disposition``; ``None`` when not given."""
+
+
+class MediaBackend(ABC):
+    """Where ``MediaStore`` keeps bytes, by media id, until they expire."""
+
+    @abstractmethod
+    async def put(self, media_id: str, item: MediaItem, expires_at: float) -> None:
+        """Keep ``item`` until ``expires_at`` (unix seconds)."""
+
+    @abstractmethod
+    async def get(self, media_id: str) -> MediaItem | None:
+        """The item, or ``None`` when it expired, was evicted or never was."""
+
+
+class MemoryMediaBackend(MediaBackend):
+    """Media kept in this process's memory, least-recently-stored first out past ``max_bytes``.
+
+    Only this process can serve its media: behind several gateway processes use Redis.
+
+    Args:
+        max_bytes: Total bytes kept.
+        clock: Unix time source (tests pass a fake one).
+    """
+
+    def __init__(self, *, max_bytes: int = 256 * 1024 * 1024, clock: Callable[[], float] = time.time) -> None:
+        self.max_bytes = max_bytes
+        self._clock = clock
+        self._items: OrderedDict[str, tuple[MediaItem, float]] = OrderedDict()
+        self._bytes = 0
+
+    async def put(self, media_id: str, item: MediaItem, expires_at: float) -> None:
+        """Keep ``item``, evicting expired items, then the oldest, to stay under ``max_bytes``."""
+        if len(item.data) > self.max_bytes:
+            raise UserError(f"Media of {len(item.data):,} bytes is larger than the store's {self.max_bytes:,}.")
+        self._items[media_id] = (item, expires_at)
+        self._bytes += len(item.data)
+        now = self._clock()
+        for key in [k for k, (_, expiry) in self._items.items() if expiry <= now]:
+            self._bytes -= len(self._items.pop(key)[0].data)
+        while self._bytes > self.max_bytes:
+            _, (evicted, _) = self._items.popitem(last=False)
+            self._bytes -= len(evicted.data)
+
+    async def get(self, media_id: str) -> MediaItem | None:
+        """The item, unless it expired or was evicted."""
+        entry = self._items.get(media_id)
+        if entry is None:
+            return None
+        item, expires_at = entry
+        if expires_at <= self._clock():
+            del self._items[media_id]
+            self._bytes -= len(item.data)
+            return None
+        return item
+
+
+class RedisMediaBackend(MediaBackend):
+    """Redis, shared by every gateway process: one hash per item, expiring with its token.
+
+    Args:
+        redis: A ``redis.asyncio.Redis`` client created with ``decode_responses=False``.
+        prefix: Key prefix (use one per deployment; tests use one per test).
+    """
+
+    def __init__(self, redis: Redis, *, prefix: str = "agora:media:") -> None:
+        if redis.connection_pool.connection_kwargs.get("decode_responses"):
+            raise UserError("RedisMediaBackend needs a Redis client with decode_responses=False (media are bytes).")
+        self._redis = redis
+        self._prefix = prefix
+
+    async def put(self, media_id: str, item: MediaItem, expires_at: float) -> None:
+        """Store ``item`` as a hash that Redis deletes at ``expires_at``."""
+        key = self._prefix + media_id
+        fields: dict[str, bytes] = {"data": item.data, "mime": item.mime.encode()}
+        if item.filename:
+            fields["filename"] = item.filename.encode()
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
+            pipe.pexpireat(key, int(expires_at * 1000))
+            await pipe.execute()
+
+    async def get(self, media_id: str) -> MediaItem | None:
+        """The item, or ``None`` once Redis has expired it."""
+        fields = await self._redis.hgetall(self._prefix + media_id)
+        data, mime, filename = fields.get(b"data"), fields.get(b"mime"), fields.get(b"filename")
+        if not isinstance(data, bytes) or not isinstance(mime, bytes):
+            return None
+        return MediaItem(data, mime.decode(), filename.decode() if isinstance(filename, bytes) else None)
+
+
+class MediaStore:
+    """Keeps rendered media and issues signed, expiring tokens for ``GET /media/{token}``.
+
+    Args:
+        secret: The gateway's secret (``Settings.secret``), at least 16 bytes.
+        ttl: Seconds a token (and its bytes) stays valid.
+        backend: Where bytes are kept; default ``MemoryMediaBackend()``. Use
+            ``RedisMediaBackend`` when more than one gateway process serves ``/media``.
+        clock: Unix time source (tests pass a fake one to expire tokens without waiting).
+    """
+
+    def __init__(
+        self,
+        secret: str | bytes,
+        *,
+        ttl: float = 3600.0,
+        backend: MediaBackend | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        raw = secret.encode() if isinstance(secret, str) else bytes(secret)
+        if len(raw) < 16:
+            raise UserError("MediaStore secret must be at least 16 bytes.")
+        if ttl <= 0:
+            raise UserError("MediaStore ttl must be positive.")
+        self._key = hmac.new(raw, b"agora-gateway/media/v1", hashlib.sha256).digest()
+        self.ttl = ttl
+        """Default seconds a token stays valid."""
+        self.backend = backend if backend is not None else MemoryMediaBackend(clock=clock)
+        """Where the bytes are."""
+        self._clock = clock
+
+    async def put(self, data: bytes, mime: str, *, filename: str | None = None, ttl: float | None = None) -> str:
+        """Store ``data`` and return a token for it.
+
+        Args:
+            data: The bytes (a PNG page, a PDF...).
+            mime: Their type, e.g. ``"image/png"``.
+            filename: A download name; unsafe characters are replaced.
+            ttl: Seconds this token lives, default the store's.
+
+        Returns:
+            A URL-safe token that ``get`` (on any process sharing the backend and secret) accepts
+            until it expires.
+        """
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise UserError("MediaStore.put takes bytes.")
+        mime = mime.strip().lower()
+        if not _MIME.match(mime):
+            raise UserError(f"Not a MIME type: {mime!r}.")
+        expires_at = int(self._clock() + (self.ttl if ttl is None else ttl)) + 1
+        media_id = secrets.token_bytes(16)
+        token = self._sign(expires_at, media_id)
+        await self.backend.put(media_id.hex(), MediaItem(bytes(data), mime, _safe_filename(filename)), expires_at)
+        return token
+
+    async def get(self, token: str) -> MediaItem:
+        """The media behind ``token``.
+
+        Raises:
+            MediaTokenError: ``reason`` ``"invalid"`` (malformed, tampered, other secret),
+                ``"expired"`` or ``"not_found"``.
+        """
+        media_id, _ = self.verify(token)
+        item = await self.backend.get(media_id)
+        if item is None:
+            raise MediaTokenError("not_found")
+        return item
+
+    def verify(self, token: str) -> tuple[str, int]:
+        """Check ``token``'s signature and expiry without reading the backend.
+
+        Returns:
+            The media id (hex) and the expiry (unix seconds).
+
+        Raises:
+            MediaTokenError: ``"invalid"`` or ``"expired"``.
+        """
+        if not isinstance(token, str) or not _TOKEN_CHARS.match(token):
+            raise MediaTokenError("invalid")
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        except (binascii.Error, ValueError):
+            raise MediaTokenError("invalid") from None
+        if len(raw) != _TOKEN_SIZE:
+            raise MediaTokenError("invalid")
+        payload, mac = raw[: _PAYLOAD.size], raw[_PAYLOAD.size :]
+        if not hmac.compare_digest(mac, self._mac(payload)):
+            raise MediaTokenError("invalid")
+        version, expires_at, media_id = _PAYLOAD.unpack(payload)
+        if version != _VERSION:
+            raise MediaTokenError("invalid")
+        if expires_at <= self._clock():
+            raise MediaTokenError("expired")
+        return media_id.hex(), expires_at
+
+    def _mac(self, payload: bytes) -> bytes:
+        return hmac.new(self._key, _DOMAIN + payload, hashlib.sha256).digest()
+
+    def _sign(self, expires_at: int, media_id: bytes) -> str:
+        payload = _PAYLOAD.pack(_VERSION, expires_at, media_id)
+        return base64.urlsafe_b64encode(payload + self._mac(payload)).rstrip(b"=").decode("ascii")
+
+
+def _safe_filename(name: str | None) -> str | None:
+    if not name:
+        return None
+    cleaned = _FILENAME_UNSAFE.sub("_", name.replace("/", "_").replace("\\", "_")).strip(" ._")
+    return cleaned[:100] or None

@@ -1,0 +1,161 @@
+"""The HTTP API: catalog, decisions, cancel, history, media, health, metrics, the demo page."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import gateway._identity as identity
+import gateway.stores._records as records
+from gateway import SERVICES
+from renderers import MediaStore
+
+from .conftest import ALICE, BOB, connect, token_for
+
+
+def auth(actor: Any = ALICE) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token_for(actor)}"}
+
+
+async def park_refund(client: Any, order: str = "1042") -> tuple[str, str]:
+    ws = await connect(client, token=token_for(ALICE))
+    thread_id = (await ws.hello())["thread_id"]
+    frames = await ws.turn(f"refund order {order}")
+    await ws.ws.close()
+    request = next(f for f in frames if f["type"] == "approval-requested")
+    return thread_id, request["tool_call_id"]
+
+
+async def test_tool_catalog_is_the_gated_list_with_presentation(make_client: Any) -> None:
+    client = await make_client()
+    response = await client.get("/agent/tools?agent=assistant", headers=auth())
+    assert response.status == 200
+    catalog = {entry["name"]: entry for entry in await response.json()}
+    assert set(catalog) == {"get_weather", "list_orders", "sales_report", "get_invoice", "refund_order", "cancel_subscription"}
+    assert catalog["refund_order"]["kind"] == "action"
+    assert catalog["refund_order"]["presentation"]["confirm"] == {"title": "Refund order {order_id}?", "verb": "Refund"}
+    assert (await client.get("/agent/tools", headers=auth())).status == 200
+    missing = await client.get("/agent/tools?agent=nobody", headers=auth())
+    assert missing.status == 404 and (await missing.json())["code"] == "unknown_agent"
+
+
+async def test_http_decisions_and_their_errors(make_client: Any, monkeypatch: Any) -> None:
+    client = await make_client()
+    runtime = client.app[SERVICES].runtime
+    _, call_id = await park_refund(client)
+    body = {"tool_call_id": call_id}
+    wrong_type = await client.post("/agent/tool-call/approve", data="tool_call_id=x", headers=auth())
+    assert wrong_type.status == 415 and (await wrong_type.json())["code"] == "unsupported_media_type"
+    invalid = await client.post("/agent/tool-call/approve", json={"tool_call": call_id}, headers=auth())
+    assert invalid.status == 400 and (await invalid.json())["code"] == "invalid_request"
+    huge = await client.post(
+        "/agent/tool-call/reject", json={"tool_call_id": call_id, "reason": "x" * 100_000}, headers=auth()
+    )
+    assert huge.status == 413
+    unknown = await client.post("/agent/tool-call/approve", json={"tool_call_id": "tc_nope"}, headers=auth())
+    assert unknown.status == 404 and (await unknown.json())["code"] == "approval_not_found"
+    forbidden = await client.post("/agent/tool-call/approve", json=body, headers=auth(BOB))
+    assert forbidden.status == 403 and (await forbidden.json())["code"] == "approval_forbidden"
+    assert (await runtime.store.get_approval(call_id)).status == "pending"
+    ok = await client.post("/agent/tool-call/approve", json=body, headers=auth())
+    assert ok.status == 200 and await ok.json() == {"tool_call_id": call_id, "status": "approved"}
+    again = await client.post("/agent/tool-call/reject", json=body, headers=auth())
+    assert again.status == 409 and (await again.json())["code"] == "approval_settled"
+
+    _, late_id = await park_refund(client, "1040")
+    future = records.time.time() + 30 * 24 * 3600
+    monkeypatch.setattr(records.time, "time", lambda: future)
+    gone = await client.post("/agent/tool-call/approve", json={"tool_call_id": late_id}, headers=auth())
+    assert gone.status == 410 and (await gone.json())["code"] == "approval_expired"
+
+
+async def test_identity_on_http(make_client: Any, monkeypatch: Any) -> None:
+    client = await make_client(anonymous=False)
+    missing = await client.get("/agent/tools")
+    assert missing.status == 401 and (await missing.json())["code"] == "unauthenticated"
+    bad = await client.get("/agent/tools", headers={"Authorization": "Bearer nope"})
+    assert bad.status == 401 and (await bad.json())["code"] == "invalid_token"
+    assert (await client.get(f"/agent/tools?token={token_for(ALICE)}")).status == 200
+    soon = token_for(ALICE, ttl=60)
+    later = identity.time.time() + 120
+    monkeypatch.setattr(identity.time, "time", lambda: later)
+    expired = await client.get("/agent/tools", headers={"Authorization": f"Bearer {soon}"})
+    assert expired.status == 401 and "expired" in (await expired.json())["message"]
+
+
+async def test_anonymous_visitors_get_a_stable_signed_cookie(make_client: Any) -> None:
+    client = await make_client()
+    page = await client.get("/")
+    assert page.status == 200 and "agora-chat" in await page.text()
+    cookie = page.cookies["agora_anon"]
+    assert cookie["httponly"] and cookie["samesite"] == "Lax"
+    ws = await connect(client)
+    welcome = await ws.hello()
+    assert welcome["actor"]["id"].startswith("anon:")
+    ws2 = await connect(client)
+    assert (await ws2.hello())["actor"]["id"] == welcome["actor"]["id"]
+    client.session.cookie_jar.update_cookies({"agora_anon": "forged.value"})
+    ws3 = await connect(client)
+    assert (await ws3.hello())["actor"]["id"] != welcome["actor"]["id"]
+    for socket in (ws, ws2, ws3):
+        await socket.ws.close()
+
+
+async def test_thread_history_and_cancel_are_owner_only(make_client: Any) -> None:
+    client = await make_client()
+    thread_id, call_id = await park_refund(client)
+    assert (await client.get(f"/agent/threads/{thread_id}", headers=auth(BOB))).status == 403
+    assert (await client.get("/agent/threads/nope", headers=auth())).status == 404
+    history = await (await client.get(f"/agent/threads/{thread_id}", headers=auth())).json()
+    assert history["pending_approvals"][0]["tool_call_id"] == call_id
+    run_id = history["events"][0]["run_id"]
+    other = await client.post(f"/agent/runs/{run_id}/cancel", headers=auth(BOB))
+    assert other.status == 403
+    cancelled = await client.post(f"/agent/runs/{run_id}/cancel", headers=auth())
+    assert cancelled.status == 200 and (await cancelled.json())["status"] == "cancelled"
+    again = await client.post(f"/agent/runs/{run_id}/cancel", headers=auth())
+    assert again.status == 409 and (await again.json())["code"] == "run_not_active"
+    assert (await client.post("/agent/runs/run_nope/cancel", headers=auth())).status == 404
+
+
+async def test_media_tokens_are_signed_and_expire(make_client: Any) -> None:
+    client = await make_client()
+    media: MediaStore = client.app[SERVICES].media
+    token = await media.put(b"\x89PNG fake bytes", "image/png", filename="card.png")
+    ok = await client.get(f"/media/{token}")
+    assert ok.status == 200 and ok.content_type == "image/png" and await ok.read() == b"\x89PNG fake bytes"
+    tampered = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    assert (await client.get(f"/media/{tampered}")).status == 403
+    short = await media.put(b"x", "image/png", ttl=0.05)
+    await asyncio.sleep(0.1)  # the token's own clock has to pass its expiry
+    expired = await client.get(f"/media/{short}")
+    assert expired.status == 410 and (await expired.json())["code"] == "media_expired"
+    other = MediaStore(b"another secret")
+    assert (await client.get(f"/media/{await other.put(b'x', 'image/png')}")).status == 403
+
+
+async def test_health_and_metrics(make_client: Any) -> None:
+    client = await make_client()
+    health = await client.get("/healthz")
+    assert health.status == 200 and (await health.json())["status"] == "ok"
+    ws = await connect(client, token=token_for(ALICE))
+    await ws.hello()
+    await ws.turn("weather in Lisbon")
+    text = await (await client.get("/metrics")).text()
+    assert 'agora_turns_total{channel="web"} 1.0' in text
+    assert 'agora_tool_calls_total{status="completed",tool="get_weather"} 1.0' in text
+    assert 'agora_runs_finished_total{status="completed"} 1.0' in text
+    assert "agora_websockets_open 1.0" in text
+    assert 'agora_renders_total{format="html"}' in text
+    assert "agora_tool_seconds_bucket" in text and "agora_http_request_seconds_bucket" in text
+    await ws.ws.close()
+
+
+@pytest.mark.parametrize("path", ["/agent/tool-call/approve", "/agent/tool-call/reject"])
+async def test_unknown_routes_and_methods_answer_json(make_client: Any, path: str) -> None:
+    client = await make_client()
+    assert (await client.get(path, headers=auth())).status == 405
+    missing = await client.get("/agent/nothing-here")
+    assert missing.status == 404 and (await missing.json())["code"] == "not_found"

@@ -1,0 +1,219 @@
+"""The web socket's protocol: reconnect and replay, heartbeat, and every kind of bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from aiohttp import WSMsgType
+from pydantic import BaseModel
+
+from gateway import SERVICES, Runtime
+from gateway.events import TextDeltaEvent
+from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
+from gateway.stores import Batch, MemoryStore
+from tools import ConfirmTemplate, ToolPresentation, define_tool
+
+from .conftest import ALICE, BOB, SECRET, connect, token_for
+
+
+class KeyInput(BaseModel):
+    key: str
+
+
+def gated_runtime(gate: asyncio.Event, started: asyncio.Event) -> Runtime:
+    @define_tool(name="slow_read", description="Waits for the test.", input=KeyInput)
+    async def slow_read(input: KeyInput, ctx: Any) -> dict[str, str]:
+        started.set()
+        await gate.wait()
+        ctx.emit_ui("Callout", {"tone": "info", "text": f"read {input.key}"})
+        return {"key": input.key}
+
+    @define_tool(
+        name="purge",
+        description="Purge a key.",
+        input=KeyInput,
+        kind="action",
+        presentation=ToolPresentation(confirm=ConfirmTemplate(title="Purge {key}?", verb="Purge")),
+    )
+    async def purge(input: KeyInput, ctx: Any) -> dict[str, str]:
+        return {"purged": input.key}
+
+    def script(request: Any, index: int) -> ScriptStep:
+        text = request.last_user_text
+        if request.step == 0 and text.startswith("read"):
+            return ScriptStep(tool_calls=[ToolCallRequest(name="slow_read", args={"key": "k1"})])
+        if request.step == 0 and text.startswith("purge"):
+            return ScriptStep(tool_calls=[ToolCallRequest(name="purge", args={"key": text.split()[-1]})])
+        return ScriptStep(deltas=["All ", "done."])
+
+    return Runtime(tools=[slow_read, purge], model=ScriptedModel(script), store=MemoryStore())
+
+
+async def test_reconnect_mid_run_replays_exactly_the_missed_events(make_client: Any) -> None:
+    gate, started = asyncio.Event(), asyncio.Event()
+    runtime = gated_runtime(gate, started)
+    client = await make_client(runtime)
+    first = await connect(client, token=token_for(ALICE))
+    thread_id = (await first.hello())["thread_id"]
+    await first.send({"type": "send", "text": "read it"})
+    seen = await first.until_type("tool-started")
+    last_seq = max(f["seq"] for f in seen if "seq" in f)
+    await first.ws.close()
+    async with asyncio.timeout(5):
+        await started.wait()
+    gate.set()  # the run goes on while nobody is connected
+    run_id = next(f["run_id"] for f in seen if f["type"] == "ack")
+    assert await runtime.wait(run_id, timeout=5) == "completed"
+
+    second = await connect(client, token=token_for(ALICE))
+    welcome = await second.hello(thread_id=thread_id, after_seq=last_seq)
+    assert welcome["thread_id"] == thread_id
+    replayed = await second.until_type("run-finished")
+    stored = [e async for e in runtime.events(thread_id, last_seq)]
+    assert [(f["seq"], f["type"]) for f in replayed] == [(e.seq, e.type) for e in stored]
+    assert [f["type"] for f in replayed] == ["ui", "tool-completed", "text-delta", "text-delta", "text-end", "run-finished"]
+    assert replayed[0]["form"] == "html" and "read k1" in replayed[0]["html"]
+    await second.ws.close()
+
+
+async def test_bad_frames_get_error_frames_and_the_socket_stays_usable(make_client: Any) -> None:
+    client = await make_client(ws_frame_limit=2048)
+    ws = await connect(client, token=token_for(ALICE))
+    await ws.ws.send_str("{not json")
+    assert (await ws.recv())["code"] == "bad_frame"
+    await ws.ws.send_str("[1, 2]")
+    assert (await ws.recv())["code"] == "bad_frame"
+    await ws.send({"type": "teleport", "id": "x1"})
+    assert await ws.recv() == {"type": "error", "id": "x1", "code": "unknown_frame", "message": "Unknown frame type 'teleport'"}
+    await ws.send({"type": "send", "text": "hi", "id": "x2"})
+    assert (await ws.recv())["code"] == "hello_required"
+    await ws.ws.send_bytes(b"\x00\x01")
+    assert (await ws.recv())["code"] == "binary_not_supported"
+    await ws.send({"type": "hello", "ui_capabilities": {"formats": ["html"], "bogus": 1}, "id": "h0"})
+    error = await ws.recv()
+    assert (error["code"], error["id"]) == ("invalid_frame", "h0") and "bogus" in error["message"]
+    await ws.send({"type": "hello", "ui_capabilities": {"components": [{"name": "A"}, {"name": "A"}]}})
+    assert (await ws.recv())["code"] == "invalid_frame"
+    await ws.send({"type": "hello", "thread_id": "bad id with spaces"})
+    assert (await ws.recv())["code"] == "invalid_frame"
+    assert (await ws.hello())["type"] == "welcome"
+    await ws.send({"type": "hello"})
+    assert (await ws.recv())["code"] == "already_welcomed"
+    await ws.send({"type": "send", "text": "x" * 3000})
+    assert (await ws.recv())["code"] == "frame_too_large"
+    await ws.send({"type": "send", "text": ""})
+    assert (await ws.recv())["code"] == "invalid_frame"
+    await ws.send({"type": "approve", "tool_call_id": "tc_nope", "id": "x3"})
+    assert await ws.recv() == {"type": "error", "id": "x3", "code": "approval_not_found", "message": "No approval 'tc_nope'"}
+    await ws.send({"type": "cancel", "run_id": "run_nope"})
+    assert (await ws.recv())["code"] == "run_not_found"
+    # Still usable: a real turn goes through.
+    frames = await ws.turn("hello there")
+    assert frames[-1]["status"] == "completed"
+    await ws.ws.close()
+
+
+async def test_a_frame_beyond_the_hard_limit_closes_the_socket(make_client: Any) -> None:
+    client = await make_client(ws_frame_limit=1024)
+    ws = await connect(client, token=token_for(ALICE))
+    await ws.hello()
+    await ws.ws.send_str(json.dumps({"type": "send", "text": "x" * 10_000}))
+    message = await ws.closed()
+    assert message.type is WSMsgType.CLOSE and message.data == 1009
+
+
+async def test_decisions_on_someone_elses_call_and_replays_change_nothing(make_client: Any) -> None:
+    runtime = gated_runtime(asyncio.Event(), asyncio.Event())
+    client = await make_client(runtime)
+    alice = await connect(client, token=token_for(ALICE))
+    thread_id = (await alice.hello())["thread_id"]
+    frames = await alice.turn("purge k9")
+    request = next(f for f in frames if f["type"] == "approval-requested")
+    bob = await connect(client, token=token_for(BOB))
+    await bob.hello()
+    await bob.send({"type": "approve", "tool_call_id": request["tool_call_id"]})
+    assert (await bob.recv())["code"] == "approval_forbidden"
+    assert (await runtime.store.get_approval(request["tool_call_id"])).status == "pending"
+    assert len([e async for e in runtime.events(thread_id)]) == frames[-1]["seq"]
+    await alice.send({"type": "approve", "tool_call_id": request["tool_call_id"]})
+    await alice.until(lambda f: f.get("type") == "run-finished")
+    await alice.send({"type": "reject", "tool_call_id": request["tool_call_id"], "id": "r"})
+    error = await alice.recv()
+    assert (error["code"], error["id"]) == ("approval_settled", "r")
+    assert (await runtime.store.get_approval(request["tool_call_id"])).status == "approved"
+    for socket in (alice, bob):
+        await socket.ws.close()
+
+
+async def test_identity_failures_close_the_socket_with_a_code(make_client: Any) -> None:
+    client = await make_client(anonymous=False)
+    ws = await connect(client)
+    await ws.send({"type": "hello"})
+    assert (await ws.recv())["code"] == "unauthenticated"
+    assert (await ws.closed()).data == 4401
+
+    ws = await connect(client)
+    await ws.send({"type": "hello", "token": "not.a.token"})
+    assert (await ws.recv())["code"] == "invalid_token"
+    assert (await ws.closed()).data == 4401
+
+    from gateway import sign_actor_token
+
+    forged = sign_actor_token(ALICE, "another-secret", 60)
+    response = await client.get("/agent/ws", headers={"Authorization": f"Bearer {forged}", "Upgrade": "websocket"})
+    assert response.status == 401 and (await response.json())["code"] == "invalid_token"
+
+    alice = await connect(client, token=token_for(ALICE))
+    thread_id = (await alice.hello())["thread_id"]
+    await alice.turn("hello")
+    bob = await connect(client, token=token_for(BOB))
+    await bob.send({"type": "hello", "thread_id": thread_id})
+    assert (await bob.recv())["code"] == "thread_forbidden"
+    assert (await bob.closed()).data == 4403
+    # A token in hello works where the upgrade carried none.
+    carol = await connect(client)
+    assert (await carol.hello(token=sign_actor_token(BOB, SECRET, 60)))["actor"]["id"] == "bob"
+    await alice.ws.close()
+    await carol.ws.close()
+
+
+async def test_origin_check(make_client: Any) -> None:
+    client = await make_client(allowed_origins="https://app.example.com")
+    response = await client.get("/agent/ws", headers={"Origin": "https://evil.example.com", "Upgrade": "websocket"})
+    assert response.status == 403 and (await response.json())["code"] == "origin_forbidden"
+    ws = await connect(client, headers={"Origin": "https://app.example.com"}, token=token_for(ALICE))
+    assert (await ws.hello())["type"] == "welcome"
+    await ws.ws.close()
+
+
+async def test_turns_are_rate_limited_per_actor(make_client: Any) -> None:
+    client = await make_client(turn_burst=2, turn_rate_per_minute=1)
+    ws = await connect(client, token=token_for(ALICE))
+    await ws.hello()
+    await ws.turn("hi")
+    await ws.turn("hi again")
+    await ws.send({"type": "send", "text": "and again", "id": "r3"})
+    error = await ws.recv()
+    assert (error["code"], error["id"]) == ("rate_limited", "r3") and error["retry_after"] > 0
+    await ws.ws.close()
+
+
+async def test_a_slow_reader_is_disconnected_instead_of_buffering_forever(make_client: Any) -> None:
+    client = await make_client(ws_send_timeout=0.2)
+    services = client.app[SERVICES]
+    ws = await connect(client, token=token_for(ALICE))
+    thread_id = (await ws.hello())["thread_id"]
+    await ws.turn("hello")  # the thread exists now
+    assert services.metrics.sockets._value.get() == 1
+    # The client stops reading; the thread gets large events: the server's buffers fill up, a
+    # send waits past ws_send_timeout, and the server drops the socket instead of queueing more.
+    big = "x" * 60_000
+    for _ in range(300):
+        event = TextDeltaEvent(thread_id=thread_id, run_id="r", message_id="m", delta=big)
+        await services.runtime.store.write(thread_id, Batch(events=[event]))
+    async with asyncio.timeout(10):
+        while services.metrics.sockets._value.get() != 0:
+            await asyncio.sleep(0.02)
+    await ws.ws.close()
