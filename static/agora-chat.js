@@ -212,6 +212,22 @@
     return sameDay ? `Expires at ${time}` : `Expires ${date.toLocaleDateString([], { month: "short", day: "numeric" })}, ${time}`;
   }
 
+  /** "70092.0 EUR" -> "€70,092.00"; "3 items" -> "3 items"; anything else as it is. */
+  function formatValue(value) {
+    const text = String(value);
+    const match = /^(-?\d+(?:\.\d+)?)(?:\s+(\S.*))?$/.exec(text.trim());
+    if (!match) return text;
+    const number = Number(match[1]);
+    const unit = match[2];
+    try {
+      if (unit && /^[A-Z]{3}$/.test(unit)) return new Intl.NumberFormat(undefined, { style: "currency", currency: unit }).format(number);
+    } catch {
+      /* not a currency code after all */
+    }
+    const formatted = number.toLocaleString(undefined, { maximumFractionDigits: 2 });
+    return unit ? `${formatted} ${unit}` : formatted;
+  }
+
   /** The filled result view of `tool-completed` (tools/_presentation.py `fill_result_view`). */
   function resultView(result) {
     if (!result || typeof result !== "object") return null;
@@ -219,7 +235,7 @@
       case "metrics": {
         if (!Array.isArray(result.items) || !result.items.length) return null;
         const list = h("dl", { class: "ac-result ac-result--metrics" });
-        for (const item of result.items) list.append(h("div", {}, h("dt", {}, String(item.label)), h("dd", {}, String(item.value))));
+        for (const item of result.items) list.append(h("div", {}, h("dt", {}, String(item.label)), h("dd", {}, formatValue(item.value))));
         return list;
       }
       case "table": {
@@ -261,11 +277,13 @@
         <div class="ac-avatar" data-slot="avatar"></div>
         <div class="ac-heading">
           <h2 class="ac-title" data-slot="title"></h2>
-          <p class="ac-status" data-slot="status" role="status" data-state="connecting">
-            <span class="ac-dot" aria-hidden="true"></span><span data-slot="status-text">Connecting…</span>
-          </p>
+          <div class="ac-meta">
+            <p class="ac-status" data-slot="status" role="status" data-state="connecting">
+              <span class="ac-dot" aria-hidden="true"></span><span data-slot="status-text">Connecting…</span>
+            </p>
+            <span class="ac-badge" data-slot="badge" hidden></span>
+          </div>
         </div>
-        <span class="ac-badge" data-slot="badge" hidden></span>
         <button type="button" class="ac-iconbtn" data-slot="new" aria-label="Start a new conversation" title="New conversation"></button>
       </header>
       <div class="ac-body">
@@ -825,7 +843,8 @@
       const labels = { done: "done", failed: "failed", denied: "not run", stopped: "stopped" };
       const glyph = state === "done" ? "check" : state === "failed" || state === "denied" ? "cross" : "stop";
       line.querySelector(".ac-tool__state").replaceChildren(icon(glyph, "ac-icon ac-icon--state"), h("span", { class: "ac-sr" }, labels[state]));
-      if (extra) line.append(h("div", { class: "ac-tool__result" }, extra));
+      // The result view reads under the line, before the components the call showed.
+      if (extra) line.after(h("div", { class: "ac-tool-result" }, extra));
       this.#announce(`${text}${state === "done" ? "" : ` (${labels[state]})`}`);
     }
 
@@ -848,7 +867,7 @@
           "aria-labelledby": `${id}-title`,
           "aria-describedby": `${id}-detail`,
         },
-        h("p", { class: "ac-approval__kicker" }, icon(destructive ? "warning" : "shield"), destructive ? "Needs your approval: this cannot be undone" : "Needs your approval"),
+        h("p", { class: "ac-approval__kicker" }, icon(destructive ? "warning" : "shield"), "Needs your approval"),
         h("p", { class: "ac-approval__title", id: `${id}-title` }, confirmation.title || "Approve this action?"),
         h("p", { class: "ac-approval__detail", id: `${id}-detail` }, confirmation.detail || "", expiry ? h("span", { class: "ac-approval__expiry" }, expiry) : null),
         h("div", { class: "ac-approval__actions" }, reject, approve),
@@ -928,7 +947,7 @@
       if (fresh) {
         // A component belongs with its tool line when it has one: under it, before later text.
         let anchor = frame.tool_call_id ? this.#tools.get(frame.tool_call_id) : null;
-        while (anchor?.nextElementSibling?.matches(`.ac-ui[data-tool-call-id="${CSS.escape(frame.tool_call_id)}"]`)) {
+        while (anchor?.nextElementSibling?.matches(`.ac-tool-result, .ac-ui[data-tool-call-id="${CSS.escape(frame.tool_call_id)}"]`)) {
           anchor = anchor.nextElementSibling;
         }
         if (frame.tool_call_id) wrapper.dataset.toolCallId = frame.tool_call_id;

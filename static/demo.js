@@ -1,0 +1,21 @@
+// The demo page: example prompts go to the widget.
+(() => {
+  "use strict";
+
+  const chat = document.querySelector("agora-chat");
+  const reduceMotion = window.matchMedia("(prefers-reduced-motion: reduce)");
+
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("[data-prompt]");
+    if (!button || !chat) return;
+    // The widget refuses while it is connecting or still answering; the person can retry then.
+    if (!chat.send(button.dataset.prompt)) {
+      chat.focusInput();
+      return;
+    }
+    // On a phone the chat sits below the examples: bring it into view.
+    if (chat.getBoundingClientRect().top > window.innerHeight / 2) {
+      chat.scrollIntoView({ block: "end", behavior: reduceMotion.matches ? "auto" : "smooth" });
+    }
+  });
+})();
