@@ -58,7 +58,7 @@ class RuntimeObserver:
         """A model step finished."""
 
     def events_written(self, thread_id: str, events: list[RunEvent]) -> None:
-        """This process wrote ``events`` (with their ``seq``) to the thread's log.
+        """Events were written to the thread's log by this process (with their ``seq``).
 
         Called on the process that drives the run (or decides its approval), once per write:
         a channel that pushes to its clients (WhatsApp) delivers from here. Must not block:
