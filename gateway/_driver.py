@@ -135,7 +135,7 @@ class _UiCollector:
     async def _flush(self) -> None:
         events, self.pending = self.pending, []
         if events:
-            await self.driver.write(Batch(events=events))
+            await self.driver.write(Batch(events=list[RunEvent](events)))
 
     async def drain(self) -> list[UiEvent]:
         """Stop live flushing; return what is still unwritten (for the call's last write)."""
@@ -232,7 +232,7 @@ class RunDriver:
         """Write a batch for this run (its record included, so journal entries attach to it)."""
         self.run.updated_at = now_iso()
         batch.run = self.run
-        return await self.store.write(self.run.thread_id, batch)
+        return await self.rt.write(self.run.thread_id, batch)
 
     def request_cancel(self) -> None:
         """Stop at the next safe point; a model call or tools in flight are cancelled now."""

@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 ANON_COOKIE = "agora_anon"
-_PENDING_COOKIE = "agora.pending_cookie"
+_PENDING_COOKIE = web.RequestKey("agora_pending_cookie", str)
 _MAX_TOKEN = 4096
 
 

@@ -57,6 +57,14 @@ class RuntimeObserver:
     def model_step(self, run: RunRecord, seconds: float) -> None:
         """A model step finished."""
 
+    def events_written(self, thread_id: str, events: list[RunEvent]) -> None:
+        """Events were written to the thread's log by this process (with their ``seq``).
+
+        Called on the process that drives the run (or decides its approval), once per write:
+        a channel that pushes to its clients (WhatsApp) delivers from here. Must not block:
+        schedule the work.
+        """
+
 
 class _State(enum.Enum):
     OPEN = "open"
@@ -187,6 +195,14 @@ class Runtime:
         for observer in self.observers:
             observer.model_step(run, seconds)
 
+    async def write(self, thread_id: str, batch: Batch) -> list[RunEvent]:
+        """Write a batch to the store and tell observers about its events."""
+        events = await self.store.write(thread_id, batch)
+        if events:
+            for observer in self.observers:
+                observer.events_written(thread_id, events)
+        return events
+
     # -- turns and runs -----------------------------------------------------------------------------
 
     def agent(self, name: str | None) -> Agent:
@@ -232,6 +248,8 @@ class Runtime:
             run, thread=record, batch=batch, lease_owner=self.instance_id, lease_ttl=self.lease_ttl
         )
         run.first_seq = events[0].seq if events else 0
+        for observer in self.observers:
+            observer.events_written(turn.thread_id, events)
         self._spawn(run, agent, resume=False)
         return run.run_id
 
@@ -360,7 +378,7 @@ class Runtime:
         )
         if settled is None:
             raise ApprovalSettledError("The approval was already decided")
-        await self.store.write(
+        await self.write(
             approval.thread_id,
             Batch(
                 events=[
@@ -388,7 +406,7 @@ class Runtime:
         )
         if settled is None:
             return
-        await self.store.write(
+        await self.write(
             approval.thread_id,
             Batch(
                 events=[
@@ -429,7 +447,7 @@ class Runtime:
                 approval.tool_call_id, status="rejected", decided_by=None, via=via, reason=reason
             )
             if settled is not None:
-                await self.store.write(
+                await self.write(
                     approval.thread_id,
                     Batch(
                         events=[

@@ -45,8 +45,9 @@ class RateLimitedError(GatewayError):
 
 @dataclass(kw_only=True, eq=False)
 class GatewayServices:
-    """The runtime and everything around it that channels use: identity, rendering, media,
-    rate limits and metrics. One per app, in ``app[SERVICES]``.
+    """The runtime and everything around it that channels use.
+
+    Identity, rendering, media, rate limits and metrics. One per app, in ``app[SERVICES]``.
     """
 
     settings: Settings

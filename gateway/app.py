@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from renderers import MediaStore, Renderer, default_catalog
+from renderers import MediaStore, RedisMediaBackend, Renderer, default_catalog
 from tools import Tool, UserError, discover_tools
 
 from ._agents import Agent
@@ -84,12 +84,23 @@ def build_runtime(settings: Settings, secret: bytes) -> Runtime:
     )
 
 
-def _media_store(settings: Settings, secret: bytes) -> MediaStore:
+def _media_store(settings: Settings, secret: bytes) -> tuple[MediaStore, Any]:
+    """The media store, and the Redis client it owns (``None`` in memory)."""
     if settings.redis_url:
         import redis.asyncio as redis
 
-        return MediaStore(secret, ttl=settings.media_ttl, redis=redis.from_url(settings.redis_url))
-    return MediaStore(secret, ttl=settings.media_ttl)
+        client = redis.from_url(settings.redis_url)
+        return MediaStore(secret, ttl=settings.media_ttl, backend=RedisMediaBackend(client)), client
+    return MediaStore(secret, ttl=settings.media_ttl), None
+
+
+async def _close_models(runtime: Runtime) -> None:
+    """Close the HTTP clients of models this app built (``OpenAIModel`` holds one)."""
+    models = {id(m): m for m in [runtime.model, *(a.model for a in runtime.agents.values())] if m is not None}
+    for model in models.values():
+        close = getattr(model, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def create_app(
@@ -119,12 +130,13 @@ def create_app(
         resolvers.append(AnonymousCookieResolver(secret, secure=settings.base_url().startswith("https://")))
     metrics = Metrics()
     runtime.observers.append(metrics)
+    media, media_redis = _media_store(settings, secret)
     services = GatewayServices(
         settings=settings,
         runtime=runtime,
         renderer=Renderer(catalog),
         catalog=catalog,
-        media=_media_store(settings, secret),
+        media=media,
         identity=ChainResolver(resolvers),
         metrics=metrics,
         limiter=RateLimiter(settings.turn_rate_per_minute, settings.turn_burst),
@@ -144,9 +156,11 @@ def create_app(
             yield
         finally:
             await services.renderer.aclose()
-            await services.media.aclose()
+            if media_redis is not None:
+                await media_redis.aclose()
             if owns_runtime:
                 await runtime.aclose()
+                await _close_models(runtime)
             runtime.observers.remove(metrics)
 
     app.cleanup_ctx.append(lifecycle)

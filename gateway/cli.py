@@ -90,4 +90,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(args)
     return 2  # pragma: no cover - argparse refuses other commands
-

@@ -166,10 +166,14 @@ class WebSession:
                 run_id = await self.services.start_turn(turn)
                 await self.send({"type": "ack", "id": frame.id, "run_id": run_id})
             case ApproveFrame():
-                record = await runtime.decide(frame.tool_call_id, self.actor, approve=True, via="web", remember=frame.remember)
+                record = await runtime.decide(
+                    frame.tool_call_id, self.actor, approve=True, via="web", remember=frame.remember
+                )
                 await self.send({"type": "ack", "id": frame.id, "status": record.status})
             case RejectFrame():
-                record = await runtime.decide(frame.tool_call_id, self.actor, approve=False, reason=frame.reason, via="web")
+                record = await runtime.decide(
+                    frame.tool_call_id, self.actor, approve=False, reason=frame.reason, via="web"
+                )
                 await self.send({"type": "ack", "id": frame.id, "status": record.status})
             case CancelFrame():
                 run = await runtime.get_run(frame.run_id)
@@ -214,7 +218,9 @@ class WebSession:
                 "thread_id": thread_id,
                 "actor": {"id": self.actor.id, "roles": list(self.actor.roles)},
                 "agent": runtime.default_agent.name,
-                "demo": self.services.settings.model == "demo" and runtime.model is not None and runtime.model.name == "demo",
+                "demo": self.services.settings.model == "demo"
+                and runtime.model is not None
+                and runtime.model.name == "demo",
                 "after_seq": frame.after_seq,
             }
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["ORDERS", "Order", "sales_series", "weather_for"]
 
@@ -57,7 +58,7 @@ def weather_for(city: str) -> dict[str, object]:
     }
 
 
-def sales_series(period: str) -> list[dict[str, object]]:
+def sales_series(period: str) -> list[dict[str, Any]]:
     """Made-up revenue per region for each bucket of ``period``."""
     buckets = {
         "week": ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"],

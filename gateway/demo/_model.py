@@ -97,8 +97,10 @@ class DemoModel:
 
     @staticmethod
     def _pending_cancel(request: ModelRequest) -> dict[str, Any] | None:
-        """The preview a "yes" would confirm: the last cancel_subscription preview, if it is the
-        newest thing the assistant said."""
+        """The preview a "yes" would confirm.
+
+        That is the last ``cancel_subscription`` preview, if it is the newest thing said.
+        """
         for message in reversed(request.messages[:-1]):
             if isinstance(message, UserMessage):
                 return None

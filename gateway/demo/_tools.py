@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from tools import (
+    Confirmation,
     ConfirmTemplate,
+    MetricsView,
     PreflightCompleted,
     PreflightDenied,
     PreflightReady,
-    MetricsView,
     ResultField,
     Tool,
     ToolContext,
     ToolFailed,
     ToolPresentation,
     UiComponent,
-    Confirmation,
     define_confirmed_tool,
     define_tool,
 )
@@ -79,17 +78,33 @@ def _order_row(order: Order, refunded: set[str]) -> dict[str, Any]:
     }
 
 
-def demo_tools(secret: bytes) -> list[Tool]:
-    """The demo's tools. ``secret`` signs the confirmed tool's tokens.
+class _Shop:
+    """What the demo remembers per actor, in this process's memory (it is a demo)."""
 
-    State (refunds, cancellations) lives in this process's memory: it is a demo.
-    """
-    refunded: dict[str, set[str]] = {}
-    cancelled: set[str] = set()
+    def __init__(self) -> None:
+        self.refunded: dict[str, set[str]] = {}
+        self.cancelled: set[str] = set()
 
-    def refunds_of(ctx: ToolContext) -> set[str]:
-        return refunded.setdefault(ctx.actor.id, set())
+    def refunds_of(self, ctx: ToolContext) -> set[str]:
+        return self.refunded.setdefault(ctx.actor.id, set())
 
+
+def _weather_card(out: dict[str, Any], ctx: ToolContext) -> UiComponent:
+    return UiComponent(
+        component="KpiCards",
+        props={
+            "items": [
+                {"label": out["city"], "value": out["temp_c"], "unit": "°C"},
+                {"label": "Sky", "value": out["condition"]},
+                {"label": "Wind", "value": out["wind_kmh"], "unit": "km/h"},
+                {"label": "Humidity", "value": out["humidity"], "unit": "%"},
+            ]
+        },
+        fallback_text=f"{out['city']}: {out['temp_c']}°C, {str(out['condition']).lower()}, wind {out['wind_kmh']} km/h",
+    )
+
+
+def _weather_tool() -> Tool:
     @define_tool(
         name="get_weather",
         description="Current weather for a city.",
@@ -100,22 +115,32 @@ def demo_tools(secret: bytes) -> list[Tool]:
             done="Checked the weather in {city}",
             icon="weather",
         ),
-        present=lambda out, ctx: UiComponent(
-            "KpiCards",
-            {
-                "items": [
-                    {"label": out["city"], "value": out["temp_c"], "unit": "°C"},
-                    {"label": "Sky", "value": out["condition"]},
-                    {"label": "Wind", "value": out["wind_kmh"], "unit": "km/h"},
-                    {"label": "Humidity", "value": out["humidity"], "unit": "%"},
-                ]
-            },
-            fallback_text=f"{out['city']}: {out['temp_c']}°C, {out['condition'].lower()}, wind {out['wind_kmh']} km/h",
-        ),
+        present=_weather_card,
     )
     async def get_weather(input: CityInput, ctx: ToolContext) -> dict[str, object]:
         return weather_for(input.city)
 
+    return get_weather
+
+
+def _orders_table(out: dict[str, Any], ctx: ToolContext) -> UiComponent:
+    return UiComponent(
+        component="DataTable",
+        props={
+            "title": "Your orders",
+            "columns": [
+                {"key": "id", "label": "Order"},
+                {"key": "date", "label": "Date", "format": "date"},
+                {"key": "item", "label": "Item"},
+                {"key": "total", "label": "Total", "align": "right", "format": "currency"},
+                {"key": "status", "label": "Status"},
+            ],
+            "rows": out["orders"],
+        },
+    )
+
+
+def _orders_tool(shop: _Shop) -> Tool:
     @define_tool(
         name="list_orders",
         description="The customer's recent orders with their status and totals.",
@@ -123,23 +148,10 @@ def demo_tools(secret: bytes) -> list[Tool]:
         presentation=ToolPresentation(
             label="Orders", running="Looking up your orders", done="Found your orders", icon="orders"
         ),
-        present=lambda out, ctx: UiComponent(
-            "DataTable",
-            {
-                "title": "Your orders",
-                "columns": [
-                    {"key": "id", "label": "Order"},
-                    {"key": "date", "label": "Date", "format": "date"},
-                    {"key": "item", "label": "Item"},
-                    {"key": "total", "label": "Total", "align": "right", "format": "currency"},
-                    {"key": "status", "label": "Status"},
-                ],
-                "rows": out["orders"],
-            },
-        ),
+        present=_orders_table,
     )
     async def list_orders(input: OrdersInput, ctx: ToolContext) -> dict[str, object]:
-        done = refunds_of(ctx)
+        done = shop.refunds_of(ctx)
         rows = [_order_row(o, done) for o in ORDERS.values()]
         if input.status == "open":
             rows = [r for r in rows if r["status"] in ("processing", "shipped")]
@@ -147,6 +159,10 @@ def demo_tools(secret: bytes) -> list[Tool]:
             rows = [r for r in rows if r["status"] == "delivered"]
         return {"orders": rows, "count": len(rows)}
 
+    return list_orders
+
+
+def _sales_tool() -> Tool:
     @define_tool(
         name="sales_report",
         description="Revenue by channel for a period, as a chart.",
@@ -161,7 +177,7 @@ def demo_tools(secret: bytes) -> list[Tool]:
     )
     async def sales_report(input: SalesInput, ctx: ToolContext) -> dict[str, object]:
         rows = sales_series(input.period)
-        total = round(sum(float(r["online"]) + float(r["stores"]) for r in rows), 2)  # type: ignore[arg-type]
+        total = round(sum(r["online"] + r["stores"] for r in rows), 2)
         ctx.emit_ui(
             "Chart",
             {
@@ -176,6 +192,41 @@ def demo_tools(secret: bytes) -> list[Tool]:
         )
         return {"period": input.period, "total": total, "buckets": len(rows)}
 
+    return sales_report
+
+
+def _invoice_props(order: Order, billed_to: str) -> dict[str, Any]:
+    net = round(order.total / 1.23, 2)
+    return {
+        "title": f"Invoice INV-{order.id}",
+        "subtitle": f"Order {order.id} · {order.date}",
+        "sections": [
+            {"heading": "Billed to", "text": f"{billed_to}\nCard ending {order.card}"},
+            {
+                "heading": "Items",
+                "table": {
+                    "columns": [
+                        {"key": "item", "label": "Item"},
+                        {"key": "qty", "label": "Qty", "align": "right", "format": "number"},
+                        {"key": "price", "label": "Unit price", "align": "right", "format": "currency"},
+                        {"key": "total", "label": "Total", "align": "right", "format": "currency"},
+                    ],
+                    "rows": [
+                        {"item": order.item, "qty": order.quantity, "price": order.unit_price, "total": order.total}
+                    ],
+                },
+            },
+            {"heading": "Notes", "text": "Thank you for shopping with the Agora demo shop."},
+        ],
+        "totals": [
+            {"label": "Net", "value": _money(net)},
+            {"label": "VAT 23%", "value": _money(order.total - net)},
+            {"label": "Total", "value": _money(order.total)},
+        ],
+    }
+
+
+def _invoice_tool() -> Tool:
     @define_tool(
         name="get_invoice",
         description="The invoice of one order, as a document.",
@@ -191,50 +242,37 @@ def demo_tools(secret: bytes) -> list[Tool]:
         order = ORDERS.get(input.order_id)
         if order is None:
             raise ToolFailed(f"There is no order {input.order_id}.", code="not_found")
-        net = round(order.total / 1.23, 2)
         ctx.emit_ui(
             "Document",
-            {
-                "title": f"Invoice INV-{order.id}",
-                "subtitle": f"Order {order.id} · {order.date}",
-                "sections": [
-                    {"heading": "Billed to", "text": f"{ctx.actor.id}\nCard ending {order.card}"},
-                    {
-                        "heading": "Items",
-                        "table": {
-                            "columns": [
-                                {"key": "item", "label": "Item"},
-                                {"key": "qty", "label": "Qty", "align": "right", "format": "number"},
-                                {"key": "price", "label": "Unit price", "align": "right", "format": "currency"},
-                                {"key": "total", "label": "Total", "align": "right", "format": "currency"},
-                            ],
-                            "rows": [
-                                {
-                                    "item": order.item,
-                                    "qty": order.quantity,
-                                    "price": order.unit_price,
-                                    "total": order.total,
-                                }
-                            ],
-                        },
-                    },
-                    {"heading": "Notes", "text": "Thank you for shopping with the Agora demo shop."},
-                ],
-                "totals": [
-                    {"label": "Net", "value": _money(net)},
-                    {"label": "VAT 23%", "value": _money(order.total - net)},
-                    {"label": "Total", "value": _money(order.total)},
-                ],
-            },
+            _invoice_props(order, ctx.actor.id),
             fallback_text=f"Invoice INV-{order.id}: {order.item} x{order.quantity}, total {_money(order.total)}",
         )
         return {"invoice": f"INV-{order.id}", "order_id": order.id, "total": order.total}
 
-    def refund_preflight(input: RefundInput, ctx: ToolContext, phase: str) -> Any:
+    return get_invoice
+
+
+def _receipt(out: dict[str, Any], ctx: ToolContext) -> UiComponent:
+    return UiComponent(
+        component="KpiCards",
+        props={
+            "items": [
+                {"label": "Refunded", "value": _money(float(out["amount"]))},
+                {"label": "Order", "value": out["order_id"]},
+                {"label": "Reference", "value": out.get("reference", "-")},
+            ]
+        },
+        id=f"refund-{out['order_id']}",
+        fallback_text=f"Refund receipt: {_money(float(out['amount']))} for order {out['order_id']}",
+    )
+
+
+def _refund_tool(shop: _Shop) -> Tool:
+    def preflight(input: RefundInput, ctx: ToolContext, phase: str) -> Any:
         order = ORDERS.get(input.order_id)
         if order is None:
             return PreflightDenied(reason=f"Order {input.order_id} is not one of your orders.")
-        if order.id in refunds_of(ctx):
+        if order.id in shop.refunds_of(ctx):
             return PreflightCompleted(output={"order_id": order.id, "amount": order.total, "already_refunded": True})
         if order.status == "processing":
             return PreflightDenied(reason=f"Order {order.id} has not shipped yet: cancel it instead of refunding.")
@@ -248,27 +286,13 @@ def demo_tools(secret: bytes) -> list[Tool]:
             )
         return PreflightReady()
 
-    def receipt(out: dict[str, Any], ctx: ToolContext) -> UiComponent:
-        return UiComponent(
-            "KpiCards",
-            {
-                "items": [
-                    {"label": "Refunded", "value": _money(float(out["amount"]))},
-                    {"label": "Order", "value": out["order_id"]},
-                    {"label": "Reference", "value": out.get("reference", "-")},
-                ]
-            },
-            id=f"refund-{out['order_id']}",
-            fallback_text=f"Refund receipt: {_money(float(out['amount']))} for order {out['order_id']}",
-        )
-
     @define_tool(
         name="refund_order",
         description="Refund one of the customer's delivered orders to their card.",
         input=RefundInput,
         kind="action",
-        preflight=refund_preflight,
-        present=receipt,
+        preflight=preflight,
+        present=_receipt,
         presentation=ToolPresentation(
             label="Refund",
             running="Refunding order {order_id}",
@@ -280,36 +304,43 @@ def demo_tools(secret: bytes) -> list[Tool]:
     )
     async def refund_order(input: RefundInput, ctx: ToolContext) -> dict[str, object]:
         order = ORDERS[input.order_id]
-        refunds_of(ctx).add(order.id)
+        shop.refunds_of(ctx).add(order.id)
         return {"order_id": order.id, "amount": order.total, "reference": f"RF-{ctx.idempotency_key[-6:].upper()}"}
 
-    def prepare_cancel(input: SubscriptionInput, ctx: ToolContext) -> dict[str, Any]:
-        if ctx.actor.id in cancelled:
+    return refund_order
+
+
+def _subscription_tool(shop: _Shop, secret: bytes) -> Tool:
+    def prepare(input: SubscriptionInput, ctx: ToolContext) -> dict[str, Any]:
+        if ctx.actor.id in shop.cancelled:
             raise ToolFailed("The subscription is already cancelled.", code="already_cancelled")
         return {"plan": input.plan, "actor": ctx.actor.id, "renews": "2026-12-01", "price": 19.0}
 
-    def commit_cancel(prepared: dict[str, Any]) -> dict[str, Any]:
-        cancelled.add(prepared["actor"])
+    def preview(prepared: dict[str, Any]) -> dict[str, Any]:
+        price, renews = _money(prepared["price"]), prepared["renews"]
+        return {
+            "summary": f"Cancel the Coffee Club subscription ({price}/month, renews {renews})?",
+            "data": {"plan": prepared["plan"], "renews": prepared["renews"]},
+        }
+
+    def commit(prepared: dict[str, Any]) -> dict[str, Any]:
+        shop.cancelled.add(prepared["actor"])
         return {
             "summary": "The Coffee Club subscription is cancelled; no more renewals.",
             "data": {"plan": prepared["plan"]},
         }
 
-    secret_value: Callable[[], bytes] = lambda: secret  # noqa: E731
-    cancel_subscription = define_confirmed_tool(
+    return define_confirmed_tool(
         name="cancel_subscription",
         description=(
             "Cancel the customer's Coffee Club subscription. The first call returns a preview and a confirm_token; "
             "call again with the same arguments, confirm=true and the token once the customer agrees."
         ),
         input=SubscriptionInput,
-        secret=secret_value,
-        prepare=prepare_cancel,
-        preview=lambda p: {
-            "summary": f"Cancel the Coffee Club subscription ({_money(p['price'])}/month, renews {p['renews']})?",
-            "data": {"plan": p["plan"], "renews": p["renews"]},
-        },
-        commit=commit_cancel,
+        secret=secret,
+        prepare=prepare,
+        preview=preview,
+        commit=commit,
         presentation=ToolPresentation(
             label="Subscription",
             running="Working on your subscription",
@@ -318,4 +349,18 @@ def demo_tools(secret: bytes) -> list[Tool]:
         ),
     )
 
-    return [get_weather, list_orders, sales_report, get_invoice, refund_order, cancel_subscription]
+
+def demo_tools(secret: bytes) -> list[Tool]:
+    """The demo's tools, one of each kind a gateway governs. ``secret`` signs confirm tokens.
+
+    State (refunds, cancellations) lives in this process's memory: it is a demo.
+    """
+    shop = _Shop()
+    return [
+        _weather_tool(),
+        _orders_tool(shop),
+        _sales_tool(),
+        _invoice_tool(),
+        _refund_tool(shop),
+        _subscription_tool(shop, secret),
+    ]

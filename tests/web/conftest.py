@@ -79,7 +79,9 @@ Connect = Callable[..., Awaitable[Socket]]
 
 
 @pytest.fixture
-async def make_client(aiohttp_client: Any) -> AsyncIterator[Callable[..., Awaitable[TestClient[web.Request, web.Application]]]]:
+async def make_client(
+    aiohttp_client: Any,
+) -> AsyncIterator[Callable[..., Awaitable[TestClient[web.Request, web.Application]]]]:
     runtimes: list[Runtime] = []
 
     async def make(runtime: Runtime | None = None, **overrides: Any) -> TestClient[web.Request, web.Application]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -12,7 +11,7 @@ import gateway.stores._records as records
 from gateway import SERVICES
 from renderers import MediaStore
 
-from .conftest import ALICE, BOB, connect, token_for
+from .conftest import ALICE, BOB, SECRET, connect, token_for
 
 
 def auth(actor: Any = ALICE) -> dict[str, str]:
@@ -33,7 +32,14 @@ async def test_tool_catalog_is_the_gated_list_with_presentation(make_client: Any
     response = await client.get("/agent/tools?agent=assistant", headers=auth())
     assert response.status == 200
     catalog = {entry["name"]: entry for entry in await response.json()}
-    assert set(catalog) == {"get_weather", "list_orders", "sales_report", "get_invoice", "refund_order", "cancel_subscription"}
+    assert set(catalog) == {
+        "get_weather",
+        "list_orders",
+        "sales_report",
+        "get_invoice",
+        "refund_order",
+        "cancel_subscription",
+    }
     assert catalog["refund_order"]["kind"] == "action"
     assert catalog["refund_order"]["presentation"]["confirm"] == {"title": "Refund order {order_id}?", "verb": "Refund"}
     assert (await client.get("/agent/tools", headers=auth())).status == 200
@@ -128,11 +134,14 @@ async def test_media_tokens_are_signed_and_expire(make_client: Any) -> None:
     assert ok.status == 200 and ok.content_type == "image/png" and await ok.read() == b"\x89PNG fake bytes"
     tampered = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
     assert (await client.get(f"/media/{tampered}")).status == 403
-    short = await media.put(b"x", "image/png", ttl=0.05)
-    await asyncio.sleep(0.1)  # the token's own clock has to pass its expiry
+    now = [1_000_000.0]
+    client.app[SERVICES].media = clocked = MediaStore(SECRET, ttl=60, clock=lambda: now[0])
+    short = await clocked.put(b"x", "image/png")
+    assert (await client.get(f"/media/{short}")).status == 200
+    now[0] += 61
     expired = await client.get(f"/media/{short}")
     assert expired.status == 410 and (await expired.json())["code"] == "media_expired"
-    other = MediaStore(b"another secret")
+    other = MediaStore(b"another secret, long enough")
     assert (await client.get(f"/media/{await other.put(b'x', 'image/png')}")).status == 403
 
 

@@ -73,7 +73,14 @@ async def test_reconnect_mid_run_replays_exactly_the_missed_events(make_client: 
     replayed = await second.until_type("run-finished")
     stored = [e async for e in runtime.events(thread_id, last_seq)]
     assert [(f["seq"], f["type"]) for f in replayed] == [(e.seq, e.type) for e in stored]
-    assert [f["type"] for f in replayed] == ["ui", "tool-completed", "text-delta", "text-delta", "text-end", "run-finished"]
+    assert [f["type"] for f in replayed] == [
+        "ui",
+        "tool-completed",
+        "text-delta",
+        "text-delta",
+        "text-end",
+        "run-finished",
+    ]
     assert replayed[0]["form"] == "html" and "read k1" in replayed[0]["html"]
     await second.ws.close()
 
@@ -86,7 +93,12 @@ async def test_bad_frames_get_error_frames_and_the_socket_stays_usable(make_clie
     await ws.ws.send_str("[1, 2]")
     assert (await ws.recv())["code"] == "bad_frame"
     await ws.send({"type": "teleport", "id": "x1"})
-    assert await ws.recv() == {"type": "error", "id": "x1", "code": "unknown_frame", "message": "Unknown frame type 'teleport'"}
+    assert await ws.recv() == {
+        "type": "error",
+        "id": "x1",
+        "code": "unknown_frame",
+        "message": "Unknown frame type 'teleport'",
+    }
     await ws.send({"type": "send", "text": "hi", "id": "x2"})
     assert (await ws.recv())["code"] == "hello_required"
     await ws.ws.send_bytes(b"\x00\x01")
@@ -106,7 +118,12 @@ async def test_bad_frames_get_error_frames_and_the_socket_stays_usable(make_clie
     await ws.send({"type": "send", "text": ""})
     assert (await ws.recv())["code"] == "invalid_frame"
     await ws.send({"type": "approve", "tool_call_id": "tc_nope", "id": "x3"})
-    assert await ws.recv() == {"type": "error", "id": "x3", "code": "approval_not_found", "message": "No approval 'tc_nope'"}
+    assert await ws.recv() == {
+        "type": "error",
+        "id": "x3",
+        "code": "approval_not_found",
+        "message": "No approval 'tc_nope'",
+    }
     await ws.send({"type": "cancel", "run_id": "run_nope"})
     assert (await ws.recv())["code"] == "run_not_found"
     # Still usable: a real turn goes through.
