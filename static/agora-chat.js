@@ -209,7 +209,8 @@
     if (Number.isNaN(date.getTime())) return "";
     const sameDay = date.toDateString() === new Date().toDateString();
     const time = date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-    return sameDay ? `Expires at ${time}` : `Expires ${date.toLocaleDateString([], { month: "short", day: "numeric" })}, ${time}`;
+    if (sameDay) return `Expires at ${time}`;
+    return `Expires ${date.toLocaleDateString([], { month: "short", day: "numeric" })}, ${time}`;
   }
 
   /** "70092.0 EUR" -> "€70,092.00"; "3 items" -> "3 items"; anything else as it is. */
@@ -220,7 +221,9 @@
     const number = Number(match[1]);
     const unit = match[2];
     try {
-      if (unit && /^[A-Z]{3}$/.test(unit)) return new Intl.NumberFormat(undefined, { style: "currency", currency: unit }).format(number);
+      if (unit && /^[A-Z]{3}$/.test(unit)) {
+        return new Intl.NumberFormat(undefined, { style: "currency", currency: unit }).format(number);
+      }
     } catch {
       /* not a currency code after all */
     }
@@ -235,14 +238,17 @@
       case "metrics": {
         if (!Array.isArray(result.items) || !result.items.length) return null;
         const list = h("dl", { class: "ac-result ac-result--metrics" });
-        for (const item of result.items) list.append(h("div", {}, h("dt", {}, String(item.label)), h("dd", {}, formatValue(item.value))));
+        for (const item of result.items) {
+          list.append(h("div", {}, h("dt", {}, String(item.label)), h("dd", {}, formatValue(item.value))));
+        }
         return list;
       }
       case "table": {
         if (result.empty) return h("p", { class: "ac-result ac-result--note" }, String(result.empty));
         const table = h("table", { class: "ac-result ac-result--table" });
         table.append(h("thead", {}, h("tr", {}, ...(result.columns || []).map((c) => h("th", { scope: "col" }, String(c))))));
-        table.append(h("tbody", {}, ...(result.rows || []).map((row) => h("tr", {}, ...row.map((cell) => h("td", {}, String(cell)))))));
+        const rows = (result.rows || []).map((row) => h("tr", {}, ...row.map((cell) => h("td", {}, String(cell)))));
+        table.append(h("tbody", {}, ...rows));
         const wrap = h("div", { class: "ac-scroll" }, table);
         if (result.more) wrap.append(h("p", { class: "ac-result--note" }, `and ${result.more} more`));
         return wrap;
@@ -402,7 +408,10 @@
       const context = pageContext ?? (typeof this.#pageContext === "function" ? this.#pageContext() : this.#pageContext);
       const frame = { type: "send", id, text: value };
       if (context && typeof context === "object") frame.page_context = context;
-      this.#transmit(frame);
+      if (!this.#transmit(frame)) {
+        this.#pending.delete(id);
+        this.#markFailed(bubble, value, "Not sent: not connected.");
+      }
       this.#updateComposer();
       return true;
     }
@@ -489,6 +498,7 @@
       }
       this.#ws = ws;
       ws.addEventListener("open", () => {
+        // Replay starts after the last event on screen; components come as HTML (else image or text).
         const hello = { type: "hello", id: "hello", after_seq: this.#lastSeq, ui_capabilities: { formats: ["html", "image", "text"] } };
         if (this.#threadId) hello.thread_id = this.#threadId;
         const token = this.getAttribute("token");
@@ -604,11 +614,15 @@
       this.#setStatus("online");
       this.#ui.badge.hidden = !frame.demo;
       this.#ui.badge.textContent = DEMO_BADGE;
-      if (frame.demo) this.#ui["empty-text"].textContent = "This demo answers with an offline, rule-based model. Try one of the examples, or say hello.";
+      if (frame.demo) {
+        this.#ui["empty-text"].textContent =
+          "This demo answers with an offline, rule-based model. Try one of the examples, or say hello.";
+      }
       if (!this.#cache) this.#cache = new TranscriptCache(this.#cacheKey());
       this.#scheduleSave();
       this.#updateComposer();
-      this.#emit("agora-welcome", { thread_id: frame.thread_id, actor: frame.actor, agent: frame.agent, demo: !!frame.demo });
+      const { thread_id, actor, agent } = frame;
+      this.#emit("agora-welcome", { thread_id, actor, agent, demo: !!frame.demo });
     }
 
     #onAck(frame) {
@@ -653,7 +667,10 @@
     /** Un-acknowledged frames die with their socket: say so, and offer a retry. */
     #failPending() {
       for (const pending of this.#pending.values()) {
-        if (pending.kind === "send") this.#markFailed(pending.bubble, pending.text, "Not sent: the connection dropped.");
+        // A message may have arrived before the socket dropped: a replayed run can still claim it.
+        if (pending.kind === "send") {
+          this.#markFailed(pending.bubble, pending.text, "Not sent: the connection dropped.", true);
+        }
         if (pending.kind === "decide") this.#decisionFailed(pending.card, "The connection dropped; try again.");
       }
       this.#pending.clear();
@@ -681,11 +698,15 @@
           break;
         case "tool-failed": {
           const stopped = frame.error?.code === "cancelled";
-          this.#toolSettled(frame, stopped ? "stopped" : "failed", stopped ? "Stopped" : frame.error?.message || "Failed");
+          const text = stopped ? "Stopped" : frame.error?.message || "Failed";
+          this.#toolSettled(frame, stopped ? "stopped" : "failed", text);
           break;
         }
         case "tool-denied":
-          this.#toolSettled(frame, "denied", frame.reason || "Not allowed");
+          // A rejected or lapsed approval already says so on its card.
+          if (!this.#approvals.has(frame.tool_call_id)) {
+            this.#toolSettled(frame, "denied", frame.reason || "Not allowed");
+          }
           break;
         case "approval-requested":
           this.#approvalRequested(frame);
@@ -718,7 +739,8 @@
     #run(frame) {
       let run = this.#runs.get(frame.run_id);
       if (!run) {
-        run = { turn: h("div", { class: "ac-turn", "data-run-id": frame.run_id }), active: true, user: null };
+        const turn = h("div", { class: "ac-turn", "data-run-id": frame.run_id, "data-status": "running" });
+        run = { turn, active: true, user: null };
         this.#runs.set(frame.run_id, run);
         this.#log().append(run.turn);
       }
@@ -758,18 +780,20 @@
     #runFinished(frame) {
       const run = this.#run(frame);
       run.active = false;
+      run.turn.dataset.status = frame.status;
       if (frame.status === "cancelled") this.#notice(frame, "stopped", "Stopped.");
       else if (frame.status === "failed" && !run.turn.querySelector(".ac-notice--error")) {
         this.#notice(frame, "error", "Something went wrong; the run stopped.");
       }
-      for (const message of run.turn.querySelectorAll(".ac-msg--assistant[aria-busy]")) message.removeAttribute("aria-busy");
+      for (const node of run.turn.querySelectorAll(".ac-msg--assistant[aria-busy]")) node.removeAttribute("aria-busy");
     }
 
     #message(frame) {
       let message = this.#messages.get(frame.message_id);
       if (!message) {
         const body = h("div", { class: "ac-msg__body" });
-        const node = h("div", { class: "ac-msg ac-msg--assistant", "aria-busy": "true" }, h("span", { class: "ac-sr" }, "Assistant: "), body);
+        const who = h("span", { class: "ac-sr" }, "Assistant: ");
+        const node = h("div", { class: "ac-msg ac-msg--assistant", "aria-busy": "true" }, who, body);
         message = { node, body, text: "", done: false };
         this.#messages.set(frame.message_id, message);
         this.#run(frame).turn.append(node);
@@ -826,8 +850,8 @@
       }
       line.dataset.state = "running";
       line.querySelector(".ac-tool__text").textContent = frame.running || frame.label || frame.tool;
-      const state = line.querySelector(".ac-tool__state");
-      state.replaceChildren(h("span", { class: "ac-spinner", "aria-hidden": "true" }), h("span", { class: "ac-sr" }, "running"));
+      const spinner = h("span", { class: "ac-spinner", "aria-hidden": "true" });
+      line.querySelector(".ac-tool__state").replaceChildren(spinner, h("span", { class: "ac-sr" }, ", running"));
       this.#announce(`${frame.running || frame.label || frame.tool}…`);
     }
 
@@ -842,7 +866,10 @@
       line.querySelector(".ac-tool__text").textContent = text;
       const labels = { done: "done", failed: "failed", denied: "not run", stopped: "stopped" };
       const glyph = state === "done" ? "check" : state === "failed" || state === "denied" ? "cross" : "stop";
-      line.querySelector(".ac-tool__state").replaceChildren(icon(glyph, "ac-icon ac-icon--state"), h("span", { class: "ac-sr" }, labels[state]));
+      line.querySelector(".ac-tool__state").replaceChildren(
+        icon(glyph, "ac-icon ac-icon--state"),
+        h("span", { class: "ac-sr" }, `, ${labels[state]}`),
+      );
       // The result view reads under the line, before the components the call showed.
       if (extra) line.after(h("div", { class: "ac-tool-result" }, extra));
       this.#announce(`${text}${state === "done" ? "" : ` (${labels[state]})`}`);
@@ -853,7 +880,8 @@
       const id = `${this.#ui.input.id}-${this.#approvals.size + 1}`;
       const confirmation = frame.confirmation || {};
       const destructive = frame.tone === "destructive";
-      const approve = h("button", { type: "button", class: `ac-btn ${destructive ? "ac-btn--danger" : "ac-btn--primary"}`, "data-action": "approve" }, confirmation.verb || "Approve");
+      const approveClass = `ac-btn ${destructive ? "ac-btn--danger" : "ac-btn--primary"}`;
+      const approve = h("button", { type: "button", class: approveClass, "data-action": "approve" }, confirmation.verb || "Approve");
       const reject = h("button", { type: "button", class: "ac-btn ac-btn--secondary", "data-action": "reject" }, "Reject");
       const expiry = frame.expires_at ? formatExpiry(frame.expires_at) : "";
       const card = h(
@@ -869,7 +897,12 @@
         },
         h("p", { class: "ac-approval__kicker" }, icon(destructive ? "warning" : "shield"), "Needs your approval"),
         h("p", { class: "ac-approval__title", id: `${id}-title` }, confirmation.title || "Approve this action?"),
-        h("p", { class: "ac-approval__detail", id: `${id}-detail` }, confirmation.detail || "", expiry ? h("span", { class: "ac-approval__expiry" }, expiry) : null),
+        h(
+          "p",
+          { class: "ac-approval__detail", id: `${id}-detail` },
+          confirmation.detail || "",
+          expiry ? h("span", { class: "ac-approval__expiry" }, expiry) : null,
+        ),
         h("div", { class: "ac-approval__actions" }, reject, approve),
         h("p", { class: "ac-approval__error", role: "alert", hidden: true }),
         h("p", { class: "ac-approval__outcome", hidden: true }),
@@ -897,19 +930,20 @@
       this.#pending.set(id, { kind: "decide", card });
       card.setAttribute("aria-busy", "true");
       card.querySelector(".ac-approval__error").hidden = true;
+      // aria-disabled rather than disabled: a disabled button would drop the keyboard focus.
       for (const button of card.querySelectorAll("button")) {
-        button.disabled = true;
-        if (button.dataset.action === (approve ? "approve" : "reject")) button.prepend(h("span", { class: "ac-spinner", "aria-hidden": "true" }));
+        button.setAttribute("aria-disabled", "true");
+        if (button.dataset.action === (approve ? "approve" : "reject")) {
+          button.prepend(h("span", { class: "ac-spinner", "aria-hidden": "true" }));
+        }
       }
-      // The buttons are gone for good once settled: keep the keyboard focus somewhere useful.
-      this.#ui.input.focus({ preventScroll: true });
     }
 
     #decisionFailed(card, message) {
       if (!card || card.dataset.status !== "pending") return;
       card.removeAttribute("aria-busy");
       for (const button of card.querySelectorAll("button")) {
-        button.disabled = false;
+        button.removeAttribute("aria-disabled");
         button.querySelector(".ac-spinner")?.remove();
       }
       const error = card.querySelector(".ac-approval__error");
@@ -921,8 +955,12 @@
       const card = this.#approvals.get(frame.tool_call_id);
       const run = this.#runs.get(frame.run_id);
       // A decision resumes the run (a withdrawn or superseded approval does not).
-      if (run && frame.via !== "superseded" && frame.via !== "cancelled" && frame.via !== "expiry") run.active = true;
+      if (run && frame.via !== "superseded" && frame.via !== "cancelled" && frame.via !== "expiry") {
+        run.active = true;
+        run.turn.dataset.status = "running";
+      }
       if (!card) return;
+      const hadFocus = card.contains(this.shadowRoot.activeElement);
       card.dataset.status = frame.status;
       card.removeAttribute("aria-busy");
       card.querySelector(".ac-approval__actions").remove();
@@ -933,6 +971,8 @@
       outcome.replaceChildren(icon(frame.status === "approved" ? "check" : "cross"), text);
       outcome.hidden = false;
       this.#announce(text);
+      // The buttons are gone: the card itself, now telling the outcome, keeps the focus.
+      if (hadFocus) card.focus({ preventScroll: true });
     }
 
     #uiComponent(frame) {
@@ -947,14 +987,14 @@
       if (fresh) {
         // A component belongs with its tool line when it has one: under it, before later text.
         let anchor = frame.tool_call_id ? this.#tools.get(frame.tool_call_id) : null;
-        while (anchor?.nextElementSibling?.matches(`.ac-tool-result, .ac-ui[data-tool-call-id="${CSS.escape(frame.tool_call_id)}"]`)) {
-          anchor = anchor.nextElementSibling;
-        }
+        const siblings = `.ac-tool-result, .ac-ui[data-tool-call-id="${CSS.escape(frame.tool_call_id || "")}"]`;
+        while (anchor?.nextElementSibling?.matches(siblings)) anchor = anchor.nextElementSibling;
         if (frame.tool_call_id) wrapper.dataset.toolCallId = frame.tool_call_id;
         if (anchor?.parentNode) anchor.after(wrapper);
         else this.#run(frame).turn.append(wrapper);
       }
-      const label = frame.fallback_text || frame.component;
+      const title = typeof frame.props?.title === "string" ? frame.props.title : "";
+      const label = frame.fallback_text || title || frame.component.replace(/(?<=[a-z])(?=[A-Z])/g, " ");
       wrapper.setAttribute("aria-label", label);
       wrapper.setAttribute("role", "group");
       this.#announce(`Shown: ${label}`);
@@ -970,10 +1010,12 @@
       if (Array.isArray(frame.media) && frame.media.length) {
         const fragment = document.createDocumentFragment();
         for (const item of frame.media) {
+          const alt = frame.text || frame.fallback_text || frame.component;
           if (String(item.mime).startsWith("image/")) {
-            fragment.append(h("img", { class: "ac-ui__image", src: item.url, alt: frame.text || frame.fallback_text || frame.component, loading: "lazy" }));
+            fragment.append(h("img", { class: "ac-ui__image", src: item.url, alt, loading: "lazy" }));
           } else {
-            fragment.append(h("a", { class: "ac-ui__file", href: item.url, target: "_blank", rel: "noopener" }, icon("document"), item.filename || "Open document"));
+            const link = { class: "ac-ui__file", href: item.url, target: "_blank", rel: "noopener" };
+            fragment.append(h("a", link, icon("document"), item.filename || "Open document"));
           }
         }
         return fragment;
@@ -982,7 +1024,8 @@
     }
 
     #notice(frame, kind, text) {
-      const notice = h("p", { class: `ac-notice ac-notice--${kind}` }, icon(kind === "error" ? "warning" : "stop"), h("span", {}, text));
+      const glyph = icon(kind === "error" ? "warning" : "stop");
+      const notice = h("p", { class: `ac-notice ac-notice--${kind}` }, glyph, h("span", {}, text));
       if (kind === "error") notice.setAttribute("role", this.#quiet ? "note" : "alert");
       this.#run(frame).turn.append(notice);
       if (kind !== "error") this.#announce(text);
@@ -1007,10 +1050,10 @@
       bubble.querySelector(".ac-msg__status")?.remove();
     }
 
-    #markFailed(bubble, text, message) {
+    #markFailed(bubble, text, message, uncertain = false) {
       if (!bubble.isConnected || bubble.dataset.state === "failed") return;
       bubble.dataset.state = "failed";
-      this.#unsent.set(bubble, text);
+      if (uncertain) this.#unsent.set(bubble, text);
       const retry = h("button", { type: "button", class: "ac-linkbtn" }, icon("retry"), "Retry");
       retry.addEventListener("click", () => {
         if (!this.send(text)) return;
@@ -1034,7 +1077,8 @@
         let after = 0;
         for (let page = 0; page < 20; page += 1) {
           const url = new URL(`threads/${encodeURIComponent(this.#threadId)}?after=${after}`, base);
-          const response = await fetch(url, { headers, credentials: url.origin === location.origin ? "same-origin" : "include" });
+          const credentials = url.origin === location.origin ? "same-origin" : "include";
+          const response = await fetch(url, { headers, credentials });
           if (!response.ok) return;
           const body = await response.json();
           messages = body.messages || [];
@@ -1193,7 +1237,8 @@
       stop.hidden = !active;
       if (!active) stop.disabled = false;
       if (stopWasFocused && !active) input.focus();
-      input.placeholder = !this.#welcomed ? "Connecting…" : active ? "Working on it… (Stop to interrupt)" : "Write a message…";
+      if (!this.#welcomed) input.placeholder = "Connecting…";
+      else input.placeholder = active ? "Working on it… (Stop to interrupt)" : "Write a message…";
     }
 
     /** Three dots at the end of a working run that shows nothing else in motion. */

@@ -6,6 +6,13 @@
   const reduceMotion = window.matchMedia("(prefers-reduced-motion: reduce)");
 
   document.addEventListener("click", (event) => {
+    // "Skip to the chat" lands in the message box, ready to type.
+    if (event.target.closest("a.skip") && chat) {
+      event.preventDefault();
+      chat.scrollIntoView({ block: "nearest" });
+      chat.focusInput();
+      return;
+    }
     const button = event.target.closest("[data-prompt]");
     if (!button || !chat) return;
     // The widget refuses while it is connecting or still answering; the person can retry then.

@@ -1,0 +1,188 @@
+"""The browser suite's fixtures: the real gateway on a loopback port, and Debian's Chromium.
+
+The gateway runs in-process (an ``aiohttp`` ``TestServer`` per test) and Playwright's async API
+drives Chromium from the same event loop: the session's, so that one Chromium serves every test
+(each test gets its own browser context: cookies, storage). Modules mark their tests with
+``BROWSER_TESTS``. Every page records console errors and uncaught exceptions; a test that
+produced any fails at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from aiohttp.test_utils import TestServer
+from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Locator, Page, async_playwright, expect
+
+from gateway import Runtime, Settings, create_app
+
+SECRET = "test-secret-for-the-browser-tests"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+BROWSER_TESTS = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
+"""``pytestmark`` of every module here: real Chromium, on the session's event loop."""
+
+expect.set_options(timeout=10_000)
+
+
+def gateway_settings(**overrides: Any) -> Settings:
+    values: dict[str, Any] = {"secret": SECRET, "port": 0, "turn_burst": 100, "turn_rate_per_minute": 6000}
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+MakeGateway = Callable[..., Awaitable[str]]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def make_gateway() -> AsyncIterator[MakeGateway]:
+    """Start a gateway (the embedded demo, or around a given runtime); returns its base URL."""
+    servers: list[TestServer] = []
+    runtimes: list[Runtime] = []
+
+    async def make(runtime: Runtime | None = None, **overrides: Any) -> str:
+        if runtime is not None:
+            runtimes.append(runtime)
+        server = TestServer(create_app(gateway_settings(**overrides), runtime=runtime), host="127.0.0.1")
+        await server.start_server()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.port}"
+
+    yield make
+    for server in servers:
+        await server.close()
+    for runtime in runtimes:
+        await runtime.aclose()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def gateway(make_gateway: MakeGateway) -> str:
+    """The demo gateway (offline demo model and tools)."""
+    return await make_gateway()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def browser(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Browser]:
+    """Debian's Chromium, headless, with its profile and caches in a temporary HOME."""
+    home = tmp_path_factory.mktemp("chromium-home")
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+    }
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, env=env)
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+OpenPage = Callable[..., Awaitable[Page]]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def open_page(browser: Browser) -> AsyncIterator[OpenPage]:
+    """Open a page in a fresh context; fail the test on any console error or page exception."""
+    contexts: list[BrowserContext] = []
+    problems: list[str] = []
+
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            problems.append(f"console: {message.text}")
+
+    def watch(page: Page) -> None:
+        page.on("console", on_console)
+        page.on("pageerror", lambda error: problems.append(f"pageerror: {error}"))
+
+    async def open_(
+        url: str | None = None,
+        *,
+        width: int = 1280,
+        height: int = 800,
+        color_scheme: str = "light",
+        context: BrowserContext | None = None,
+    ) -> Page:
+        if context is None:
+            context = await browser.new_context(
+                viewport={"width": width, "height": height}, color_scheme=color_scheme, device_scale_factor=1
+            )
+            contexts.append(context)
+        page = await context.new_page()
+        watch(page)
+        if url is not None:
+            await page.goto(url)
+        return page
+
+    yield open_
+    for context in contexts:
+        await context.close()
+    assert not problems, "the browser reported errors:\n" + "\n".join(problems)
+
+
+class Chat:
+    """The ``<agora-chat>`` of a page, with locators into its (open) shadow root."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.root = page.locator("agora-chat")
+        self.input = self.root.locator("textarea")
+        self.send_button = self.root.locator(".ac-send")
+        self.stop_button = self.root.locator(".ac-stop")
+        self.log = self.root.locator(".ac-log")
+        self.turns = self.root.locator(".ac-turn")
+        self.user_messages = self.root.locator(".ac-msg--user")
+        self.assistant_messages = self.root.locator(".ac-msg--assistant")
+        self.tools = self.root.locator(".ac-tool")
+        self.components = self.root.locator(".ac-ui")
+        self.approvals = self.root.locator(".ac-approval")
+
+    async def ready(self) -> None:
+        await expect(self.root.locator(".ac-status")).to_have_attribute("data-state", "online")
+
+    async def say(self, text: str) -> None:
+        """Type a message and press Enter."""
+        await self.input.fill(text)
+        await self.input.press("Enter")
+
+    def turn(self, index: int) -> Locator:
+        return self.turns.nth(index)
+
+    async def turn_ends(self, index: int, status: str = "completed") -> Locator:
+        """Wait for run number ``index`` (0-based) of the page to end (or park) with ``status``."""
+        turn = self.turn(index)
+        await expect(turn).to_have_attribute("data-status", status)
+        return turn
+
+    async def transcript(self) -> list[str]:
+        """What the log shows, item by item: kind and text."""
+        items: list[str] = await self.root.evaluate(
+            """el => [...el.shadowRoot.querySelectorAll(
+                    '.ac-msg:not([hidden]), .ac-tool, .ac-tool-result, .ac-ui, .ac-approval, .ac-notice')]
+                .map(n => `${n.className.split(' ').at(-1)} ${n.dataset.state || n.dataset.status || ''}: `
+                    + n.textContent.replace(/\\s+/g, ' ').trim())"""
+        )
+        return items
+
+    async def active_element(self) -> str:
+        """The focused element inside the widget: tag, classes and text."""
+        described: str = await self.root.evaluate(
+            """el => { const a = el.shadowRoot.activeElement;
+                return a ? `${a.tagName.toLowerCase()}.${[...a.classList].join('.')} ${a.textContent.trim()}` : ''; }"""
+        )
+        return described

@@ -1,0 +1,58 @@
+"""Screenshots of the demo page after a conversation with a table, a chart and an approval.
+
+They land in docs/screenshots/ (desktop 1280x800 and a 360 px phone, light and dark), and the
+test checks what they show is on screen.
+"""
+
+from __future__ import annotations
+
+from playwright.async_api import Page, expect
+
+from .conftest import BROWSER_TESTS, SCREENSHOTS, Chat, OpenPage
+
+pytestmark = BROWSER_TESTS
+
+
+async def shoot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=SCREENSHOTS / f"{name}.png", animations="disabled", caret="hide")
+
+
+async def test_screenshots_desktop_and_phone_light_and_dark(gateway: str, open_page: OpenPage) -> None:
+    page = await open_page(gateway, width=1280, height=800)
+    chat = Chat(page)
+    await chat.ready()
+    # The example prompts on the page drive the conversation.
+    for index, prompt in enumerate(["show my orders", "sales this month"]):
+        await page.get_by_role("button", name=prompt).click()
+        await chat.turn_ends(index)
+    await page.get_by_role("button", name="refund order 1042").click()
+    await chat.turn_ends(2, "awaiting-approval")
+    table = chat.root.locator(".ac-ui[data-component=DataTable]")
+    chart = chat.root.locator(".ac-ui[data-component=Chart]")
+    card = chat.approvals.first
+    await page.mouse.move(1, 1)  # no hover effects in the pictures
+
+    for scheme in ("light", "dark"):
+        await page.emulate_media(color_scheme=scheme)
+        await page.set_viewport_size({"width": 1280, "height": 800})
+        await chat.log.evaluate("el => { el.scrollTop = el.scrollHeight; }")
+        await expect(card).to_be_in_viewport()
+        await expect(chart).to_be_in_viewport(ratio=0.5)
+        await shoot(page, f"desktop-{scheme}")
+        await table.scroll_into_view_if_needed()
+        await chat.log.evaluate("el => { el.scrollTop -= 70; }")
+        await expect(table).to_be_in_viewport(ratio=0.9)
+        await shoot(page, f"desktop-{scheme}-table")
+
+        await page.set_viewport_size({"width": 360, "height": 780})
+        await page.locator("#chat").evaluate("el => el.scrollIntoView({block: 'end'})")
+        await chat.log.evaluate("el => { el.scrollTop = el.scrollHeight; }")
+        await expect(card).to_be_in_viewport()
+        await shoot(page, f"mobile-{scheme}")
+        await table.evaluate("el => el.scrollIntoView({block: 'center'})")
+        await expect(table).to_be_in_viewport(ratio=0.8)
+        await shoot(page, f"mobile-{scheme}-table")
+
+    for name in ("desktop-light", "desktop-dark", "mobile-light", "mobile-dark"):
+        assert (SCREENSHOTS / f"{name}.png").stat().st_size > 10_000
