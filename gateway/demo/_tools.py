@@ -132,7 +132,7 @@ def _orders_table(out: dict[str, Any], ctx: ToolContext) -> UiComponent:
                 {"key": "id", "label": "Order"},
                 {"key": "date", "label": "Date", "format": "date"},
                 {"key": "item", "label": "Item"},
-                {"key": "total", "label": "Total", "align": "right", "format": "currency"},
+                {"key": "total", "label": "Total", "align": "right", "format": "currency", "currency": "EUR"},
                 {"key": "status", "label": "Status"},
             ],
             "rows": out["orders"],
@@ -208,8 +208,14 @@ def _invoice_props(order: Order, billed_to: str) -> dict[str, Any]:
                     "columns": [
                         {"key": "item", "label": "Item"},
                         {"key": "qty", "label": "Qty", "align": "right", "format": "number"},
-                        {"key": "price", "label": "Unit price", "align": "right", "format": "currency"},
-                        {"key": "total", "label": "Total", "align": "right", "format": "currency"},
+                        {
+                            "key": "price",
+                            "label": "Unit price",
+                            "align": "right",
+                            "format": "currency",
+                            "currency": "EUR",
+                        },
+                        {"key": "total", "label": "Total", "align": "right", "format": "currency", "currency": "EUR"},
                     ],
                     "rows": [
                         {"item": order.item, "qty": order.quantity, "price": order.unit_price, "total": order.total}
