@@ -204,13 +204,16 @@
     }
   }
 
-  function formatExpiry(iso) {
-    const date = new Date(iso);
-    if (Number.isNaN(date.getTime())) return "";
-    const sameDay = date.toDateString() === new Date().toDateString();
-    const time = date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-    if (sameDay) return `Expires at ${time}`;
-    return `Expires ${date.toLocaleDateString([], { month: "short", day: "numeric" })}, ${time}`;
+  /** "Expires in 24 h", "Expires in 5 min": relative, refreshed while the card waits. */
+  function formatExpiry(iso, now = Date.now()) {
+    const at = new Date(iso).getTime();
+    if (Number.isNaN(at)) return "";
+    const minutes = Math.round((at - now) / 60_000);
+    if (minutes <= 0) return "Expired: ask again to go ahead";
+    if (minutes < 60) return `Expires in ${minutes} min`;
+    const hours = Math.round(minutes / 60);
+    if (hours < 48) return `Expires in ${hours} h`;
+    return `Expires on ${new Date(at).toLocaleDateString([], { month: "short", day: "numeric" })}`;
   }
 
   /** "70092.0 EUR" -> "€70,092.00"; "3 items" -> "3 items"; anything else as it is. */
@@ -343,6 +346,7 @@
     #pending = new Map(); // frame id -> {kind, ...}
     #historyLookup = null;
     #saveTimer = 0;
+    #ticker = 0; // refreshes the expiry of waiting approvals
     #renderQueue = new Set();
     #renderScheduled = false;
     #pageContext = null;
@@ -436,6 +440,7 @@
       this.#applyTitle();
       this.#stopped = false;
       if (!this.#loaded) this.#loadConversation();
+      if (this.#approvals.size) this.#ticker ||= setInterval(() => this.#refreshExpiries(), 30_000);
       this.#connect();
       window.addEventListener("pagehide", this.#flushSave);
     }
@@ -445,6 +450,8 @@
       window.removeEventListener("pagehide", this.#flushSave);
       this.#flushSave();
       clearTimeout(this.#retryTimer);
+      clearInterval(this.#ticker);
+      this.#ticker = 0;
       this.#ws?.close(1000, "bye");
       this.#ws = null;
     }
@@ -694,18 +701,18 @@
           this.#toolStarted(frame);
           break;
         case "tool-completed":
-          this.#toolSettled(frame, "done", frame.done, resultView(frame.result));
+          this.#toolSettled(frame, "done", { text: frame.done, extra: resultView(frame.result) });
           break;
         case "tool-failed": {
           const stopped = frame.error?.code === "cancelled";
-          const text = stopped ? "Stopped" : frame.error?.message || "Failed";
-          this.#toolSettled(frame, stopped ? "stopped" : "failed", text);
+          const detail = stopped ? "Stopped" : frame.error?.message || "Failed";
+          this.#toolSettled(frame, stopped ? "stopped" : "failed", { detail });
           break;
         }
         case "tool-denied":
           // A rejected or lapsed approval already says so on its card.
           if (!this.#approvals.has(frame.tool_call_id)) {
-            this.#toolSettled(frame, "denied", frame.reason || "Not allowed");
+            this.#toolSettled(frame, "denied", { detail: frame.reason || "Not allowed" });
           }
           break;
         case "approval-requested":
@@ -855,24 +862,35 @@
       this.#announce(`${frame.running || frame.label || frame.tool}…`);
     }
 
-    #toolSettled(frame, state, text, extra = null) {
+    /**
+     * A tool call's outcome on its line. `done` replaces the narration with the `done` text (and
+     * shows the result view under it); otherwise the narration stays and `detail` says what
+     * happened (the error, the denial's reason, "Stopped").
+     */
+    #toolSettled(frame, state, { text = null, detail = null, extra = null } = {}) {
       let line = this.#tools.get(frame.tool_call_id);
       if (!line) {
-        // Denied or failed before it started (gates, validation, preflight).
-        this.#toolStarted({ ...frame, running: text, icon: null });
+        // Denied or failed before it started (gates, validation, preflight): name the tool.
+        const name = String(frame.tool || "tool").replace(/[_-]+/g, " ");
+        this.#toolStarted({ ...frame, running: name.charAt(0).toUpperCase() + name.slice(1), icon: null });
         line = this.#tools.get(frame.tool_call_id);
       }
       line.dataset.state = state;
-      line.querySelector(".ac-tool__text").textContent = text;
-      const labels = { done: "done", failed: "failed", denied: "not run", stopped: "stopped" };
-      const glyph = state === "done" ? "check" : state === "failed" || state === "denied" ? "cross" : "stop";
-      line.querySelector(".ac-tool__state").replaceChildren(
-        icon(glyph, "ac-icon ac-icon--state"),
-        h("span", { class: "ac-sr" }, `, ${labels[state]}`),
-      );
+      const label = line.querySelector(".ac-tool__text");
+      if (text) label.textContent = text;
+      const words = { done: "done", failed: "failed", denied: "not run", stopped: "stopped" }[state];
+      const glyph = { done: "check", stopped: "stop" }[state] || "cross";
+      // Read as "Refunding order 1042, done" or "Fetching the invoice, failed: No such order".
+      const spoken = detail ? null : h("span", { class: "ac-sr" }, `, ${words}`);
+      line.querySelector(".ac-tool__state").replaceChildren(icon(glyph, "ac-icon ac-icon--state"), spoken ?? "");
+      line.querySelector(".ac-tool__detail")?.remove();
+      if (detail) {
+        const prefix = detail.toLowerCase() === words ? ", " : `, ${words}: `;
+        line.append(h("span", { class: "ac-tool__detail" }, h("span", { class: "ac-sr" }, prefix), detail));
+      }
       // The result view reads under the line, before the components the call showed.
       if (extra) line.after(h("div", { class: "ac-tool-result" }, extra));
-      this.#announce(`${text}${state === "done" ? "" : ` (${labels[state]})`}`);
+      this.#announce(state === "done" ? label.textContent : `${label.textContent}: ${detail || words}`);
     }
 
     #approvalRequested(frame) {
@@ -901,7 +919,7 @@
           "p",
           { class: "ac-approval__detail", id: `${id}-detail` },
           confirmation.detail || "",
-          expiry ? h("span", { class: "ac-approval__expiry" }, expiry) : null,
+          expiry ? h("span", { class: "ac-approval__expiry", "data-expires-at": frame.expires_at }, expiry) : null,
         ),
         h("div", { class: "ac-approval__actions" }, reject, approve),
         h("p", { class: "ac-approval__error", role: "alert", hidden: true }),
@@ -912,10 +930,20 @@
       reject.addEventListener("click", () => this.#decide(card, false));
       this.#approvals.set(frame.tool_call_id, card);
       this.#run(frame).turn.append(card);
+      this.#ticker ||= setInterval(() => this.#refreshExpiries(), 30_000);
       this.#announce(`Approval needed: ${confirmation.title || "an action"}. ${confirmation.verb || "Approve"} or Reject.`);
       // Bring a keyboard user to the decision, unless they are in the middle of typing.
       if (!this.#quiet && this.shadowRoot.activeElement === this.#ui.input && !this.#ui.input.value) {
         requestAnimationFrame(() => card.focus({ preventScroll: true }));
+      }
+    }
+
+    #refreshExpiries() {
+      const waiting = this.#log().querySelectorAll(".ac-approval[data-status=pending] .ac-approval__expiry");
+      for (const node of waiting) node.textContent = formatExpiry(node.dataset.expiresAt);
+      if (!waiting.length) {
+        clearInterval(this.#ticker);
+        this.#ticker = 0;
       }
     }
 

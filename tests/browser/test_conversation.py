@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from gateway import Agent, Runtime
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest, UserMessage
 from gateway.stores import MemoryStore
-from tools import ToolContext, ToolPresentation, define_tool
+from tools import ToolContext, ToolFailed, ToolPresentation, define_tool
 
 from .conftest import BROWSER_TESTS, Chat, MakeGateway, OpenPage
 
@@ -155,8 +155,9 @@ class _NoInput(BaseModel):
     """Nothing."""
 
 
-def _slow_runtime() -> Runtime:
-    """A runtime whose one tool never finishes on its own: only Stop ends the run."""
+def _scripted_runtime() -> Runtime:
+    """A scripted model and two tools: one never finishes on its own (only Stop ends its run), one
+    always fails. "break" makes the model itself fail."""
 
     @define_tool(
         name="crunch_numbers",
@@ -168,18 +169,34 @@ def _slow_runtime() -> Runtime:
         await asyncio.Event().wait()
         return {}
 
+    @define_tool(
+        name="find_parcel",
+        description="Where a parcel is.",
+        input=_NoInput,
+        presentation=ToolPresentation(running="Finding your parcel", done="Found your parcel", icon="orders"),
+    )
+    async def find_parcel(input: _NoInput, ctx: ToolContext) -> dict[str, object]:
+        raise ToolFailed("The carrier did not answer.", code="carrier_down")
+
     def script(request: ModelRequest, index: int) -> ScriptStep:
-        if isinstance(request.messages[-1], UserMessage):
-            return ScriptStep(tool_calls=[ToolCallRequest(name="crunch_numbers", args={})])
-        return ScriptStep(text="Finished.")
+        last = request.messages[-1]
+        if isinstance(last, UserMessage):
+            if last.content == "break":
+                return ScriptStep(error="The model is unreachable.")
+            tool = "find_parcel" if "parcel" in last.content else "crunch_numbers"
+            return ScriptStep(tool_calls=[ToolCallRequest(name=tool, args={})])
+        return ScriptStep(text="Sorry, I could not find it.")
 
     return Runtime(
-        tools=[crunch_numbers], agents=[Agent(name="assistant")], model=ScriptedModel(script), store=MemoryStore()
+        tools=[crunch_numbers, find_parcel],
+        agents=[Agent(name="assistant")],
+        model=ScriptedModel(script),
+        store=MemoryStore(),
     )
 
 
 async def test_stop_cancels_the_running_run(make_gateway: MakeGateway, open_page: OpenPage) -> None:
-    page = await open_page(await make_gateway(_slow_runtime()))
+    page = await open_page(await make_gateway(_scripted_runtime()))
     chat = Chat(page)
     await chat.ready()
     await expect(chat.root.locator(".ac-badge")).to_be_hidden()
@@ -197,8 +214,31 @@ async def test_stop_cancels_the_running_run(make_gateway: MakeGateway, open_page
 
     turn = await chat.turn_ends(0, "cancelled")
     await expect(line).to_have_attribute("data-state", "stopped")
+    await expect(line).to_have_text("Crunching the numbers, Stopped")
     await expect(turn.locator(".ac-notice")).to_have_text("Stopped.")
     await expect(chat.stop_button).to_be_hidden()
     assert (await chat.active_element()).startswith("textarea")
     await chat.input.fill("again")
     await expect(chat.send_button).to_be_enabled()
+
+
+async def test_failed_tools_and_failed_runs_are_shown(make_gateway: MakeGateway, open_page: OpenPage) -> None:
+    page = await open_page(await make_gateway(_scripted_runtime()))
+    chat = Chat(page)
+    await chat.ready()
+
+    await chat.say("where is my parcel?")
+
+    turn = await chat.turn_ends(0)
+    line = turn.locator(".ac-tool")
+    await expect(line).to_have_attribute("data-state", "failed")
+    await expect(line).to_have_text("Finding your parcel, failed: The carrier did not answer.")
+    await expect(turn.locator(".ac-msg--assistant")).to_have_text("Assistant: Sorry, I could not find it.")
+
+    await chat.say("break")
+
+    turn = await chat.turn_ends(1, "failed")
+    notice = turn.locator(".ac-notice--error")
+    await expect(notice).to_have_text("The model is unreachable.")
+    await expect(notice).to_have_attribute("role", "alert")
+    await expect(chat.input).to_be_editable()

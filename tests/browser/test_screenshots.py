@@ -36,6 +36,7 @@ async def test_screenshots_desktop_and_phone_light_and_dark(gateway: str, open_p
     for scheme in ("light", "dark"):
         await page.emulate_media(color_scheme=scheme)
         await page.set_viewport_size({"width": 1280, "height": 800})
+        assert await page.evaluate("document.documentElement.scrollHeight") <= 800, "the desktop page does not scroll"
         await chat.log.evaluate("el => { el.scrollTop = el.scrollHeight; }")
         await expect(card).to_be_in_viewport()
         await expect(chart).to_be_in_viewport(ratio=0.5)
