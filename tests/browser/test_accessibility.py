@@ -79,6 +79,27 @@ async def test_screen_reader_semantics(gateway: str, open_page: OpenPage) -> Non
     await expect(turn.locator(".ac-ui")).to_have_accessible_name(re.compile(r"^Lisbon: \d+°C, [a-z ]+, wind \d+ km/h$"))
 
 
+async def test_dark_mode_and_reduced_motion_follow_the_system(gateway: str, open_page: OpenPage) -> None:
+    page = await open_page(gateway, color_scheme="dark")
+    await page.emulate_media(reduced_motion="reduce")
+    chat = Chat(page)
+    await chat.ready()
+    panel = chat.root.locator(".ac")
+    assert await panel.evaluate("el => getComputedStyle(el).backgroundColor") == "rgb(20, 22, 27)"
+
+    await chat.say("weather in Lisbon")
+
+    turn = await chat.turn_ends(0)
+    duration = await turn.locator(".ac-msg--assistant").evaluate("el => getComputedStyle(el).animationDuration")
+    assert float(duration.removesuffix("s")) < 0.01
+    # Server-rendered cards take the dark palette too.
+    card = turn.locator(".ag-c")
+    assert await card.evaluate("el => getComputedStyle(el).backgroundColor") == "rgb(20, 22, 27)"
+
+    await chat.root.evaluate("el => el.setAttribute('theme', 'light')")
+    assert await panel.evaluate("el => getComputedStyle(el).backgroundColor") == "rgb(255, 255, 255)"
+
+
 async def test_a_360px_phone_has_no_horizontal_scroll(gateway: str, open_page: OpenPage) -> None:
     page = await open_page(gateway, width=360, height=740)
     chat = Chat(page)
