@@ -91,11 +91,16 @@ async def read_run_input(request: web.Request, *, max_body: int = MAX_BODY) -> R
         raise web.HTTPRequestEntityTooLarge(max_size=max_body, actual_size=request.content_length)
     if not _JSON_TYPE.match(request.content_type):
         raise AgUiRequestError("unsupported_media_type", "Send the RunAgentInput as application/json", status=415)
-    raw = await request.content.read(max_body + 1)
-    if len(raw) > max_body:
-        raise web.HTTPRequestEntityTooLarge(max_size=max_body, actual_size=len(raw))
+    # read(n) returns what has arrived (up to n), not n bytes: read to the end, counting.
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await request.content.readany():
+        size += len(chunk)
+        if size > max_body:
+            raise web.HTTPRequestEntityTooLarge(max_size=max_body, actual_size=size)
+        chunks.append(chunk)
     try:
-        body = json.loads(raw)
+        body = json.loads(b"".join(chunks))
     except ValueError:
         raise AgUiRequestError("invalid_json", "The body is not valid JSON") from None
     if not isinstance(body, dict):

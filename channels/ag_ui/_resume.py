@@ -116,27 +116,27 @@ async def plan_resume(runtime: Runtime, actor: Actor, thread_id: str, entries: l
     ids = [entry.interrupt_id for entry in entries]
     if len(set(ids)) != len(ids):
         raise InterruptError("resume_invalid", "resume answers the same interrupt twice")
-    decisions = [_decision(entry) for entry in entries]
+    decisions: list[Decision] = []
     pending: list[Decision] = []
     replayed: list[str] = []
     run_ids: list[str] = []
-    for decision in decisions:
-        approval = await runtime.store.get_approval(decision.tool_call_id)
+    for entry in entries:
+        approval = await runtime.store.get_approval(entry.interrupt_id)
         if approval is None or approval.thread_id != thread_id:
-            raise InterruptError("interrupt_unknown", f"No open interrupt {decision.tool_call_id!r} in this thread")
+            raise InterruptError("interrupt_unknown", f"No open interrupt {entry.interrupt_id!r} in this thread")
+        decision = _decision(entry)
+        decisions.append(decision)
         if not runtime.approval_policy.can_decide(actor, approval):
             raise ApprovalForbiddenError("You may not decide this approval")
         run_ids.append(approval.run_id)
         if approval.status == "expired" or (approval.status == "pending" and approval.lapsed()):
-            raise InterruptError("interrupt_expired", f"Interrupt {decision.tool_call_id!r} expired")
+            raise InterruptError("interrupt_expired", f"Interrupt {entry.interrupt_id!r} expired")
         if approval.status == "pending":
             pending.append(decision)
         elif (approval.status == "approved") == decision.approve:
             replayed.append(decision.tool_call_id)
         else:
-            raise InterruptError(
-                "interrupt_settled", f"Interrupt {decision.tool_call_id!r} was already {approval.status}"
-            )
+            raise InterruptError("interrupt_settled", f"Interrupt {entry.interrupt_id!r} was already {approval.status}")
     open_ids = {a.tool_call_id for a in await runtime.pending_approvals(thread_id)}
     missing = sorted(open_ids - set(ids))
     if missing:

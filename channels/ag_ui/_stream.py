@@ -106,8 +106,13 @@ class AgUiStream:
         """Stream the thread from ``after``: the rest of a running run, or a finished one again."""
         await self._prime_thread(after)
         self.position = after
+        first: list[BaseEvent] = []
+        if self.translator.open:
+            opened_by = self.translator.opened_by
+            name = await self.run_ids.name(opened_by) if opened_by else self.translator.agora_run_id
+            first = self.translator.reopen(name or self.thread_id)
         await self._open()
-        return await self._serve(self._pump_thread(after))
+        return await self._serve(self._pump_thread(after, first=first))
 
     # -- pumps ---------------------------------------------------------------------------------------
 
@@ -131,8 +136,9 @@ class AgUiStream:
             )
         await self._pump_run(plan.run_id, after)
 
-    async def _pump_thread(self, after: int) -> None:
+    async def _pump_thread(self, after: int, *, first: Sequence[BaseEvent] = ()) -> None:
         """Follow every run of the thread from ``after`` until caught up between segments."""
+        await self._send(first)
         if not self.translator.open and after >= await self.store.last_seq(self.thread_id):
             return
         async with contextlib.aclosing(self._follow(after)) as events:

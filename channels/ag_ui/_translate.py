@@ -76,8 +76,9 @@ def _ms(at: str) -> int | None:
         return None
 
 
-def _compact(values: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in values.items() if value is not None}
+def _compact(values: dict[str, Any]) -> dict[str, Any] | None:
+    """``values`` without its ``None`` entries; ``None`` when nothing is left (no ``metadata: {}``)."""
+    return {key: value for key, value in values.items() if value is not None} or None
 
 
 def _json(value: Any) -> str:
@@ -104,6 +105,8 @@ class AgUiTranslator:
         """Our run of the open (or last) segment."""
         self.last_run_id: str | None = None
         """The AG-UI ``runId`` of the open or last segment."""
+        self.opened_by: RunEvent | None = None
+        """The event that opened the current segment (``None`` when ``start`` opened it)."""
         self._silent = False
         self._messages: set[str] = set()
         self._announced: set[str] = set()
@@ -119,6 +122,7 @@ class AgUiTranslator:
         """Open a segment for a client's request; return its ``RUN_STARTED``."""
         self.run_id = self.last_run_id = run_id
         self.agora_run_id = agora_run_id
+        self.opened_by = None
         return RunStartedEvent(
             thread_id=self.thread_id,
             run_id=run_id,
@@ -126,6 +130,18 @@ class AgUiTranslator:
             timestamp=int(time.time() * 1000),
             metadata=_compact({"agoraRunId": agora_run_id}),
         )
+
+    def reopen(self, run_id: str) -> list[BaseEvent]:
+        """Open the primed segment again on a new stream: ``RUN_STARTED``, then messages in progress.
+
+        A re-attaching client gets ``RUN_STARTED`` (and ``TEXT_MESSAGE_START`` for a message
+        it was reading) before the rest, so the new stream is a well-formed run on its own.
+        """
+        opened_by = self.opened_by
+        out: list[BaseEvent] = [self.start(run_id, self.agora_run_id)]
+        self.opened_by = opened_by
+        out.extend(TextMessageStartEvent(message_id=m, role="assistant") for m in sorted(self._messages))
+        return out
 
     def error(self, code: str, message: str) -> RunErrorEvent:
         """Close the open segment with a ``RUN_ERROR`` of our own (a refused resume, a failure)."""
@@ -149,6 +165,7 @@ class AgUiTranslator:
                 return out  # the RUN_ERROR before it already closed the segment
             name = event.run_id if self._silent else await self._name_run(event)
             out.append(self.start(name, event.run_id))
+            self.opened_by = event
         out.extend(await self._translate(event))
         stamp = _ms(event.at)
         for item in out:
@@ -191,7 +208,7 @@ class AgUiTranslator:
             case ours.ApprovalSettledEvent():
                 self._interrupts.pop(event.tool_call_id, None)
                 value = {"toolCallId": event.tool_call_id, "status": event.status}
-                value.update(_compact({"decidedBy": event.decided_by, "via": event.via}))
+                value.update(_compact({"decidedBy": event.decided_by, "via": event.via}) or {})
                 return [CustomEvent(name=CUSTOM_APPROVAL_SETTLED, value=value)]
             case ours.UiEvent():
                 return await self._ui(event)
