@@ -106,4 +106,4 @@ def setup(app: web.Application, *, options: AgUiOptions | None = None) -> None:
     """Mount the AG-UI routes on a gateway app."""
     app[AG_UI_OPTIONS] = options or AgUiOptions()
     app.router.add_post("/agent/ag-ui", run_agent)
-    app.router.add_get("/agent/ag-ui/threads/{thread_id}/events", thread_events)
+    app.router.add_get("/agent/ag-ui/threads/{thread_id}/events", thread_events, allow_head=False)

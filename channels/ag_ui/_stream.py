@@ -119,7 +119,7 @@ class AgUiStream:
     async def _pump_run(self, agora_run_id: str, after: int, *, first: Sequence[BaseEvent] = ()) -> None:
         """Follow one run of ours from ``after`` until its segment closes."""
         await self._send(first)
-        async with contextlib.aclosing(self._follow(after)) as events:
+        async with contextlib.aclosing(self._events(after)) as events:
             async for event in events:
                 if event.run_id != agora_run_id:
                     continue
@@ -141,7 +141,7 @@ class AgUiStream:
         await self._send(first)
         if not self.translator.open and after >= await self.store.last_seq(self.thread_id):
             return
-        async with contextlib.aclosing(self._follow(after)) as events:
+        async with contextlib.aclosing(self._events(after)) as events:
             async for event in events:
                 await self._send(await self.translator.translate(event), event.seq)
                 if not self.translator.open and event.seq >= await self.store.last_seq(self.thread_id):
@@ -149,10 +149,10 @@ class AgUiStream:
 
     # -- plumbing ------------------------------------------------------------------------------------
 
-    def _follow(self, after: int) -> AsyncGenerator[RunEvent, None]:
-        # Runtime.events is an async generator: closed at once when a pump stops, so the
+    def _events(self, after: int, *, follow: bool = True) -> AsyncGenerator[RunEvent, None]:
+        # Runtime.events is an async generator: closed at once when a reader stops, so the
         # store's subscription ends with the stream rather than when it is collected.
-        return cast(AsyncGenerator[RunEvent, None], self.runtime.events(self.thread_id, after, follow=True))
+        return cast(AsyncGenerator[RunEvent, None], self.runtime.events(self.thread_id, after, follow=follow))
 
     async def _open(self) -> None:
         self.services.identity.attach_cookie(self.request, self.sse.response)
@@ -208,9 +208,10 @@ class AgUiStream:
 
     async def _settled_at(self, first_seq: int, tool_call_id: str) -> int:
         """The ``seq`` of the decision of ``tool_call_id`` (the start of what a resume replays)."""
-        async for event in self.runtime.events(self.thread_id, first_seq - 1):
-            if isinstance(event, ApprovalSettledEvent) and event.tool_call_id == tool_call_id:
-                return event.seq
+        async with contextlib.aclosing(self._events(first_seq - 1, follow=False)) as events:
+            async for event in events:
+                if isinstance(event, ApprovalSettledEvent) and event.tool_call_id == tool_call_id:
+                    return event.seq
         raise InterruptError("interrupt_settled", f"Interrupt {tool_call_id!r} was already decided")
 
     async def _prime_thread(self, after: int) -> None:

@@ -137,7 +137,7 @@ async def test_reattach_to_a_running_run_follows_it_to_its_end(make_client: Any,
     seen, _ = await read_until(first, "TOOL_CALL_START")
     await shop.entered.wait()
 
-    # A second client re-attaches mid-message... mid-tool: it is told the run, then the rest.
+    # A second client re-attaches while the tool runs: it is told the run, then the rest.
     second = await client.get(
         f"/agent/ag-ui/threads/{thread_id}/events", headers={**auth(), "Last-Event-ID": str(seen[-1].id)}
     )
