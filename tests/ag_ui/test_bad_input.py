@@ -11,7 +11,7 @@ import pytest
 
 from gateway import SERVICES
 
-from .conftest import BOB, Client, auth, new_id, post, run, run_input
+from .conftest import BOB, Client, Shop, auth, new_id, post, run, run_input
 
 
 async def refused(response: Any, status: int, code: str) -> None:
@@ -104,3 +104,12 @@ async def test_the_rate_limit_is_429_before_the_stream(make_client: Any) -> None
     response = await post(client, run_input(thread_id, "again"))
     await refused(response, 429, "rate_limited")
     assert int(response.headers["Retry-After"]) >= 1
+
+
+async def test_a_busy_thread_is_409_before_the_stream(client: Client, shop: Shop) -> None:
+    thread_id = new_id("t")
+    first = await post(client, run_input(thread_id, "slow report please"))
+    await shop.entered.wait()
+    await refused(await post(client, run_input(thread_id, "and another thing")), 409, "thread_busy")
+    shop.gate.set()
+    assert "RUN_FINISHED" in await first.text()
