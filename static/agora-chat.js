@@ -27,8 +27,17 @@
 
   if (customElements.get("agora-chat")) return;
 
-  /** Where this script was loaded from: its stylesheets sit beside it. */
-  const SCRIPT_URL = document.currentScript?.src || new URL("/static/agora-chat.js", location.href).href;
+  /**
+   * Where this script was loaded from: its stylesheets sit beside it. A module script has no
+   * `currentScript`; then the script element that loaded us is found by name, and failing that
+   * each element uses its endpoint's `/static/` (see `assetUrl`).
+   */
+  const SCRIPT_URL =
+    document.currentScript?.src ||
+    [...document.querySelectorAll("script[src]")]
+      .map((script) => script.src)
+      .findLast((src) => /\/agora-chat\.js(?:[?#]|$)/.test(src)) ||
+    null;
   const STORAGE_PREFIX = "agora-chat:v1:";
   /** Characters of cached transcript per conversation; beyond it a reload replays from the server. */
   const CACHE_LIMIT = 1_500_000;
@@ -267,6 +276,14 @@
     }
   }
 
+  /** The URL of one of the widget's own files (stylesheets), for an element talking to `endpoint`. */
+  function assetUrl(name, endpoint) {
+    if (SCRIPT_URL) return new URL(name, SCRIPT_URL).href;
+    const base = new URL("/static/", endpoint);
+    base.protocol = base.protocol === "wss:" ? "https:" : "http:";
+    return new URL(name, base).href;
+  }
+
   function wsUrlFrom(value) {
     const url = new URL(value || "/agent/ws", location.href);
     if (url.protocol === "http:") url.protocol = "ws:";
@@ -281,7 +298,7 @@
     <style>:host{display:block}.ac{visibility:hidden}</style>
     <link rel="stylesheet" data-href="components.css">
     <link rel="stylesheet" data-href="agora-chat.css">
-    <section class="ac" part="panel">
+    <section class="ac" part="panel" data-slot="panel">
       <header class="ac-header">
         <div class="ac-avatar" data-slot="avatar"></div>
         <div class="ac-heading">
@@ -359,7 +376,6 @@
       super();
       const root = this.attachShadow({ mode: "open", delegatesFocus: false });
       root.append(TEMPLATE.content.cloneNode(true));
-      for (const link of root.querySelectorAll("link[data-href]")) link.href = new URL(link.dataset.href, SCRIPT_URL).href;
       for (const node of root.querySelectorAll("[data-slot]")) this.#ui[node.dataset.slot] = node;
       const uid = `ac${++instances}`;
       this.#ui.input.id = `${uid}-input`;
@@ -437,6 +453,7 @@
     // -- lifecycle ----------------------------------------------------------------------------------
 
     connectedCallback() {
+      this.#linkStylesheets();
       this.#applyTitle();
       this.#stopped = false;
       if (!this.#loaded) this.#loadConversation();
@@ -483,6 +500,15 @@
           break;
         default:
           break;
+      }
+    }
+
+    /** Point the shadow root's stylesheets at their files (once: the endpoint is known by now). */
+    #linkStylesheets() {
+      for (const link of this.shadowRoot.querySelectorAll("link[data-href]:not([href])")) {
+        // Shown even unstyled rather than never, should a stylesheet fail to load.
+        link.addEventListener("error", () => this.#ui.panel.style.setProperty("visibility", "visible"), { once: true });
+        link.href = assetUrl(link.dataset.href, this.#endpoint());
       }
     }
 
@@ -1336,7 +1362,7 @@
     #applyTitle() {
       const title = this.#title;
       this.#ui.title.textContent = title;
-      this.#ui.form.parentNode.setAttribute("aria-label", `${title} chat`);
+      this.#ui.panel.setAttribute("aria-label", `${title} chat`);
     }
 
     #announce(text) {

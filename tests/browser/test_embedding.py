@@ -1,4 +1,8 @@
-"""The widget embedded in another app's page: endpoint, token, fixed thread and title attributes."""
+"""The widget embedded in another app's page: endpoint, token, fixed thread and title attributes.
+
+The page loads the widget with a classic script from the gateway (a module script would need CORS
+headers on ``/static/``, which the gateway does not send).
+"""
 
 from __future__ import annotations
 
@@ -86,4 +90,6 @@ async def check_the_embedded_widget(open_page: OpenPage, app_origin: str, gatewa
     await chat.turn_ends(0)
     await expect(chat.root.locator(".ac-ui[data-component=DataTable] .ag-table")).to_contain_text("1042")
     endpoint = gateway.replace("http://", "ws://") + "/agent/ws"
+    # Saved (a moment later) under the endpoint and the fixed thread.
+    await page.wait_for_function("() => localStorage.length > 0")
     assert await page.evaluate("Object.keys(localStorage)") == [f"agora-chat:v1:{endpoint}#support-alice-1"]
