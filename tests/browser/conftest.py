@@ -9,6 +9,7 @@ produced any fails at teardown.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -17,7 +18,16 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestServer
-from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Locator, Page, async_playwright, expect
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    ConsoleMessage,
+    Locator,
+    Page,
+    WebSocket,
+    async_playwright,
+    expect,
+)
 
 from gateway import Runtime, Settings, create_app
 
@@ -133,6 +143,17 @@ async def open_page(browser: Browser) -> AsyncIterator[OpenPage]:
     for context in contexts:
         await context.close()
     assert not problems, "the browser reported errors:\n" + "\n".join(problems)
+
+
+def record_sent(page: Page) -> list[dict[str, Any]]:
+    """Every frame the page will send on the web sockets it opens from now on, in order."""
+    sent: list[dict[str, Any]] = []
+
+    def on_socket(socket: WebSocket) -> None:
+        socket.on("framesent", lambda payload: sent.append(json.loads(payload)))
+
+    page.on("websocket", on_socket)
+    return sent
 
 
 class Chat:

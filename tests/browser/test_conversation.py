@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Any
 
-from playwright.async_api import Page, expect
+from playwright.async_api import expect
 from pydantic import BaseModel
 
 from gateway import Agent, Runtime
@@ -14,7 +12,7 @@ from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequ
 from gateway.stores import MemoryStore
 from tools import ToolContext, ToolFailed, ToolPresentation, define_tool
 
-from .conftest import BROWSER_TESTS, Chat, MakeGateway, OpenPage
+from .conftest import BROWSER_TESTS, Chat, MakeGateway, OpenPage, record_sent
 
 pytestmark = BROWSER_TESTS
 
@@ -28,19 +26,6 @@ RECORD_RUNNING = """el => {
         window.__running.push(line && line.textContent.trim());
     });
 }"""
-
-
-def record_sent(page: Page) -> list[dict[str, Any]]:
-    """The frames the page will send on the sockets it opens from now on, but ``hello``."""
-    sent: list[dict[str, Any]] = []
-
-    def on_sent(payload: str | bytes) -> None:
-        frame = json.loads(payload)
-        if frame.get("type") != "hello":
-            sent.append(frame)
-
-    page.on("websocket", lambda socket: socket.on("framesent", on_sent))
-    return sent
 
 
 async def test_weather_shows_the_tool_line_the_card_and_the_reply(gateway: str, open_page: OpenPage) -> None:
@@ -148,7 +133,7 @@ async def test_refund_rejected_disables_the_buttons_then_shows_the_outcome(gatew
     await expect(turn.locator(".ac-msg--assistant")).to_contain_text("I did not go ahead.")
     await expect(turn.locator(".ac-ui")).to_have_count(0)
     await expect(turn.locator(".ac-tool")).to_have_count(0)
-    assert [f["type"] for f in sent] == ["send", "reject"]
+    assert [f["type"] for f in sent] == ["hello", "send", "reject"]
 
 
 class _NoInput(BaseModel):

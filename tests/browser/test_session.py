@@ -8,25 +8,9 @@ from typing import Any
 
 from playwright.async_api import Page, WebSocketRoute, expect
 
-from .conftest import BROWSER_TESTS, Chat, OpenPage
+from .conftest import BROWSER_TESTS, Chat, OpenPage, record_sent
 
 pytestmark = BROWSER_TESTS
-
-
-def record_hellos(page: Page) -> list[dict[str, Any]]:
-    """Every ``hello`` frame the page sends, in order."""
-    hellos: list[dict[str, Any]] = []
-
-    def on_socket(socket: Any) -> None:
-        def on_sent(payload: str | bytes) -> None:
-            frame = json.loads(payload)
-            if frame.get("type") == "hello":
-                hellos.append(frame)
-
-        socket.on("framesent", on_sent)
-
-    page.on("websocket", on_socket)
-    return hellos
 
 
 async def stored(page: Page, runs: int) -> dict[str, Any]:
@@ -55,7 +39,7 @@ async def test_a_reload_restores_the_conversation_once_and_resumes_from_the_last
     gateway: str, open_page: OpenPage
 ) -> None:
     page = await open_page(gateway)
-    hellos = record_hellos(page)
+    sent = record_sent(page)
     chat = Chat(page)
     await chat.ready()
     await converse(chat)
@@ -66,7 +50,8 @@ async def test_a_reload_restores_the_conversation_once_and_resumes_from_the_last
     await page.reload()
     await chat.ready()
 
-    assert hellos[-1]["thread_id"] == saved["thread_id"] and hellos[-1]["after_seq"] == saved["seq"]
+    hello = [f for f in sent if f["type"] == "hello"][-1]
+    assert hello["thread_id"] == saved["thread_id"] and hello["after_seq"] == saved["seq"]
     assert await chat.transcript() == before
     await expect(chat.user_messages).to_have_count(2)
     await expect(chat.components).to_have_count(1)
@@ -80,7 +65,7 @@ async def test_a_reload_restores_the_conversation_once_and_resumes_from_the_last
 
 async def test_without_a_cached_transcript_a_reload_replays_the_thread(gateway: str, open_page: OpenPage) -> None:
     page = await open_page(gateway)
-    hellos = record_hellos(page)
+    sent = record_sent(page)
     chat = Chat(page)
     await chat.ready()
     await converse(chat)
@@ -97,7 +82,8 @@ async def test_without_a_cached_transcript_a_reload_replays_the_thread(gateway: 
     await page.reload()
     await chat.ready()
 
-    assert hellos[-1]["thread_id"] == saved["thread_id"] and hellos[-1]["after_seq"] == 0
+    hello = [f for f in sent if f["type"] == "hello"][-1]
+    assert hello["thread_id"] == saved["thread_id"] and hello["after_seq"] == 0
     # What the person typed is not in the event log: it comes from the thread's history.
     await expect(chat.user_messages).to_have_text(["You: weather in Lisbon", "You: refund order 1042"])
     assert await chat.transcript() == before
