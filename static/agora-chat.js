@@ -3,19 +3,35 @@
  *
  * One classic script, no dependencies, no build step:
  *
- *   <script src="/static/agora-chat.js" defer></script>
- *   <agora-chat title="Assistant"></agora-chat>
+ *   <script src="https://your-gateway/static/agora-chat.js" defer></script>
+ *   <agora-chat title="Support" token="…"></agora-chat>
  *
  * It talks to the gateway over one web socket (`/agent/ws`, see channels/web/_socket.py):
  * `hello` first (thread id, last seen seq, capabilities, token), then `send`, `approve`,
  * `reject` and `cancel`. The server answers with `welcome`, then every event of the thread,
  * each with its `seq`, replayed from `after_seq` and then live.
  *
- * Attributes: `endpoint` (alias `src`; ws URL, default same origin `/agent/ws`), `token`
- * (a signed actor token, sent in `hello`), `thread` (a fixed thread id), `title`, `theme`
- * (`light` | `dark`; default follows the system).
- * Events (bubbling, composed): `agora-status`, `agora-welcome`, `agora-event`, `agora-error`.
- * Methods: `send(text, pageContext?)`, `newConversation()`, `focusInput()`.
+ * Attributes
+ *   endpoint (alias src)  ws(s) URL of the socket; default: same origin, `/agent/ws`
+ *   token                 a signed actor token (sent in `hello`); setting a new one after the
+ *                         gateway refused the old one reconnects
+ *   thread                a fixed thread id (default: one the gateway makes, remembered)
+ *   title                 the panel's heading (default "Assistant")
+ *   theme                 "light" | "dark" (default: the system's preference)
+ * Properties and methods
+ *   threadId (read-only), title, pageContext (object, or function returning one, sent with
+ *   each message), send(text, pageContext?) -> boolean, newConversation(), focusInput()
+ * Events (bubbling, composed; `detail` shown)
+ *   agora-status   {state: "connecting" | "online" | "reconnecting" | "offline"}
+ *   agora-welcome  {thread_id, actor, agent, demo}
+ *   agora-event    the event frame, for every event shown (run-started, text-delta, ui…)
+ *   agora-error    {code, message, id}
+ * Styling: custom properties on the element (`--ac-accent`, `--ac-bg`, `--ac-font`… see
+ *   agora-chat.css) and `::part(panel)`.
+ *
+ * The thread id, the last seen seq and the events already shown are kept in localStorage, keyed
+ * by the endpoint (and thread): a reload shows them at once and asks only for what came after;
+ * a dropped socket reconnects with backoff and replays exactly what it missed.
  *
  * Safety: model text is only ever inserted as text nodes (a tiny markdown subset is built with
  * DOM calls). The only HTML inserted is what the server rendered for a component: it is
@@ -293,6 +309,11 @@
 
   // -- the element --------------------------------------------------------------------------------
 
+  // The shadow tree. Accessibility: the panel is a named region; the log has role="log" but is
+  // kept silent (aria-live="off") because streamed text would be read word by word. Instead one
+  // polite live region ("announcer") reads each finished message, tool outcome and approval once;
+  // failures use role="alert". Connection changes are a role="status". The stylesheet link
+  // targets are filled in when the element connects (they sit beside the script).
   const TEMPLATE = document.createElement("template");
   TEMPLATE.innerHTML = `
     <style>:host{display:block}.ac{visibility:hidden}</style>
