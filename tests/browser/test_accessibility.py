@@ -78,6 +78,15 @@ async def test_screen_reader_semantics(gateway: str, open_page: OpenPage) -> Non
     # A component is a named group: its text form names it.
     await expect(turn.locator(".ac-ui")).to_have_accessible_name(re.compile(r"^Lisbon: \d+°C, [a-z ]+, wind \d+ km/h$"))
 
+    # A new conversation: a new thread, an empty log, the focus in the message box.
+    first_thread = await chat.root.evaluate("el => el.threadId")
+    await chat.root.get_by_role("button", name="Start a new conversation").click()
+    await chat.ready()
+    await expect(chat.turns).to_have_count(0)
+    await expect(chat.root.locator(".ac-empty")).to_be_visible()
+    assert await chat.root.evaluate("el => el.threadId") not in (None, first_thread)
+    assert (await chat.active_element()).startswith("textarea")
+
 
 async def test_dark_mode_and_reduced_motion_follow_the_system(gateway: str, open_page: OpenPage) -> None:
     page = await open_page(gateway, color_scheme="dark")
