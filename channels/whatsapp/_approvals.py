@@ -17,6 +17,7 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from gateway import (
@@ -138,8 +139,6 @@ class ApprovalButtons:
     def _ttl(event: ApprovalRequestedEvent) -> float:
         """Tokens outlive the approval by a day, so a late tap reads "expired", not "unknown"."""
         try:
-            from datetime import datetime
-
             remaining = datetime.fromisoformat(event.expires_at).timestamp() - time.time()
         except ValueError:
             remaining = DAY

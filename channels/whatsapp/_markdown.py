@@ -25,7 +25,7 @@ _AUTOLINK = re.compile(r"<(?P<url>(?:https?|mailto):[^>\s]+)>")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(?P<text>.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^(?P<indent>\s*)[*+]\s+")
 _RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
 _BOLD_ITALIC = re.compile(r"\*\*\*(?=\S)(?P<t>.+?)(?<=\S)\*\*\*")
 _BOLD = re.compile(r"\*\*(?=\S)(?P<t>.+?)(?<=\S)\*\*|(?<!\w)__(?=\S)(?P<u>.+?)(?<=\S)__(?!\w)")
 _ITALIC = re.compile(r"(?<![*\w])\*(?=\S)(?P<t>[^*\n]+?)(?<=\S)\*(?![*\w])")
@@ -56,7 +56,8 @@ def to_whatsapp(markdown: str) -> str:
 
 def _line(line: str) -> str | None:
     """Block-level conversion of one line; ``None`` drops it."""
-    if _TABLE_RULE.match(line) and "-" in line:
+    line = line.rstrip()
+    if "|" in line and _TABLE_RULE.match(line):
         return None
     if _RULE.match(line):
         return ""

@@ -220,7 +220,10 @@ class WhatsAppDelivery(RuntimeObserver):
         """Deliver the thread's events after its cursor, under the thread's delivery lease."""
         conversation = await self.state.conversation(thread_id)
         if conversation is None:
-            self._not_ours[thread_id] = time.monotonic() + _NOT_OURS_FOR
+            now = time.monotonic()
+            if len(self._not_ours) > 10_000:
+                self._not_ours = {t: until for t, until in self._not_ours.items() if until > now}
+            self._not_ours[thread_id] = now + _NOT_OURS_FOR
             return
         if not await self.state.lock(thread_id, self.owner, self.options.lock_ttl):
             self._later(thread_id, self.options.lock_retry)
@@ -328,7 +331,7 @@ class WhatsAppDelivery(RuntimeObserver):
         to = conversation.to
         match event:
             case ApprovalRequestedEvent():
-                return [await self._approval(conversation, event, texts)]
+                return await self._approval(conversation, event, texts)
             case ToolStartedEvent():
                 return await self._running(conversation, event)
         last = await self.state.last_inbound(conversation.e164)
@@ -347,14 +350,18 @@ class WhatsAppDelivery(RuntimeObserver):
                 return [OutboundMessage(to=to, body=texts.failed)]
         return []
 
-    async def _approval(self, conversation: Conversation, event: ApprovalRequestedEvent, texts: WhatsAppTexts) -> Part:
-        last = await self.state.last_inbound(conversation.e164)
-        in_window = last is not None and time.time() - last <= self.options.window
+    async def _approval(
+        self, conversation: Conversation, event: ApprovalRequestedEvent, texts: WhatsAppTexts
+    ) -> list[Part]:
         pending = await self.services.runtime.pending_approvals(conversation.thread_id)
         ids = [a.tool_call_id for a in pending]
-        number = ids.index(event.tool_call_id) + 1 if len(ids) > 1 and event.tool_call_id in ids else None
+        if event.tool_call_id not in ids:
+            return []  # decided (or superseded) before we got to it: no buttons that only say "too late"
+        number = ids.index(event.tool_call_id) + 1 if len(ids) > 1 else None
+        last = await self.state.last_inbound(conversation.e164)
+        in_window = last is not None and time.time() - last <= self.options.window
         message = await self.buttons.message(event, conversation, texts, number=number, in_window=in_window)
-        return message if message is not None else _Undeliverable("outside_window_no_template")
+        return [message if message is not None else _Undeliverable("outside_window_no_template")]
 
     async def _running(self, conversation: Conversation, event: ToolStartedEvent) -> list[Part] | float:
         later = await self.services.runtime.store.read_events(conversation.thread_id, event.seq, limit=500)

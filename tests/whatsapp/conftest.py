@@ -72,6 +72,8 @@ class Recorded:
     data: dict[str, Any]
     headers: dict[str, str]
     status: int = 0
+    sid: str = ""
+    """The sid Twilio answered with (``SM...`` / ``HX...``)."""
 
     @property
     def is_message(self) -> bool:
@@ -130,6 +132,7 @@ class RecordingHttp(AsyncHttpClient):  # type: ignore[misc]
                 body = {"sid": f"HX{next(self._sids):032d}", "friendly_name": (data or {}).get("friendly_name")}
             else:
                 body = {"sid": f"SM{uuid.uuid4().hex}", "status": "queued", "to": (data or {}).get("To")}
+        record.sid = str(body.get("sid", ""))
         return Response(status, json.dumps(body))
 
     # -- reading what was sent ---------------------------------------------------------------------
