@@ -19,6 +19,7 @@ from ._markdown import MAX_BODY, split_message, to_whatsapp
 from ._outbound import WHATSAPP_CAPABILITIES, DeliveryOptions, WhatsAppDelivery
 from ._sender import JsonAsyncTwilioHttpClient, OutboundMessage, RetryPolicy, TwilioSender, WhatsAppSendError
 from ._state import ChannelState, Conversation, Cursor
+from ._status import RETRYABLE_STATUS_CODES, StatusCallbacks
 from ._texts import TEXTS, WhatsAppTexts, parse_decision, texts_for
 from ._webhook import EMPTY_TWIML, WebhookVerifier
 
@@ -27,6 +28,7 @@ __all__ = [
     "EMPTY_TWIML",
     "MAX_BODY",
     "MAX_BUTTON_TITLE",
+    "RETRYABLE_STATUS_CODES",
     "TEXTS",
     "WHATSAPP",
     "WHATSAPP_CAPABILITIES",
@@ -41,6 +43,7 @@ __all__ = [
     "RetryPolicy",
     "SenderResolver",
     "SettingsSenderResolver",
+    "StatusCallbacks",
     "ThreadNamer",
     "TwilioSender",
     "WebhookVerifier",

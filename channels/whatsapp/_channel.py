@@ -17,6 +17,7 @@ from ._inbound import InboundHandler, InboundOptions
 from ._outbound import DeliveryOptions, WhatsAppDelivery
 from ._sender import JsonAsyncTwilioHttpClient, RetryPolicy, TwilioSender
 from ._state import ChannelState
+from ._status import StatusCallbacks
 from ._texts import TEXTS, WhatsAppTexts, texts_for
 from ._webhook import WebhookVerifier, inbound_handler, status_handler
 
@@ -105,6 +106,13 @@ class WhatsAppChannel:
             sender=self.sender,
             buttons=self.buttons,
             texts_for=self.texts_for,
+            options=self.options.delivery,
+        )
+        self.status = StatusCallbacks(
+            state=self.state,
+            sender=self.sender,
+            delivery=self.delivery,
+            template_sid=settings.whatsapp_approval_template_sid,
             options=self.options.delivery,
         )
         self.inbound = InboundHandler(

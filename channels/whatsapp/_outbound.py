@@ -5,7 +5,8 @@ a turn, the one that took a web decision and resumed the run, the one expiring a
 told, and schedules a drain of that thread. A drain holds the thread's delivery lease in the
 store, reads the event log after the thread's cursor, turns each event into messages and moves
 the cursor after each message sent, so a crash or a failed send resumes where it stopped:
-nothing is lost and nothing is sent twice.
+nothing is lost and nothing is sent twice (but for a request Twilio accepted whose answer never
+came back: Twilio's Messages API has no idempotency key).
 
 What is sent for each event:
 
@@ -26,7 +27,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -63,9 +64,6 @@ _DELIVERED = frozenset(
 )
 _SILENT_VIA = frozenset({"whatsapp", "superseded", "cancelled"})
 """Decisions the WhatsApp person saw happen (their tap, their next message, their Stop)."""
-_RETRYABLE_STATUS_CODES = frozenset({"30001", "30008", "63018"})
-"""Status-callback error codes worth a resend: queue overflow, unknown error, rate limit."""
-_OUTSIDE_WINDOW = "63016"
 _MAX_CAPTION = 1024
 _NOT_OURS_FOR = 10.0
 
@@ -85,7 +83,7 @@ class DeliveryOptions:
     max_rounds: int = 5
     """Failed rounds (each a full ``RetryPolicy``) before a message is given up on and recorded."""
     max_status_resends: int = 2
-    """Resends of a message whose status callback reports a retryable failure."""
+    """Resends of a message whose status callback reports a retryable failure (``StatusCallbacks``)."""
     window: float = DAY - 60
     """The customer-service window: free-form messages only this long after the last inbound."""
     capabilities: UiCapabilities = WHATSAPP_CAPABILITIES
@@ -174,7 +172,9 @@ class WhatsAppDelivery(RuntimeObserver):
         """Drain the thread now (or right after the drain in progress)."""
         if self._closed:
             return
-        self._timers.pop(thread_id, None)
+        timer = self._timers.pop(thread_id, None)
+        if timer is not None:
+            timer.cancel()  # this drain does what it was set for (and sets another if need be)
         running = self._drainers.get(thread_id)
         if running is not None and not running.done():
             self._dirty.add(thread_id)
@@ -407,7 +407,7 @@ class WhatsAppDelivery(RuntimeObserver):
             ]
         return [OutboundMessage(to=conversation.to, body=body) for body in split_message(to_whatsapp(text))]
 
-    # -- direct replies and status callbacks --------------------------------------------------------
+    # -- direct replies ---------------------------------------------------------------------------------
 
     async def reply(self, to: str, text: str) -> None:
         """Send a fixed sentence (a refusal, "already decided"...) outside any thread's log.
@@ -420,61 +420,6 @@ class WhatsAppDelivery(RuntimeObserver):
             except WhatsAppSendError as exc:
                 logger.error("reply to %s not sent: %s", to, exc)
                 return
-
-    async def on_status(self, form: dict[str, str]) -> None:
-        """Record a status callback; resend what Twilio says may succeed again."""
-        sid = form.get("MessageSid") or form.get("SmsSid") or ""
-        status = form.get("MessageStatus") or form.get("SmsStatus") or ""
-        code = form.get("ErrorCode") or None
-        if not sid or not await self.state.record_status(
-            sid, {"status": status, "error_code": code, "error": form.get("ErrorMessage"), "at": time.time()}
-        ):
-            return
-        if status not in ("failed", "undelivered"):
-            return
-        sent = await self.state.sent(sid)
-        logger.warning("message %s %s (error %s) for %s", sid, status, code, (sent or {}).get("thread_id", "?"))
-        if sent is None:
-            return
-        message = OutboundMessage.from_json(sent["message"])
-        template = self.buttons.template_sid
-        if code == _OUTSIDE_WINDOW and sent.get("event") == "approval-requested" and template:
-            if message.content_sid == template:
-                await self._give_up(sent, f"twilio {code}: even the template was refused")
-                return
-            logger.warning(
-                "message %s was outside the 24 h window; resending the approval with template %s", sid, template
-            )
-            message = replace(message, content_sid=template, content_variables={"2": "-", **message.content_variables})
-        elif code not in _RETRYABLE_STATUS_CODES or int(sent.get("resends", 0)) >= self.options.max_status_resends:
-            await self._give_up(sent, f"twilio {code or status}")
-            return
-        self.spawn(self._resend(message, sent), name=f"agora-wa-resend-{sid}")
-
-    async def _resend(self, message: OutboundMessage, sent: dict[str, Any]) -> None:
-        try:
-            sid = await self.sender.send(message)
-        except WhatsAppSendError as exc:
-            await self._give_up(sent, str(exc))
-            return
-        await self.state.record_sent(
-            sid, {**sent, "message": message.to_json(), "resends": int(sent.get("resends", 0)) + 1}
-        )
-
-    async def _give_up(self, sent: dict[str, Any], reason: str) -> None:
-        logger.error(
-            "giving up on message seq %s part %s of thread %s: %s",
-            sent.get("seq"),
-            sent.get("part"),
-            sent.get("thread_id"),
-            reason,
-        )
-        thread_id = sent.get("thread_id")
-        if isinstance(thread_id, str):
-            await self.state.record_failure(
-                thread_id,
-                {"seq": sent.get("seq"), "part": sent.get("part"), "event": sent.get("event"), "reason": reason},
-            )
 
 
 def _units(events: list[RunEvent], resume: list[int] | None = None) -> list[list[RunEvent]]:

@@ -148,5 +148,5 @@ async def status_handler(request: web.Request) -> web.Response:
     if form is None:
         logger.warning("refused an unsigned or tampered WhatsApp status callback from %s", request.remote)
         return _forbidden()
-    await channel.delivery.on_status({key: str(form.get(key)) for key in form})
+    await channel.status.on_status({key: str(form.get(key)) for key in form})
     return _twiml()
