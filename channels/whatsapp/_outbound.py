@@ -123,6 +123,7 @@ class WhatsAppDelivery(RuntimeObserver):
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._not_ours: dict[str, float] = {}
+        self._contended: dict[str, int] = {}
         self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -226,8 +227,12 @@ class WhatsAppDelivery(RuntimeObserver):
             self._not_ours[thread_id] = now + _NOT_OURS_FOR
             return
         if not await self.state.lock(thread_id, self.owner, self.options.lock_ttl):
-            self._later(thread_id, self.options.lock_retry)
+            # Another process delivers this thread: look again soon, less often while it lasts
+            # (a process that died holding the lease frees it after lock_ttl).
+            tries = self._contended[thread_id] = self._contended.get(thread_id, 0) + 1
+            self._later(thread_id, min(self.options.lock_retry * 2 ** min(tries - 1, 10), 5.0))
             return
+        self._contended.pop(thread_id, None)
         try:
             await self._drain_locked(conversation)
         finally:
@@ -252,7 +257,6 @@ class WhatsAppDelivery(RuntimeObserver):
                     return
             if events:
                 await self.state.save_cursor(thread_id, cursor)
-                await self.state.renew(thread_id, self.owner, self.options.lock_ttl)
             if len(events) < 100:
                 return
 
@@ -277,6 +281,7 @@ class WhatsAppDelivery(RuntimeObserver):
         cursor.seq, cursor.part, cursor.failures, cursor.unit = max(e.seq for e in unit), 0, 0, None
         if parts:
             await self.state.save_cursor(thread_id, cursor)
+            await self.state.renew(thread_id, self.owner, self.options.lock_ttl)
         # else: saved with the page, or with the next message sent
         return None
 

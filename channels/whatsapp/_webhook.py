@@ -29,7 +29,8 @@ __all__ = ["EMPTY_TWIML", "WebhookVerifier", "inbound_handler", "status_handler"
 logger = logging.getLogger("channels.whatsapp.webhook")
 
 EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
-_MAX_FORM = 64 * 1024
+_MAX_FORM = 512 * 1024
+"""A 4096-character message of 4-byte characters, percent-encoded, is about 50 KB."""
 
 
 class WebhookVerifier:
@@ -90,9 +91,13 @@ class WebhookVerifier:
 
 
 async def _signed_form(request: web.Request, verifier: WebhookVerifier) -> MultiDict[str] | None:
-    """The request's form fields when its signature is valid, else ``None``."""
+    """The request's form fields when its signature is valid, else ``None``.
+
+    Raises:
+        HTTPRequestEntityTooLarge: The body is larger than any Twilio webhook (413).
+    """
     if request.content_length is not None and request.content_length > _MAX_FORM:
-        return None
+        raise web.HTTPRequestEntityTooLarge(max_size=_MAX_FORM, actual_size=request.content_length)
     if request.content_type not in ("application/x-www-form-urlencoded", ""):
         return None
     raw = await request.post()

@@ -252,3 +252,22 @@ async def test_a_message_while_the_previous_turn_runs(make_gateway: MakeGateway)
     await gw.http.wait_for(lambda h: "Waited." in h.bodies())
     await gw.settle()
     assert len(await gw.channel.services.runtime.store.thread_runs(THREAD)) == 1
+
+
+async def test_a_thread_another_process_is_delivering_waits_for_its_lease(make_gateway: MakeGateway) -> None:
+    gw = await make_gateway()
+    await gw.say("hello")
+    await gw.http.wait_messages(1)
+    await gw.settle()
+    state = gw.channel.state
+    assert await state.lock(THREAD, "another-process", ttl=60)
+    runtime = gw.channel.services.runtime
+    run_id = await runtime.start_turn(Turn(thread_id=THREAD, actor=ALICE_ACTOR, text="weather in Lisbon"))
+    assert await runtime.wait(run_id, timeout=10) == "completed"
+    await gw.settle()
+    assert len(gw.http.messages()) == 1  # the lease holder delivers, not us
+
+    await state.unlock(THREAD, "another-process")  # it finished (or died and its lease lapsed)
+    await gw.http.wait_for(lambda h: any(b.startswith("It's") for b in h.bodies()))
+    await gw.settle()
+    assert len(gw.http.messages()) == 4

@@ -210,3 +210,11 @@ async def test_a_status_for_an_unknown_message_is_only_recorded(make_gateway: Ma
     await gw.settle()
     assert gw.http.requests == []
     assert (await gw.channel.state.status(sid) or {}).get("error_code") == "30008"
+
+
+async def test_a_body_larger_than_any_twilio_webhook_is_refused(make_gateway: MakeGateway) -> None:
+    gw = await make_gateway()
+    fields = inbound("x" * 600_000)
+    response = await gw.client.post("/channels/whatsapp", data=fields, headers=sign(INBOUND_URL, fields))
+    assert response.status == 413
+    await nothing_happened(gw)
