@@ -9,6 +9,7 @@ key                               value                                         
 ================================  ==========================================================  =======
 ``{p}:msg:{MessageSid}``          claimed once per inbound message (dedupe)                   24 h
 ``{p}:sender:{e164}``             ``{address, last_inbound, language, thread_id}``             30 d
+``{p}:refused:{e164}``            an unknown sender was told so (once an hour)                1 h
 ``{p}:conv:{thread_id}``          ``Conversation``: where the thread's events go              30 d
 ``{p}:cursor:{thread_id}``        ``{seq, part, failures}``: what was delivered               30 d
 ``{p}:lock:{thread_id}``          the process delivering the thread now                       lease
