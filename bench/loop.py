@@ -84,13 +84,14 @@ async def one_turn(runtime: Runtime) -> float:
     return time.perf_counter() - started
 
 
-async def run_case(store: Any, *, with_ui: bool, turns: int, concurrency: int) -> tuple[float, list[float]]:
+async def run_case(store: Any, *, with_ui: bool, turns: int, concurrency: int) -> tuple[float, list[float], float]:
     runtime = Runtime(tools=make_tools(with_ui), model=ScriptedModel(script), store=store)
     try:
         for _ in range(min(200, turns)):  # warm up
             await one_turn(runtime)
         gc.collect()
         latencies: list[float] = []
+        cpu_started = time.process_time()
         started = time.perf_counter()
         if concurrency == 1:
             for _ in range(turns):
@@ -108,7 +109,8 @@ async def run_case(store: Any, *, with_ui: bool, turns: int, concurrency: int) -
                 for _ in range(concurrency):
                     group.create_task(worker())
         elapsed = time.perf_counter() - started
-        return len(latencies) / elapsed, latencies
+        cpu = time.process_time() - cpu_started
+        return len(latencies) / elapsed, latencies, cpu / len(latencies)
     finally:
         await runtime.aclose()
 
@@ -147,13 +149,13 @@ async def main() -> None:
         for scenario, with_ui in (("tool+text", False), ("tool+ui", True)):
             for clients in (1, args.concurrency):
                 store = factory()
-                rate, latencies = await run_case(store, with_ui=with_ui, turns=args.turns, concurrency=clients)
+                rate, latencies, cpu = await run_case(store, with_ui=with_ui, turns=args.turns, concurrency=clients)
                 await store.aclose()
                 results[(store_name, scenario, clients)] = rate
                 p50, p99 = pct(latencies, 0.5), pct(latencies, 0.99)
                 print(
                     f"{store_name:<8} {scenario:<10} {clients:>7} {rate:>9.0f} {p50 * 1e3:>8.2f} {p99 * 1e3:>8.2f}"
-                    f" {(p50 - bare) * 1e3:>13.2f}"
+                    f" {(p50 - bare) * 1e3:>13.2f} {cpu * 1e6:>12.0f}"
                 )
     print()
     mem = results[("memory", "tool+text", 1)]

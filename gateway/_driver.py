@@ -12,9 +12,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import threading
 import time
-import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +29,7 @@ from tools import (
     PreflightReady,
     Tool,
     ToolContext,
+    ToolDefinition,
     ToolError,
     ToolFailed,
     ToolInputInvalidError,
@@ -56,6 +57,7 @@ from .events import (
     ToolStartedEvent,
     UiEvent,
     Usage,
+    new_id,
     now_iso,
 )
 from .models import (
@@ -148,6 +150,32 @@ class _UiCollector:
         return events
 
 
+def _plain_defaults(cls: type[BaseModel]) -> dict[str, Any]:
+    return {
+        name: field.default
+        for name, field in cls.model_fields.items()
+        if field.default_factory is None and not field.is_required() and name != "at"
+    }
+
+
+_EVENT_DEFAULTS: dict[type[Any], dict[str, Any]] = {
+    cls: _plain_defaults(cls)
+    for cls in (
+        ApprovalRequestedEvent,
+        ApprovalSettledEvent,
+        RunErrorEvent,
+        RunFinishedEvent,
+        TextDeltaEvent,
+        TextEndEvent,
+        ToolCompletedEvent,
+        ToolDeniedEvent,
+        ToolFailedEvent,
+        ToolStartedEvent,
+        UiEvent,
+    )
+}
+
+
 def _jsonable(value: Any) -> Any:
     return to_jsonable_python(value, fallback=str)
 
@@ -203,23 +231,28 @@ class RunDriver:
         self._steps: dict[int, ModelStepEntry] = {}
         self._settled: dict[str, ToolSettledEntry] = {}
         self._preflights: dict[tuple[str, str], PreflightEntry] = {}
+        self._step_messages: dict[int, list[AssistantMessage | ToolMessage]] = {}
+        self._offered: list[ToolDefinition] | None = None
         self._started = time.perf_counter()
 
     # -- plumbing -----------------------------------------------------------------------------------
 
     def event(self, cls: type[Any], **fields: Any) -> Any:
-        """An event of this run.
+        """An event of this run (the store assigns its ``seq``).
 
         Built without validation: every field comes from the runtime's own typed values, and this
-        is the hottest allocation of a turn. The store assigns ``seq``.
+        is the hottest allocation of a turn. Every field is passed (defaults included), which
+        keeps pydantic's construct path cheap; serialization still checks the types.
         """
-        return cls.model_construct(thread_id=self.run.thread_id, run_id=self.run.run_id, **fields)
+        values = {**_EVENT_DEFAULTS[cls], "thread_id": self.run.thread_id, "run_id": self.run.run_id, "at": now_iso()}
+        values.update(fields)
+        return cls.model_construct(**values)
 
     def ui_event(self, item: UiComponent, call_id: str | None) -> UiEvent:
         """A ``ui`` event for a component a tool showed."""
         event: UiEvent = self.event(
             UiEvent,
-            id=item.id or f"{call_id}:ui:{uuid.uuid4().hex[:8]}",
+            id=item.id or f"{call_id}:ui:{os.urandom(4).hex()}",
             component=item.component,
             version=item.version,
             props=item.props,
@@ -332,8 +365,26 @@ class RunDriver:
                 return "awaiting-approval"
             step += 1
 
+    async def _definitions(self) -> list[ToolDefinition]:
+        """The tools offered in this turn: the gates run once per turn (and again on each call)."""
+        if self._offered is None:
+            turn = self.run.turn
+            self._offered = await self.rt.registry.definitions_for(
+                turn.actor, self.agent, turn.ui_capabilities, thread_id=self.run.thread_id
+            )
+        return list(self._offered)
+
     def _transcript(self) -> list[AssistantMessage | ToolMessage]:
-        return transcript_of(list(self._steps.values()), self._settled)
+        messages: list[AssistantMessage | ToolMessage] = []
+        for step in sorted(self._steps):
+            cached = self._step_messages.get(step)
+            if cached is None:
+                entry = self._steps[step]
+                cached = transcript_of([entry], self._settled)
+                if all(call.id in self._settled for call in entry.calls):
+                    self._step_messages[step] = cached  # a settled step never changes again
+            messages.extend(cached)
+        return messages
 
     async def _model_step(self, step: int, history: list[Message]) -> tuple[ModelStepEntry, list[RunEvent]]:
         """Ask the model for one step; stream its text; return the entry and unwritten events."""
@@ -342,9 +393,7 @@ class RunDriver:
             agent=self.agent.name,
             instructions=self.agent.instructions,
             messages=[*history, *self._transcript()],
-            tools=await self.rt.registry.definitions_for(
-                turn.actor, self.agent, turn.ui_capabilities, thread_id=self.run.thread_id
-            ),
+            tools=await self._definitions(),
             step=step,
             metadata={
                 "channel": turn.channel,
@@ -354,7 +403,7 @@ class RunDriver:
                 "run_id": self.run.run_id,
             },
         )
-        message_id = f"msg_{uuid.uuid4().hex}"
+        message_id = new_id("msg")
         started = time.perf_counter()
         text: list[str] = []
         calls: list[PlannedCall] = []
@@ -403,7 +452,7 @@ class RunDriver:
             except ValueError:
                 parsed = None
             args = parsed if isinstance(parsed, dict) else None
-        return PlannedCall(id=f"tc_{uuid.uuid4().hex}", name=request.name, arguments=arguments, args=args)
+        return PlannedCall(id=new_id("tc"), name=request.name, arguments=arguments, args=args)
 
     # -- ending -------------------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from ._errors import (
     ThreadNotFoundError,
     UnknownAgentError,
 )
-from .events import ApprovalSettledEvent, RunEvent, RunFinishedEvent, RunStartedEvent, RunStatus, Turn
+from .events import ApprovalSettledEvent, RunEvent, RunFinishedEvent, RunStartedEvent, RunStatus, Turn, new_id
 from .models import Model, UserMessage
 from .stores import ApprovalRecord, Batch, MemoryStore, RunRecord, Store, ThreadRecord
 
@@ -236,7 +236,7 @@ class Runtime:
             if thread.owner_id != turn.actor.id:
                 raise ThreadForbiddenError(f"Thread {turn.thread_id!r} belongs to another actor")
             await self._supersede_parked(turn.thread_id)
-        run = RunRecord(run_id=f"run_{uuid.uuid4().hex}", thread_id=turn.thread_id, agent=agent.name, turn=turn)
+        run = RunRecord(run_id=new_id("run"), thread_id=turn.thread_id, agent=agent.name, turn=turn)
         batch = Batch(
             events=[RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name)],
             messages=[UserMessage(content=turn.text)],

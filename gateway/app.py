@@ -146,9 +146,11 @@ def create_app(
     app[SERVICES] = services
     add_routes(app)
 
+    from channels import ag_ui
     from channels import web as web_channel
 
     web_channel.setup(app)
+    ag_ui.setup(app)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         await runtime.start()

@@ -7,6 +7,8 @@ discriminated by ``type``; ``RUN_EVENT_ADAPTER`` parses any of them from JSON or
 
 from __future__ import annotations
 
+import os
+import time
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -33,6 +35,7 @@ __all__ = [
     "Turn",
     "UiEvent",
     "Usage",
+    "new_id",
     "now_iso",
 ]
 
@@ -42,9 +45,23 @@ RunStatus = Literal["completed", "awaiting-approval", "cancelled", "failed"]
 ApprovalStatus = Literal["approved", "rejected", "expired"]
 
 
+_last_ms = -1
+_last_iso = ""
+
+
 def now_iso() -> str:
     """The current UTC time as ISO-8601 with milliseconds (``2026-11-29T20:27:20.123+00:00``)."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+    global _last_ms, _last_iso
+    ms = int(time.time() * 1000)
+    if ms != _last_ms:  # many events share a millisecond: format once per millisecond
+        _last_iso = datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+        _last_ms = ms
+    return _last_iso
+
+
+def new_id(prefix: str) -> str:
+    """A random id such as ``run_5f0c...`` (128 bits)."""
+    return f"{prefix}_{os.urandom(16).hex()}"
 
 
 class Turn(BaseModel):
@@ -81,7 +98,8 @@ class Usage(BaseModel):
     model_calls: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
+        # Both sides are valid Usage values: their sums need no validation.
+        return Usage.model_construct(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             model_calls=self.model_calls + other.model_calls,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
+import json
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -148,6 +150,13 @@ def _check_agent(agent: AgentScope | None) -> None:
         )
 
 
+_OPEN = ToolDescription()
+
+
+async def _settle(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
 class _Gate:
     """Which gate removed a tool, and the error an invoke raises for it."""
 
@@ -223,16 +232,20 @@ class ToolRegistry:
         if agent is not None and agent.tools != "*" and name not in agent.tools:
             return _Gate(ToolNotFoundError, f"Tool {name!r} is not available to agent {agent.name!r}")
         try:
-            enabled = await call_hook(tool.enabled) if callable(tool.enabled) else tool.enabled
+            # Hooks are mostly sync: call them directly and await only what is awaitable (a
+            # coroutine per hook per tool per turn adds up).
+            enabled: Any = tool.enabled() if callable(tool.enabled) else tool.enabled
+            if inspect.isawaitable(enabled):
+                enabled = await enabled
             if enabled and tool.is_enabled is not None:
-                enabled = await call_hook(tool.is_enabled)
+                enabled = await _settle(tool.is_enabled())
             if not enabled:
                 return _Gate(ToolDisabledError, f"Tool {name!r} is disabled")
-            if not await call_hook(self.roles_policy.allows, scope.actor, tool):
+            if not await _settle(self.roles_policy.allows(scope.actor, tool)):
                 return _Gate(ToolForbiddenError, f"Actor may not use tool {name!r}")
-            if tool.can_use is not None and not await call_hook(tool.can_use, scope.actor):
+            if tool.can_use is not None and not await _settle(tool.can_use(scope.actor)):
                 return _Gate(ToolForbiddenError, f"Actor may not use tool {name!r}")
-            description = await self._describe(tool, scope)
+            description = _OPEN if tool.describe is None else await self._describe(tool, scope)
         except Exception:
             # A gate that errors fails closed: the tool is hidden, and a call is refused.
             logger.exception("gate of tool %r raised; the tool is withheld", name)
@@ -290,7 +303,9 @@ class ToolRegistry:
                 name=tool.name,
                 description=described.description or tool.description,
                 # A copy: callers (model adapters) may rewrite the schema; the tool's stays intact.
-                parameters=copy.deepcopy(described.input_schema or tool.parameters),
+                parameters=copy.deepcopy(described.input_schema)
+                if described.input_schema
+                else json.loads(tool.parameters_json),
                 kind=tool.kind,
             )
             for tool, described in await self._offered(actor, agent, scope)
@@ -358,6 +373,9 @@ class ToolRegistry:
 
         async def once() -> Any:
             return await tool.execute(input, ctx)
+
+        if tool.timeout is None:
+            return await call_with_transient_retry(once, self.transient_retry)
 
         # The scope turns its own cancellation into TimeoutError in __aexit__, so the expiry can
         # only be seen outside the ``async with``; a TimeoutError the tool raises itself passes.

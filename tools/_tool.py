@@ -10,6 +10,7 @@ import abc
 import asyncio
 import functools
 import inspect
+import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -115,6 +116,11 @@ class Tool:
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of ``input``, self-contained, as the model sees it."""
         return input_json_schema(self.input)
+
+    @functools.cached_property
+    def parameters_json(self) -> str:
+        """``parameters`` as JSON text: a fresh copy per turn costs one ``json.loads``."""
+        return json.dumps(self.parameters)
 
     def validate_input(self, args: Any) -> BaseModel:
         """Validate the model's arguments against ``input``.

@@ -45,9 +45,9 @@ class _Thread:
 class MemoryStore:
     """Keeps everything in this process's memory; nothing survives a restart.
 
-    Records are treated as immutable values: run records and approvals are copied (shallowly) on
-    the way in and out, since their owners replace fields; events, journal entries and messages
-    are never changed after they are written, so they are shared as they are.
+    Records are values: readers get (shallow) copies of run records and approvals, since their
+    owners replace fields; events, journal entries and messages never change once written, so
+    they are shared as they are.
     """
 
     def __init__(self) -> None:
@@ -82,7 +82,8 @@ class MemoryStore:
             raise ThreadBusyError(f"A run is already running on thread {thread.thread_id!r}")
         state.running = run.run_id
         state.runs.append(run.run_id)
-        run = run.model_copy(update={"first_seq": len(state.events) + 1, "status": "running"})
+        run.first_seq = len(state.events) + 1
+        run.status = "running"
         self._leases[run.run_id] = (lease_owner, time.time() + lease_ttl)
         batch.run = run
         return self._apply(state, batch)
@@ -111,7 +112,10 @@ class MemoryStore:
             state.events.append(event)
             written.append(event)
         if batch.run is not None:
-            run = batch.run.model_copy()
+            # The writer's own record is kept, not a copy: it writes every change it makes (a
+            # write has no await before this point, so readers never see a half-made step), and
+            # readers get copies.
+            run = batch.run
             self._runs[run.run_id] = run
             if batch.journal:
                 self._journals[run.run_id].extend(batch.journal)

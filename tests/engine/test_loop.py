@@ -321,3 +321,46 @@ async def test_usage_is_summed_over_steps(make_runtime: Any) -> None:
     await runtime.wait(await runtime.start_turn(turn(thread)), timeout=5)
     finished = (await all_events(runtime, thread))[-1]
     assert finished.usage == Usage(input_tokens=25, output_tokens=5, model_calls=2)  # type: ignore[union-attr]
+
+
+async def test_a_sync_tool_runs_in_a_thread_and_its_components_still_arrive(make_runtime: Any) -> None:
+    import threading
+
+    threads: list[int] = []
+
+    @define_tool(name="blocking", description="A sync tool (a blocking driver).", input=CityInput)
+    def blocking(input: CityInput, ctx: Any) -> dict[str, str]:
+        threads.append(threading.get_ident())
+        ctx.emit_ui("Callout", {"tone": "info", "text": f"from a thread: {input.city}"})
+        return {"city": input.city}
+
+    model = ScriptedModel(
+        [ScriptStep(tool_calls=[ToolCallRequest(name="blocking", args={"city": "x"})]), ScriptStep(text="ok")]
+    )
+    runtime = make_runtime(tools=[blocking], model=model)
+    thread = new_thread()
+    assert await runtime.wait(await runtime.start_turn(turn(thread)), timeout=5) == "completed"
+    assert threads and threads[0] != threading.get_ident()
+    events = await all_events(runtime, thread)
+    ui = [e for e in events if isinstance(e, UiEvent)]
+    assert [u.props["text"] for u in ui] == ["from a thread: x"]
+    assert types(events).index("ui") < types(events).index("tool-completed")
+
+
+async def test_observers_hear_every_written_event_once(make_runtime: Any) -> None:
+    from gateway import RuntimeObserver
+
+    heard: list[int] = []
+
+    class Ear(RuntimeObserver):
+        def events_written(self, thread_id: str, events: list[Any]) -> None:
+            heard.extend(e.seq for e in events)
+
+    model = ScriptedModel(
+        [ScriptStep(tool_calls=[ToolCallRequest(name="get_weather", args={"city": "x"})]), ScriptStep(text="ok")]
+    )
+    runtime = make_runtime(tools=[weather_tool()], model=model)
+    runtime.observers.append(Ear())
+    thread = new_thread()
+    assert await runtime.wait(await runtime.start_turn(turn(thread)), timeout=5) == "completed"
+    assert heard == [e.seq for e in await all_events(runtime, thread)]
