@@ -166,4 +166,8 @@ def create_app(
             runtime.observers.remove(metrics)
 
     app.cleanup_ctx.append(lifecycle)
+
+    from channels import whatsapp
+
+    whatsapp.setup(app, twilio_client=twilio_client)  # after lifecycle: it stops before the runtime
     return app

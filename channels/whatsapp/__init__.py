@@ -1,0 +1,64 @@
+"""The WhatsApp channel, through Twilio: conversations, approval buttons, images and PDFs.
+
+``setup(app)`` mounts ``POST /channels/whatsapp`` (Twilio's inbound webhook) and
+``POST /channels/whatsapp/status`` (status callbacks) on a gateway app. See ``docs/whatsapp.md``.
+"""
+
+from ._approvals import BUTTON_PREFIX, MAX_BUTTON_TITLE, ApprovalButtons, button_title
+from ._channel import WHATSAPP, WhatsAppChannel, WhatsAppOptions, setup
+from ._identity import (
+    SenderResolver,
+    SettingsSenderResolver,
+    ThreadNamer,
+    WhatsAppSender,
+    language_for,
+    thread_per_sender,
+)
+from ._inbound import InboundOptions
+from ._markdown import MAX_BODY, split_message, to_whatsapp
+from ._outbound import WHATSAPP_CAPABILITIES, DeliveryOptions, WhatsAppDelivery
+from ._sender import JsonAsyncTwilioHttpClient, OutboundMessage, RetryPolicy, TwilioSender, WhatsAppSendError
+from ._state import ChannelState, Conversation, Cursor
+from ._status import RETRYABLE_STATUS_CODES, StatusCallbacks
+from ._texts import TEXTS, WhatsAppTexts, parse_decision, texts_for
+from ._webhook import EMPTY_TWIML, WebhookVerifier
+
+__all__ = [
+    "BUTTON_PREFIX",
+    "EMPTY_TWIML",
+    "MAX_BODY",
+    "MAX_BUTTON_TITLE",
+    "RETRYABLE_STATUS_CODES",
+    "TEXTS",
+    "WHATSAPP",
+    "WHATSAPP_CAPABILITIES",
+    "ApprovalButtons",
+    "ChannelState",
+    "Conversation",
+    "Cursor",
+    "DeliveryOptions",
+    "InboundOptions",
+    "JsonAsyncTwilioHttpClient",
+    "OutboundMessage",
+    "RetryPolicy",
+    "SenderResolver",
+    "SettingsSenderResolver",
+    "StatusCallbacks",
+    "ThreadNamer",
+    "TwilioSender",
+    "WebhookVerifier",
+    "WhatsAppChannel",
+    "WhatsAppDelivery",
+    "WhatsAppOptions",
+    "WhatsAppSendError",
+    "WhatsAppSender",
+    "WhatsAppTexts",
+    "button_title",
+    "language_for",
+    "parse_decision",
+    "setup",
+    "split_message",
+    "texts_for",
+    "thread_per_sender",
+    "to_whatsapp",
+]

@@ -1,0 +1,126 @@
+"""Who writes on WhatsApp: the sender, the actor it resolves to, its thread and its language."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from gateway import Settings
+from tools import Actor
+
+__all__ = [
+    "SenderResolver",
+    "SettingsSenderResolver",
+    "ThreadNamer",
+    "WhatsAppSender",
+    "language_for",
+    "thread_per_sender",
+]
+
+_E164 = re.compile(r"^\+[1-9]\d{6,14}$")
+
+
+def normalize_number(value: str) -> str:
+    """``whatsapp:+1 555-123-4567`` or ``15551234567`` -> ``+15551234567`` (not validated)."""
+    digits = re.sub(r"[^\d]", "", value.removeprefix("whatsapp:"))
+    return f"+{digits}" if digits else ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WhatsAppSender:
+    """The person behind an inbound message, as Twilio describes them."""
+
+    address: str
+    """Twilio's ``From``: ``whatsapp:+E164``. Replies go to this address."""
+    e164: str
+    """The number, ``+15551234567``."""
+    profile_name: str | None = None
+    """Their WhatsApp profile name (``ProfileName``), when Twilio sends it."""
+
+    @classmethod
+    def from_webhook(cls, from_: str, wa_id: str | None = None, profile_name: str | None = None) -> WhatsAppSender:
+        """The sender of a webhook's ``From`` / ``WaId`` / ``ProfileName``.
+
+        Raises:
+            ValueError: Neither field holds a valid E.164 number.
+        """
+        e164 = normalize_number(wa_id) if wa_id else normalize_number(from_)
+        if not _E164.match(e164):
+            raise ValueError(f"not a WhatsApp sender: {from_!r}")
+        address = from_ if from_.startswith("whatsapp:") else f"whatsapp:{e164}"
+        return cls(address=address, e164=e164, profile_name=profile_name or None)
+
+
+@runtime_checkable
+class SenderResolver(Protocol):
+    """Maps a WhatsApp sender to the ``Actor`` their turns act for."""
+
+    async def resolve(self, sender: WhatsAppSender) -> Actor | None:
+        """The sender's actor; ``None`` refuses them (they get a polite refusal, no turn)."""
+        ...
+
+
+class SettingsSenderResolver:
+    """The default resolver: actor ``whatsapp:+E164`` with roles from a map.
+
+    Senders in ``roles`` get their roles; the others get ``default_roles`` when
+    ``allow_unknown``, and are refused otherwise.
+    """
+
+    def __init__(
+        self,
+        *,
+        roles: Mapping[str, Sequence[str]] | None = None,
+        default_roles: Sequence[str] = ("member",),
+        allow_unknown: bool = True,
+    ) -> None:
+        self.roles = {normalize_number(number): list(values) for number, values in (roles or {}).items()}
+        self.default_roles = list(default_roles)
+        self.allow_unknown = allow_unknown
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SettingsSenderResolver:
+        """``whatsapp_roles``, ``whatsapp_default_roles`` and ``whatsapp_allow_unknown``."""
+        return cls(
+            roles=settings.whatsapp_roles,
+            default_roles=settings.whatsapp_default_roles,
+            allow_unknown=settings.whatsapp_allow_unknown,
+        )
+
+    async def resolve(self, sender: WhatsAppSender) -> Actor | None:
+        """The sender's actor, or ``None`` for an unknown sender when those are refused."""
+        roles = self.roles.get(sender.e164)
+        if roles is None:
+            if not self.allow_unknown:
+                return None
+            roles = self.default_roles
+        return Actor(id=f"whatsapp:{sender.e164}", roles=roles)
+
+
+ThreadNamer = Callable[[Actor, WhatsAppSender], str]
+"""Names the thread of a sender's turns; it must match ``[A-Za-z0-9_.:-]{1,200}`` so the web can
+open it too."""
+
+
+def thread_per_sender(actor: Actor, sender: WhatsAppSender) -> str:
+    """One thread per sender: ``whatsapp-15551234567``."""
+    return f"whatsapp-{sender.e164.lstrip('+')}"
+
+
+_CALLING_CODES = {"55": "pt-BR"}
+"""Country calling codes whose people most likely read the built-in non-English tables.
+
+Twilio does not forward the WhatsApp app's language, so the number is the only hint."""
+
+
+def language_for(sender: WhatsAppSender, languages: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The sender's language: ``whatsapp_languages`` first, then their country code, else ``en``."""
+    for number, tags in (languages or {}).items():
+        if normalize_number(number) == sender.e164 and tags:
+            return tags[0]
+    for code, tag in _CALLING_CODES.items():
+        if sender.e164.startswith(f"+{code}"):
+            return tag
+    return "en"
