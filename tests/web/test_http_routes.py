@@ -104,7 +104,8 @@ async def test_anonymous_visitors_get_a_stable_signed_cookie(make_client: Any) -
     assert welcome["actor"]["id"].startswith("anon:")
     ws2 = await connect(client)
     assert (await ws2.hello())["actor"]["id"] == welcome["actor"]["id"]
-    client.session.cookie_jar.update_cookies({"agora_anon": "forged.value"})
+    client.session.cookie_jar.clear()
+    client.session.cookie_jar.update_cookies({"agora_anon": "forged.value"}, response_url=page.url)
     ws3 = await connect(client)
     assert (await ws3.hello())["actor"]["id"] != welcome["actor"]["id"]
     for socket in (ws, ws2, ws3):
