@@ -149,6 +149,9 @@ def create_app(
     from channels import web as web_channel
 
     web_channel.setup(app)
+    from channels import a2a
+
+    a2a.setup(app)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         await runtime.start()
