@@ -136,7 +136,8 @@ class A2AChannel:
                 return web.json_response(result, dumps=_json)
             first = await anext(result, None)
         except RefusedCall as exc:
-            return self._error(call, exc.error)
+            legacy = call.legacy if call is not None else False
+            return web.json_response(error_body(exc.request_id, exc.error, legacy=legacy), dumps=_json)
         except A2AError as exc:
             return self._error(call, exc)
         except GatewayError:

@@ -103,9 +103,11 @@ RpcResult = dict[str, Any] | AsyncGenerator[dict[str, Any], None]
 class RefusedCall(Exception):
     """A request refused before it reached a method: answer with ``error``."""
 
-    def __init__(self, error: A2AError | JSONRPCError) -> None:
+    def __init__(self, error: A2AError | JSONRPCError, request_id: str | int | None = None) -> None:
         super().__init__(str(error))
         self.error = error
+        self.request_id = request_id
+        """The request's ``id`` when it could be read (``None`` otherwise, as JSON-RPC says)."""
 
 
 def _is_version(actual: str, expected: str) -> bool:
@@ -133,16 +135,16 @@ def read_call(raw: bytes, version: str | None) -> JsonRpcCall:
     if isinstance(request_id, bool) or not isinstance(request_id, str | int | None):
         raise RefusedCall(RpcInvalidRequest(message="id must be a string, an integer or null"))
     if body.get("jsonrpc") != "2.0":
-        raise RefusedCall(RpcInvalidRequest(message="'jsonrpc' must be exactly '2.0'"))
+        raise RefusedCall(RpcInvalidRequest(message="'jsonrpc' must be exactly '2.0'"), request_id)
     method = body.get("method")
     if not isinstance(method, str) or not method:
-        raise RefusedCall(RpcInvalidRequest(message="method must be a non-empty string"))
+        raise RefusedCall(RpcInvalidRequest(message="method must be a non-empty string"), request_id)
     params = body.get("params", {})
     if not isinstance(params, dict):
-        raise RefusedCall(InvalidParamsError(message="params must be an object"))
+        raise RefusedCall(InvalidParamsError(message="params must be an object"), request_id)
     legacy = method in V03_METHODS
     if not legacy and method not in V10_METHODS:
-        raise RefusedCall(MethodNotFoundError(message=f"Method not found: {method[:80]}"))
+        raise RefusedCall(MethodNotFoundError(message=f"Method not found: {method[:80]}"), request_id)
     actual = version or PROTOCOL_VERSION_0_3
     expected = PROTOCOL_VERSION_0_3 if legacy else "1.0"
     if not _is_version(actual, expected):
@@ -150,7 +152,8 @@ def read_call(raw: bytes, version: str | None) -> JsonRpcCall:
             VersionNotSupportedError(
                 message=f"A2A version '{actual[:20]}' is not supported by method {method}."
                 f" Expected version '{expected}'."
-            )
+            ),
+            request_id,
         )
     return JsonRpcCall(id=request_id, method=method, params=params, body=body, legacy=legacy)
 
@@ -281,7 +284,7 @@ def _v03_request(call: JsonRpcCall) -> Any:
         detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:5])
         if all(e["loc"][:1] == ("params",) for e in errors):
             raise InvalidParamsError(message=f"Invalid params: {detail}") from None
-        raise RefusedCall(RpcInvalidRequest(message=f"Invalid request: {detail}")) from None
+        raise RefusedCall(RpcInvalidRequest(message=f"Invalid request: {detail}"), call.id) from None
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:
