@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from a2a.types import Message
 from a2a.utils.errors import InvalidParamsError
@@ -22,6 +23,17 @@ _YES = re.compile(r"^\s*(yes|y|yep|ok|okay|sure|approve|approved|confirm|confirm
 _NO = re.compile(r"^\s*(no|n|nope|reject|rejected|deny|denied|cancel|stop|don'?t|não|nao)\b", re.I)
 
 
+def _plain(value: Any) -> Any:
+    """JSON from a protobuf ``Value`` with whole numbers as ints (``Value`` keeps every number a double)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
 def turn_text(message: Message) -> str:
     """The text a message gives the agent: its text parts, data parts as JSON, files as links.
 
@@ -34,7 +46,7 @@ def turn_text(message: Message) -> str:
             case "text":
                 pieces.append(part.text)
             case "data":
-                pieces.append(json.dumps(to_json(part.data), ensure_ascii=False, separators=(",", ":")))
+                pieces.append(json.dumps(_plain(to_json(part.data)), ensure_ascii=False, separators=(",", ":")))
             case "url":
                 pieces.append(f"[{part.filename or 'file'}]({part.url})")
             case "raw":
