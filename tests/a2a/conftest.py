@@ -65,7 +65,7 @@ class Gateway:
             headers["Authorization"] = f"Bearer {token_for(actor)}"
         if version is not None:
             headers["A2A-Version"] = version
-        client = httpx.AsyncClient(headers=headers, timeout=WATCHDOG)
+        client = httpx.AsyncClient(headers=headers, timeout=3 * WATCHDOG)
         self.clients.append(client)
         return client
 
@@ -161,8 +161,8 @@ def send_request(text: str, *, modes: list[str] | None = None, **fields: Any) ->
     return SendMessageRequest(message=user_message(Part(text=text), **fields), configuration=configuration)
 
 
-async def collect(stream: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
-    async with asyncio.timeout(WATCHDOG):
+async def collect(stream: AsyncIterator[StreamResponse], timeout: float = WATCHDOG) -> list[StreamResponse]:
+    async with asyncio.timeout(timeout):
         return [event async for event in stream]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, A2AClientError
-from a2a.helpers import get_data_parts, get_message_text
+from a2a.helpers import get_data_parts, get_message_text, new_data_part
 from a2a.types import (
     CancelTaskRequest,
     GetExtendedAgentCardRequest,
@@ -24,8 +24,6 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import InvalidParamsError
-
-from channels.a2a import data_part
 
 from .conftest import ALICE, BOB, WATCHDOG, Gate, Gateway, collect, kinds, send_request, user_message
 
@@ -71,7 +69,7 @@ async def test_send_parks_for_approval_and_a_data_part_answer_completes_it(demo:
     assert [m.role for m in task.history] == [Role.ROLE_USER, Role.ROLE_AGENT]
 
     answer = SendMessageRequest(
-        message=user_message(data_part({"approved": True}), task_id=task.id, context_id=task.context_id)
+        message=user_message(new_data_part({"approved": True}), task_id=task.id, context_id=task.context_id)
     )
     [done] = await collect(client.send_message(answer))
     assert done.task.id == task.id and done.task.status.state == COMPLETED
@@ -239,7 +237,7 @@ async def test_components_come_with_an_image_when_the_caller_accepts_png(demo: G
     demo.channel.services.settings.public_base_url = demo.base_url
     client = await demo.sdk(streaming=False)
     request = send_request("weather in Lisbon", modes=["text/plain", "application/json", "image/png"])
-    [event] = await collect(client.send_message(request))
+    [event] = await collect(client.send_message(request), timeout=3 * WATCHDOG)  # the render workers start
     card = next(a for a in event.task.artifacts if a.name == "KpiCards")
     assert [p.WhichOneof("content") for p in card.parts] == ["data", "url"]
     image = card.parts[1]
