@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,7 +152,9 @@ class A2AChannel:
         body = error_body(call.id if call else None, error, legacy=call.legacy if call else False)
         return web.json_response(body, dumps=_json)
 
-    async def _frames(self, call: JsonRpcCall, first: dict[str, Any] | None, rest: Any) -> Any:
+    async def _frames(
+        self, call: JsonRpcCall, first: dict[str, Any] | None, rest: AsyncGenerator[dict[str, Any], None]
+    ) -> AsyncGenerator[bytes, None]:
         """SSE frames of a stream's responses; a failure mid-stream is a last ``event: error`` frame."""
         try:
             if first is not None:
@@ -163,6 +166,9 @@ class A2AChannel:
         except GatewayError as exc:
             logger.warning("A2A stream %s stopped: %s", call.method, exc)
             yield _error_frame(call, RpcInternalError(message=str(exc)))
+        except Exception:
+            logger.exception("A2A stream %s failed", call.method)
+            yield _error_frame(call, RpcInternalError())
         finally:
             await rest.aclose()
 
