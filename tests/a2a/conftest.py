@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import Client, ClientConfig, create_client
-from a2a.types import Message, Part, Role, SendMessageConfiguration, SendMessageRequest, StreamResponse
+from a2a.types import Message, Part, Role, SendMessageConfiguration, SendMessageRequest, StreamResponse, TaskState
 from aiohttp import web
 
 import gateway._http
@@ -36,7 +36,7 @@ def token_for(actor: Actor, ttl: float = 600) -> str:
 def settings(**overrides: Any) -> Settings:
     values: dict[str, Any] = {"secret": SECRET, "port": 0, "turn_burst": 100, "turn_rate_per_minute": 6000}
     values.update(overrides)
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **values)
 
 
 @dataclass(kw_only=True)
@@ -183,6 +183,4 @@ def kinds(events: list[StreamResponse]) -> list[str]:
 
 
 def _state(state: Any) -> str:
-    from a2a.types import TaskState
-
-    return TaskState.Name(state).removeprefix("TASK_STATE_")
+    return str(TaskState.Name(state)).removeprefix("TASK_STATE_")

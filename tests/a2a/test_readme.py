@@ -17,7 +17,7 @@ def a2a_example() -> str:
     section = README.read_text(encoding="utf-8").split("\n## A2A\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert len(blocks) == 1
-    return blocks[0]
+    return str(blocks[0])
 
 
 async def test_the_readme_client_example_refunds_with_an_approval(demo: Gateway) -> None:
