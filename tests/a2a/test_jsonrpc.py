@@ -73,8 +73,14 @@ async def test_v03_stream_has_kind_fields_lowercase_states_and_final(demo: Gatew
     assert results[2]["artifact"]["parts"][0]["kind"] == "data"
 
 
-async def test_v03_cancel_and_unknown_task(demo: Gateway) -> None:
-    sent = await demo.rpc("message/send", {"message": v03_message("refund order 1040")}, version=None)
+async def test_v03_cancel_resubscribe_and_unknown_task(demo: Gateway) -> None:
+    params = {"message": v03_message("refund order 1040"), "configuration": {"blocking": False}}
+    sent = await demo.rpc("message/send", params, version=None)
+    assert sent["result"]["kind"] == "task"
+    frames = await demo.sse("tasks/resubscribe", {"id": sent["result"]["id"]}, version=None)
+    # The task as it stands, then (if it was still working) its updates until it waits for input.
+    assert frames[0]["result"]["kind"] == "task"
+    assert frames[-1]["result"]["status"]["state"] == "input-required"
     cancelled = await demo.rpc("tasks/cancel", {"id": sent["result"]["id"]}, version=None)
     assert cancelled["result"]["status"]["state"] == "canceled"
     assert error_of(await demo.rpc("tasks/cancel", {"id": sent["result"]["id"]}, version=None))[0] == -32002
