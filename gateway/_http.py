@@ -78,7 +78,12 @@ async def _json_body(request: web.Request, model: type[BaseModel]) -> Any:
         raise web.HTTPRequestEntityTooLarge(max_size=_MAX_JSON_BODY, actual_size=request.content_length)
     if request.content_type != "application/json":
         raise _BadRequest("unsupported_media_type", "Send application/json", status=415)
-    raw = await request.content.read(_MAX_JSON_BODY + 1)
+    raw = bytearray()
+    while len(raw) <= _MAX_JSON_BODY:  # a chunked body arrives in pieces: read to its end
+        chunk = await request.content.read(_MAX_JSON_BODY + 1 - len(raw))
+        if not chunk:
+            break
+        raw.extend(chunk)
     if len(raw) > _MAX_JSON_BODY:
         raise web.HTTPRequestEntityTooLarge(max_size=_MAX_JSON_BODY, actual_size=len(raw))
     try:

@@ -146,9 +146,11 @@ def create_app(
     app[SERVICES] = services
     add_routes(app)
 
+    from channels import ag_ui
     from channels import web as web_channel
 
     web_channel.setup(app)
+    ag_ui.setup(app)
     from channels import a2a
 
     a2a.setup(app)

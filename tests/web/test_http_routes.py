@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -168,3 +170,17 @@ async def test_unknown_routes_and_methods_answer_json(make_client: Any, path: st
     assert (await client.get(path, headers=auth())).status == 405
     missing = await client.get("/agent/nothing-here")
     assert missing.status == 404 and (await missing.json())["code"] == "not_found"
+
+
+async def test_a_chunked_json_body_is_read_to_its_end(make_client: Any) -> None:
+    client = await make_client()
+    _, call_id = await park_refund(client)
+    payload = json.dumps({"tool_call_id": call_id, "reason": "x" * 400}).encode()
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for start in range(0, len(payload), 50):
+            yield payload[start : start + 50]
+
+    headers = {**auth(), "Content-Type": "application/json"}
+    response = await client.post("/agent/tool-call/reject", data=pieces(), headers=headers)
+    assert response.status == 200 and (await response.json())["status"] == "rejected"

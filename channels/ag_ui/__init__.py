@@ -1,0 +1,59 @@
+"""The AG-UI channel: ``POST /agent/ag-ui`` (``RunAgentInput`` in, SSE of ``ag_ui.core`` events out).
+
+See ``docs/ag-ui.md`` for the event mapping, the run and interrupt ids and the error behaviour.
+"""
+
+from ._handlers import AG_UI_OPTIONS, AgUiOptions, run_agent, setup, thread_events
+from ._input import (
+    AG_UI_DEFAULT_CAPABILITIES,
+    MAX_BODY,
+    AgUiRequest,
+    AgUiRequestError,
+    parse_run_input,
+    read_run_input,
+)
+from ._resume import APPROVAL_RESPONSE_SCHEMA, ApprovalAnswer, Decision, InterruptError, ResumePlan, plan_resume
+from ._runs import RUN_ID_TTL, RunIds
+from ._sse import KEEPALIVE_SECONDS, SseResponse, encode_frames, race
+from ._stream import AgUiStream
+from ._translate import (
+    CUSTOM_APPROVAL_REQUESTED,
+    CUSTOM_APPROVAL_SETTLED,
+    CUSTOM_UI,
+    AgUiTranslator,
+    RunNamer,
+    UiDeliverer,
+)
+
+__all__ = [
+    "AG_UI_DEFAULT_CAPABILITIES",
+    "AG_UI_OPTIONS",
+    "APPROVAL_RESPONSE_SCHEMA",
+    "CUSTOM_APPROVAL_REQUESTED",
+    "CUSTOM_APPROVAL_SETTLED",
+    "CUSTOM_UI",
+    "KEEPALIVE_SECONDS",
+    "MAX_BODY",
+    "RUN_ID_TTL",
+    "AgUiOptions",
+    "AgUiRequest",
+    "AgUiRequestError",
+    "AgUiStream",
+    "AgUiTranslator",
+    "ApprovalAnswer",
+    "Decision",
+    "InterruptError",
+    "ResumePlan",
+    "RunIds",
+    "RunNamer",
+    "SseResponse",
+    "UiDeliverer",
+    "encode_frames",
+    "parse_run_input",
+    "plan_resume",
+    "race",
+    "read_run_input",
+    "run_agent",
+    "setup",
+    "thread_events",
+]

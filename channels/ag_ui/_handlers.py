@@ -1,0 +1,109 @@
+"""The AG-UI routes: ``POST /agent/ag-ui`` and ``GET /agent/ag-ui/threads/{thread_id}/events``.
+
+Everything that can be refused without a side effect is refused before the stream starts, as an
+HTTP error ``{code, message}``: identity (401), the body (400, 413, 415), the thread (403), a
+turn the runtime will not start (404 unknown agent, 409 busy thread, 429 rate limit). What the
+protocol reports in-band (a missing or bad ``resume``) and anything after the first byte is a
+``RUN_ERROR`` that ends the stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from gateway import SERVICES, Turn
+
+from ._input import MAX_BODY, AgUiRequestError, parse_run_input, read_run_input
+from ._resume import InterruptError, plan_resume
+from ._runs import RunIds
+from ._sse import KEEPALIVE_SECONDS
+from ._stream import AgUiStream
+
+__all__ = ["AG_UI_OPTIONS", "AgUiOptions", "run_agent", "setup", "thread_events"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgUiOptions:
+    """How the AG-UI routes of one app behave."""
+
+    max_body: int = MAX_BODY
+    """Bytes in a request body (413 above)."""
+    keepalive: float = KEEPALIVE_SECONDS
+    """Seconds of silence before a keep-alive comment on a stream."""
+
+
+AG_UI_OPTIONS = web.AppKey("agora_ag_ui_options", AgUiOptions)
+"""Where an app keeps its ``AgUiOptions`` (replace them before the app starts to tune it)."""
+
+
+async def run_agent(request: web.Request) -> web.StreamResponse:
+    """``POST /agent/ag-ui``: a ``RunAgentInput`` in, a stream of AG-UI events out.
+
+    The last user message is the turn on ``threadId``; with ``resume`` the request decides the
+    thread's open interrupts instead and streams what follows.
+    """
+    services = request.app[SERVICES]
+    options = request.app[AG_UI_OPTIONS]
+    actor = await services.resolve_actor(request)
+    ask = parse_run_input(await read_run_input(request, max_body=options.max_body))
+    runtime = services.runtime
+    if await runtime.store.get_thread(ask.thread_id) is not None:
+        await runtime.check_thread_access(ask.thread_id, actor)
+    stream = AgUiStream(request, services, ask.thread_id, capabilities=ask.capabilities, keepalive=options.keepalive)
+    if ask.resume is not None:
+        try:
+            plan = await plan_resume(runtime, actor, ask.thread_id, ask.resume)
+            return await stream.resume(ask.run_id, actor, plan)
+        except InterruptError as exc:
+            return await stream.refuse(ask.run_id, exc)
+    if ask.text is None:
+        raise AgUiRequestError("no_user_message", "messages has no user message with text, and there is no resume")
+    pending = await runtime.pending_approvals(ask.thread_id)
+    if pending:
+        ids = ", ".join(a.tool_call_id for a in pending)
+        error = InterruptError("interrupt_pending", f"Answer the open interrupts first with resume[] ({ids})")
+        return await stream.refuse(ask.run_id, error)
+    turn = Turn(
+        thread_id=ask.thread_id,
+        actor=actor,
+        text=ask.text,
+        ui_capabilities=ask.capabilities,
+        page_context=ask.page_context,
+        channel="ag-ui",
+        agent=ask.agent,
+    )
+    after = await runtime.store.last_seq(ask.thread_id)
+    agora_run_id = await services.start_turn(turn)
+    await RunIds(runtime.store).remember_turn(ask.thread_id, agora_run_id, ask.run_id)
+    return await stream.turn(ask.run_id, agora_run_id, after)
+
+
+async def thread_events(request: web.Request) -> web.StreamResponse:
+    """``GET /agent/ag-ui/threads/{thread_id}/events?after=``: re-attach to a thread's runs.
+
+    Streams the thread's events after ``after`` (or the ``Last-Event-ID`` header, which wins)
+    as AG-UI runs, and ends when it has caught up with no run in progress.
+    """
+    services = request.app[SERVICES]
+    options = request.app[AG_UI_OPTIONS]
+    actor = await services.resolve_actor(request)
+    thread_id = request.match_info["thread_id"]
+    raw = request.headers.get("Last-Event-ID") or request.query.get("after") or "0"
+    try:
+        after = int(raw)
+    except ValueError:
+        raise AgUiRequestError("invalid_after", "after (or Last-Event-ID) must be an integer") from None
+    if after < 0:
+        raise AgUiRequestError("invalid_after", "after (or Last-Event-ID) must not be negative")
+    await services.runtime.check_thread_access(thread_id, actor)
+    stream = AgUiStream(request, services, thread_id, keepalive=options.keepalive)
+    return await stream.reattach(after)
+
+
+def setup(app: web.Application, *, options: AgUiOptions | None = None) -> None:
+    """Mount the AG-UI routes on a gateway app."""
+    app[AG_UI_OPTIONS] = options or AgUiOptions()
+    app.router.add_post("/agent/ag-ui", run_agent)
+    app.router.add_get("/agent/ag-ui/threads/{thread_id}/events", thread_events, allow_head=False)
