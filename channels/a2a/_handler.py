@@ -103,6 +103,15 @@ def _stored(message: Message, task_id: str, context_id: str) -> dict[str, Any]:
     return stored
 
 
+def _agent_of(params: SendMessageRequest) -> str | None:
+    """The agent a message asks for: ``metadata.agent`` (of the message or the request), else the default."""
+    for metadata in (params.message.metadata, params.metadata):
+        agent = to_json(metadata).get("agent") if metadata.fields else None
+        if isinstance(agent, str) and agent:
+            return agent
+    return None
+
+
 class GatewayRequestHandler(RequestHandler):
     """Answers A2A requests with the gateway's runtime; tasks live in the store.
 
@@ -206,8 +215,9 @@ class GatewayRequestHandler(RequestHandler):
             text=text,
             ui_capabilities=UiCapabilities(formats=[*formats, "text"]),
             channel="a2a",
+            agent=_agent_of(params),
         )
-        try:
+        try:  # any failure, cancellation included, frees the messageId for a retry
             with map_gateway_errors():
                 run_id = await self.services.start_turn(turn)
                 run = await self.services.runtime.get_run(run_id)
@@ -237,7 +247,7 @@ class GatewayRequestHandler(RequestHandler):
             if claimed != record.task_id:
                 raise InvalidParamsError(message="This messageId was already used for another task")
             return record
-        try:
+        try:  # any failure, cancellation included, frees the messageId for a retry
             after = await self._decide(record, message, actor)
         except BaseException:
             await self.book.release_message(actor.id, message.message_id)

@@ -279,3 +279,19 @@ async def test_streaming_methods_answer_with_sse(demo: Gateway, method: str) -> 
     frames = await demo.sse(method, params)
     assert frames[0]["result"]["task"]["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED")
     assert list(frames[-1]["result"]) in (["statusUpdate"], ["task"])
+
+
+async def test_message_metadata_picks_the_agent(make_gateway: Any) -> None:
+    from gateway import Agent, Runtime
+    from gateway.models import ScriptedModel, ScriptStep
+
+    agents = [
+        Agent(name="first", model=ScriptedModel([ScriptStep(text="First here.")])),
+        Agent(name="second", model=ScriptedModel([ScriptStep(text="Second here.")])),
+    ]
+    gw = await make_gateway(Runtime(agents=agents))
+    sent = await gw.rpc("SendMessage", {"message": v10_message("hi", metadata={"agent": "second"})})
+    status = sent["result"]["task"]["status"]
+    assert status["message"]["parts"] == [{"text": "Second here."}]
+    unknown = await gw.rpc("SendMessage", {"message": v10_message("hi", message_id="m-2"), "metadata": {"agent": "x"}})
+    assert error_of(unknown) == (-32602, "No agent named 'x'")
