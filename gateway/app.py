@@ -151,6 +151,9 @@ def create_app(
 
     web_channel.setup(app)
     ag_ui.setup(app)
+    from channels import a2a
+
+    a2a.setup(app)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         await runtime.start()

@@ -1,0 +1,203 @@
+"""``A2AChannel``: the agent card and ``POST /a2a`` on a gateway app."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.jsonrpc_models import InternalError as RpcInternalError
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.utils.constants import VERSION_HEADER
+from a2a.utils.errors import A2AError
+from aiohttp import web
+
+from gateway import (
+    SERVICES,
+    ActorResolver,
+    GatewayError,
+    GatewayServices,
+    InvalidTokenError,
+    UnauthenticatedError,
+    verify_actor_token,
+)
+from tools import Actor
+
+from ._book import DEFAULT_TASK_TTL, TaskBook
+from ._card import A2AOptions, build_agent_card, public_base_url
+from ._errors import error_body
+from ._handler import ActorUser, GatewayRequestHandler
+from ._jsonrpc import JsonRpcCall, JsonRpcDispatcher, RefusedCall, read_call
+from ._sse import stream_frames
+
+__all__ = ["A2A_CHANNEL", "A2AChannel", "setup"]
+
+logger = logging.getLogger("channels.a2a")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(kw_only=True, eq=False)
+class A2AChannel:
+    """The A2A channel of one gateway app: its options, task records, handler and dispatcher."""
+
+    services: GatewayServices
+    options: A2AOptions
+    book: TaskBook
+    handler: GatewayRequestHandler
+    dispatcher: JsonRpcDispatcher
+    resolver: ActorResolver | None = None
+    """Who the caller is; ``None`` reads a signed actor token from ``Authorization: Bearer``."""
+
+    @classmethod
+    def create(
+        cls,
+        services: GatewayServices,
+        options: A2AOptions | None = None,
+        *,
+        task_ttl: float = DEFAULT_TASK_TTL,
+        resolver: ActorResolver | None = None,
+    ) -> A2AChannel:
+        """Assemble the channel over a gateway's services."""
+        options = options or A2AOptions()
+        book = TaskBook(services.runtime.store, ttl=task_ttl)
+        handler = GatewayRequestHandler(services, book, options)
+        return cls(
+            services=services,
+            options=options,
+            book=book,
+            handler=handler,
+            dispatcher=JsonRpcDispatcher(handler),
+            resolver=resolver,
+        )
+
+    async def authenticate(self, request: web.Request) -> Actor:
+        """The caller's actor.
+
+        Raises:
+            UnauthenticatedError: No credential.
+            InvalidTokenError: A bad one.
+        """
+        if self.resolver is not None:
+            actor = await self.resolver.resolve(request)
+            if actor is None:
+                raise UnauthenticatedError("Authenticate to call this agent")
+            return actor
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise UnauthenticatedError("Send Authorization: Bearer <signed actor token>")
+        return verify_actor_token(token.strip(), self.services.secret)
+
+    # -- routes -------------------------------------------------------------------------------------
+
+    async def agent_card(self, request: web.Request) -> web.Response:
+        """``GET /.well-known/agent-card.json``: the public card, with a weak ``ETag``."""
+        card = await build_agent_card(self.services, public_base_url(request, self.services), self.options)
+        body = _json(agent_card_to_dict(card))
+        etag = f'W/"{hashlib.sha256(body.encode()).hexdigest()[:32]}"'
+        headers = {"ETag": etag, "Cache-Control": "public, max-age=60"}
+        if etag in request.headers.get("If-None-Match", ""):
+            return web.Response(status=304, headers=headers)
+        return web.Response(text=body, content_type="application/json", headers=headers)
+
+    async def rpc(self, request: web.Request) -> web.StreamResponse:
+        """``POST /a2a``: one JSON-RPC call; SSE for the streaming methods.
+
+        Unauthenticated callers get HTTP 401 before their body is read; a rate-limited one
+        HTTP 429 (the gateway's error middleware); every other failure is a JSON-RPC error.
+        """
+        try:
+            actor = await self.authenticate(request)
+        except (UnauthenticatedError, InvalidTokenError) as exc:
+            challenge = 'Bearer realm="a2a"' + (', error="invalid_token"' if isinstance(exc, InvalidTokenError) else "")
+            return web.json_response(
+                {"code": exc.code, "message": str(exc)}, status=401, headers={"WWW-Authenticate": challenge}
+            )
+        raw = await request.read()
+        call: JsonRpcCall | None = None
+        try:
+            call = read_call(raw, request.headers.get(VERSION_HEADER) or None)
+            context = ServerCallContext(
+                user=ActorUser(actor),
+                state={
+                    "headers": dict(request.headers),
+                    "method": call.method,
+                    "request_id": call.id,
+                    "base_url": public_base_url(request, self.services),
+                },
+            )
+            result = await self.dispatcher.dispatch(call, context)
+            if isinstance(result, dict):
+                return web.json_response(result, dumps=_json)
+            first = await anext(result, None)
+        except RefusedCall as exc:
+            legacy = call.legacy if call is not None else False
+            return web.json_response(error_body(exc.request_id, exc.error, legacy=legacy), dumps=_json)
+        except A2AError as exc:
+            return self._error(call, exc)
+        except GatewayError:
+            raise  # rate limits (429) and an unreachable store (503): the error middleware answers
+        except Exception:
+            logger.exception("A2A call %s failed", call.method if call else "?")
+            return self._error(call, RpcInternalError())
+        return await stream_frames(request, self._frames(call, first, result), heartbeat=self.options.heartbeat)
+
+    def _error(self, call: JsonRpcCall | None, error: Any) -> web.Response:
+        body = error_body(call.id if call else None, error, legacy=call.legacy if call else False)
+        return web.json_response(body, dumps=_json)
+
+    async def _frames(
+        self, call: JsonRpcCall, first: dict[str, Any] | None, rest: AsyncGenerator[dict[str, Any], None]
+    ) -> AsyncGenerator[bytes, None]:
+        """SSE frames of a stream's responses; a failure mid-stream is a last ``event: error`` frame."""
+        try:
+            if first is not None:
+                yield f"data: {_json(first)}\n\n".encode()
+            async for response in rest:
+                yield f"data: {_json(response)}\n\n".encode()
+        except A2AError as exc:
+            yield _error_frame(call, exc)
+        except GatewayError as exc:
+            logger.warning("A2A stream %s stopped: %s", call.method, exc)
+            yield _error_frame(call, RpcInternalError(message=str(exc)))
+        except Exception:
+            logger.exception("A2A stream %s failed", call.method)
+            yield _error_frame(call, RpcInternalError())
+        finally:
+            await rest.aclose()
+
+
+def _error_frame(call: JsonRpcCall, error: Any) -> bytes:
+    return f"event: error\ndata: {_json(error_body(call.id, error, legacy=call.legacy))}\n\n".encode()
+
+
+A2A_CHANNEL = web.AppKey("agora_a2a", A2AChannel)
+"""Where a gateway app keeps its ``A2AChannel``."""
+
+
+def setup(
+    app: web.Application,
+    options: A2AOptions | None = None,
+    *,
+    task_ttl: float = DEFAULT_TASK_TTL,
+    resolver: ActorResolver | None = None,
+) -> A2AChannel:
+    """Mount ``GET /.well-known/agent-card.json`` and ``POST /a2a`` (``options.path``) on a gateway app.
+
+    Args:
+        app: An app from ``gateway.create_app`` (its ``app[SERVICES]`` is used).
+        options: Card wording, media, stream heartbeat.
+        task_ttl: Seconds task records are kept after their last change.
+        resolver: Who callers are; by default a signed actor token in ``Authorization: Bearer``.
+    """
+    channel = A2AChannel.create(app[SERVICES], options, task_ttl=task_ttl, resolver=resolver)
+    app[A2A_CHANNEL] = channel
+    app.router.add_get("/.well-known/agent-card.json", channel.agent_card)
+    app.router.add_post(channel.options.path, channel.rpc)
+    return channel

@@ -1,0 +1,297 @@
+"""Raw JSON-RPC: the 0.3 method names and shapes, version selection, bad requests, auth, streams."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from channels.a2a import A2AOptions
+
+from .conftest import ALICE, BOB, SECRET, WATCHDOG, Gate, Gateway, token_for
+
+
+def v03_message(text: str | None = None, *, message_id: str = "m-1", **fields: Any) -> dict[str, Any]:
+    parts = fields.pop("parts", None) or [{"kind": "text", "text": text}]
+    return {"kind": "message", "messageId": message_id, "role": "user", "parts": parts, **fields}
+
+
+def v10_message(text: str, *, message_id: str = "m-1", **fields: Any) -> dict[str, Any]:
+    return {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}], **fields}
+
+
+def error_of(answer: dict[str, Any]) -> tuple[int, str]:
+    assert "result" not in answer, answer
+    return answer["error"]["code"], answer["error"]["message"]
+
+
+# -- protocol 0.3 ------------------------------------------------------------------------------------
+
+
+async def test_v03_send_get_and_answer_an_approval(demo: Gateway) -> None:
+    sent = await demo.rpc("message/send", {"message": v03_message("refund order 1042")}, version=None)
+    assert sent["jsonrpc"] == "2.0" and sent["id"] == "req-1"
+    task = sent["result"]
+    assert task["kind"] == "task" and task["status"]["state"] == "input-required"
+    prompt = task["status"]["message"]
+    assert prompt["kind"] == "message" and prompt["role"] == "agent"
+    assert [p["kind"] for p in prompt["parts"]] == ["text", "data"]
+    assert prompt["parts"][1]["data"]["confirmation"]["verb"] == "Refund"
+    assert task["history"][0]["parts"] == [{"kind": "text", "text": "refund order 1042"}]
+
+    got = await demo.rpc("tasks/get", {"id": task["id"]}, version=None)
+    assert got["result"]["id"] == task["id"] and got["result"]["status"]["state"] == "input-required"
+
+    answer = v03_message(
+        message_id="m-2",
+        taskId=task["id"],
+        contextId=task["contextId"],
+        parts=[{"kind": "data", "data": {"approved": True}}],
+    )
+    done = await demo.rpc("message/send", {"message": answer}, version=None)
+    assert done["result"]["status"]["state"] == "completed"
+    kinds = {a["name"]: [p["kind"] for p in a["parts"]] for a in done["result"]["artifacts"]}
+    assert kinds == {"KpiCards": ["data"], "text": ["text"]}
+
+
+async def test_v03_stream_has_kind_fields_lowercase_states_and_final(demo: Gateway) -> None:
+    frames = await demo.sse("message/stream", {"message": v03_message("weather in Lisbon")}, version=None)
+    assert {f["id"] for f in frames} == {"s-1"}
+    results = [f["result"] for f in frames]
+    assert [(r["kind"], r.get("status", {}).get("state"), r.get("final")) for r in results] == [
+        ("task", "working", None),
+        ("status-update", "working", False),
+        ("artifact-update", None, None),
+        ("status-update", "working", False),
+        ("artifact-update", None, None),
+        ("status-update", "completed", True),
+    ]
+    assert results[2]["artifact"]["parts"][0]["kind"] == "data"
+
+
+async def test_v03_cancel_resubscribe_and_unknown_task(demo: Gateway) -> None:
+    params = {"message": v03_message("refund order 1040"), "configuration": {"blocking": False}}
+    sent = await demo.rpc("message/send", params, version=None)
+    assert sent["result"]["kind"] == "task"
+    frames = await demo.sse("tasks/resubscribe", {"id": sent["result"]["id"]}, version=None)
+    # The task as it stands, then (if it was still working) its updates until it waits for input.
+    assert frames[0]["result"]["kind"] == "task"
+    assert frames[-1]["result"]["status"]["state"] == "input-required"
+    cancelled = await demo.rpc("tasks/cancel", {"id": sent["result"]["id"]}, version=None)
+    assert cancelled["result"]["status"]["state"] == "canceled"
+    assert error_of(await demo.rpc("tasks/cancel", {"id": sent["result"]["id"]}, version=None))[0] == -32002
+    code, message = error_of(await demo.rpc("tasks/get", {"id": "no-such-task"}, version=None))
+    assert (code, message) == (-32001, "Task no-such-task not found")
+    assert error_of(await demo.rpc("tasks/get", {"idd": 1}, version=None))[0] == -32602
+    assert error_of(await demo.rpc("message/send", {"message": {"role": "user"}}, version=None))[0] == -32602
+    assert error_of(await demo.rpc("tasks/pushNotificationConfig/get", {"id": "t"}, version=None))[0] == -32003
+
+
+# -- protocol 1.0 over raw JSON-RPC ---------------------------------------------------------------------
+
+
+async def test_v10_send_and_get_task_shapes(demo: Gateway) -> None:
+    sent = await demo.rpc("SendMessage", {"message": v10_message("weather in Lisbon")})
+    task = sent["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED" and "kind" not in task
+    got = await demo.rpc("GetTask", {"id": task["id"]})
+    assert got["result"]["id"] == task["id"] and got["result"]["artifacts"] == task["artifacts"]
+    listed = await demo.rpc("ListTasks", {})
+    assert [t["id"] for t in listed["result"]["tasks"]] == [task["id"]]
+    assert listed["result"]["nextPageToken"] == "" and listed["result"]["totalSize"] == 1
+
+
+async def test_version_header_selects_the_method_names(demo: Gateway) -> None:
+    code, message = error_of(await demo.rpc("SendMessage", {"message": v10_message("hi")}, version=None))
+    assert code == -32009 and "'0.3' is not supported" in message
+    assert error_of(await demo.rpc("message/send", {"message": v03_message("hi")}, version="1.0"))[0] == -32009
+    assert error_of(await demo.rpc("GetTask", {"id": "x"}, version="2.0"))[0] == -32009
+    assert error_of(await demo.rpc("GetTask", {"id": "x"}, version="1.0.0"))[0] == -32001
+    answer = await demo.rpc("GetTask", {"id": "x"}, version=None)
+    assert answer["error"]["data"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+
+
+async def test_bad_requests_get_json_rpc_errors(demo: Gateway) -> None:
+    http = demo.http()
+
+    async def post(body: Any) -> dict[str, Any]:
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        response = await http.post(demo.rpc_url, content=content, headers={"Content-Type": "application/json"})
+        assert response.status_code == 200
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    parse = await post(b"{not json")
+    assert parse["error"]["code"] == -32700 and parse["id"] is None
+    assert (await post([{"jsonrpc": "2.0", "id": 1, "method": "GetTask"}]))["error"]["code"] == -32600
+    assert (await post("a string"))["error"]["code"] == -32600
+    assert (await post({"id": 1, "method": "GetTask", "params": {"id": "x"}}))["error"]["code"] == -32600
+    assert (await post({"jsonrpc": "1.0", "id": 1, "method": "GetTask"}))["error"]["code"] == -32600
+    assert (await post({"jsonrpc": "2.0", "id": 1}))["error"]["code"] == -32600
+    assert (await post({"jsonrpc": "2.0", "id": True, "method": "GetTask"}))["error"]["code"] == -32600
+    unknown = await post({"jsonrpc": "2.0", "id": 7, "method": "tasks/explode"})
+    assert unknown["error"]["code"] == -32601 and unknown["id"] == 7
+    assert error_of(await demo.rpc("GetTask", [1, 2]))[0] == -32602
+    assert error_of(await demo.rpc("GetTask", {}))[0] == -32602
+    no_message = await demo.rpc("SendMessage", {"configuration": {}})
+    assert error_of(no_message)[0] == -32602
+    assert no_message["error"]["data"][1]["fieldViolations"][0]["field"] == "message"
+    assert error_of(await demo.rpc("SendMessage", {"message": "hello"}))[0] == -32602
+    assert error_of(await demo.rpc("SendMessage", {"message": v10_message(" ")}))[0] == -32602
+    bad_context = await demo.rpc("SendMessage", {"message": v10_message("hi", contextId="no spaces please")})
+    assert error_of(bad_context)[0] == -32602
+    assert error_of(await demo.rpc("ListTasks", {"pageSize": 0}))[0] == -32602
+    assert error_of(await demo.rpc("ListTasks", {"pageToken": "%%%"}))[0] == -32602
+    not_found = await demo.rpc("GetTask", {"id": "no-such-task"})
+    assert error_of(not_found)[0] == -32001 and not_found["error"]["data"][0]["reason"] == "TASK_NOT_FOUND"
+    assert error_of(await demo.rpc("CancelTask", {"id": "no-such-task"}))[0] == -32001
+    answer_unknown = await demo.rpc("SendMessage", {"message": v10_message("yes", taskId="no-such-task")})
+    assert error_of(answer_unknown)[0] == -32001
+    assert error_of(await demo.rpc("GetTaskPushNotificationConfig", {"taskId": "t", "id": "c"}))[0] == -32003
+    # A stream refused up front is a plain JSON answer, not an event stream.
+    response = await http.post(
+        demo.rpc_url, json={"jsonrpc": "2.0", "id": 9, "method": "SubscribeToTask", "params": {"id": "nope"}}
+    )
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json()["error"]["code"] == -32001
+
+
+async def test_callers_need_a_valid_bearer_token(demo: Gateway) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+    missing = await demo.http(None).post(demo.rpc_url, json=body)
+    assert missing.status_code == 401 and missing.json()["code"] == "unauthenticated"
+    assert missing.headers["WWW-Authenticate"] == 'Bearer realm="a2a"'
+    forged = await demo.http(None, Authorization="Bearer " + token_for(ALICE)[:-4] + "AAAA").post(
+        demo.rpc_url, json=body
+    )
+    assert forged.status_code == 401 and forged.json()["code"] == "invalid_token"
+    assert 'error="invalid_token"' in forged.headers["WWW-Authenticate"]
+    basic = await demo.http(None, Authorization="Basic YWxpY2U6eA==").post(demo.rpc_url, content=b"not even json")
+    assert basic.status_code == 401
+
+    async with httpx.AsyncClient(timeout=WATCHDOG) as anonymous:
+        card = await anonymous.get(f"{demo.base_url}/.well-known/agent-card.json")
+        assert card.status_code == 200 and card.json()["url"] == demo.rpc_url
+        cached = await anonymous.get(
+            f"{demo.base_url}/.well-known/agent-card.json", headers={"If-None-Match": card.headers["ETag"]}
+        )
+        assert cached.status_code == 304
+
+
+async def test_the_card_lists_only_open_tools_publicly_and_the_callers_tools_when_extended(
+    make_gateway: Any,
+) -> None:
+    from gateway import Runtime
+    from gateway.models import ScriptedModel
+    from tools import EmptyInput, ToolContext, define_tool
+
+    @define_tool(name="open_tool", description="Anybody.", input=EmptyInput)
+    async def open_tool(input: EmptyInput, ctx: ToolContext) -> dict[str, Any]:
+        return {}
+
+    @define_tool(name="staff_tool", description="Staff only.", input=EmptyInput, roles=["staff"])
+    async def staff_tool(input: EmptyInput, ctx: ToolContext) -> dict[str, Any]:
+        return {}
+
+    gw = await make_gateway(Runtime(tools=[open_tool, staff_tool], model=ScriptedModel([])))
+    card = (await gw.http(None).get(f"{gw.base_url}/.well-known/agent-card.json")).json()
+    assert [s["id"] for s in card["skills"]] == ["open_tool"]
+    from tools import Actor
+
+    staff = Actor(id="sam", roles=["staff"])
+    extended = await gw.rpc("GetExtendedAgentCard", {}, actor=staff)
+    assert [s["id"] for s in extended["result"]["skills"]] == ["open_tool", "staff_tool"]
+    member = await gw.rpc("GetExtendedAgentCard", {}, actor=BOB)
+    assert [s["id"] for s in member["result"]["skills"]] == ["open_tool"]
+
+
+async def test_rate_limited_callers_get_429(make_gateway: Any) -> None:
+    gw = await make_gateway(turn_burst=1, turn_rate_per_minute=1)
+    first = await gw.rpc("SendMessage", {"message": v10_message("weather in Lisbon", message_id="r-1")})
+    assert first["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "SendMessage",
+        "params": {"message": v10_message("hi", message_id="r-2")},
+    }
+    limited = await gw.http().post(gw.rpc_url, json=body)
+    assert limited.status_code == 429 and int(limited.headers["Retry-After"]) >= 1
+    # The refused message took no effect: its id is free for a retry.
+    assert await gw.channel.book.claim_message(ALICE.id, "r-2", "probe") is None
+
+
+# -- streams and their callers ----------------------------------------------------------------------
+
+
+async def test_a_caller_leaving_its_stream_does_not_cancel_the_run(make_gateway: Any, gate: Gate) -> None:
+    gw = await make_gateway(gate.runtime())
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": v10_message("go")}}
+    async with asyncio.timeout(WATCHDOG):
+        async with gw.http().stream("POST", gw.rpc_url, json=body) as response:
+            lines = response.aiter_lines()
+            first = await anext(lines)
+            await gate.entered.wait()
+        # The response is closed: the caller left mid-run.
+        task_id = json.loads(first.removeprefix("data: "))["result"]["task"]["id"]
+        record = await gw.channel.book.get(task_id)
+        assert record is not None
+        gate.released.set()
+        assert await gw.runtime.wait(record.run_id) == "completed"
+    got = await gw.rpc("GetTask", {"id": task_id})
+    assert got["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_quiet_stream_gets_keep_alive_comments(make_gateway: Any, gate: Gate) -> None:
+    gw = await make_gateway(gate.runtime())
+    gw.channel.options = dataclasses.replace(A2AOptions(), heartbeat=0.01)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": v10_message("go")}}
+    seen: list[str] = []
+    async with asyncio.timeout(WATCHDOG), gw.http().stream("POST", gw.rpc_url, json=body) as response:
+        async for line in response.aiter_lines():
+            seen.append(line)
+            if line.startswith(":") and not gate.released.is_set():
+                gate.released.set()
+    data = [json.loads(line[6:])["result"] for line in seen if line.startswith("data: ")]
+    assert ": keep-alive" in seen
+    assert data[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_the_token_secret_is_the_gateways(demo: Gateway) -> None:
+    from gateway import sign_actor_token
+
+    other = sign_actor_token(ALICE, SECRET + "-other", 60)
+    response = await demo.http(None, Authorization=f"Bearer {other}").post(demo.rpc_url, json={})
+    assert response.status_code == 401
+
+
+@pytest.mark.parametrize("method", ["SendStreamingMessage", "SubscribeToTask"])
+async def test_streaming_methods_answer_with_sse(demo: Gateway, method: str) -> None:
+    if method == "SendStreamingMessage":
+        params: dict[str, Any] = {"message": v10_message("weather in Lisbon")}
+    else:
+        sent = await demo.rpc("SendMessage", {"message": v10_message("refund order 1042")})
+        params = {"id": sent["result"]["task"]["id"]}
+    frames = await demo.sse(method, params)
+    assert frames[0]["result"]["task"]["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED")
+    assert list(frames[-1]["result"]) in (["statusUpdate"], ["task"])
+
+
+async def test_message_metadata_picks_the_agent(make_gateway: Any) -> None:
+    from gateway import Agent, Runtime
+    from gateway.models import ScriptedModel, ScriptStep
+
+    agents = [
+        Agent(name="first", model=ScriptedModel([ScriptStep(text="First here.")])),
+        Agent(name="second", model=ScriptedModel([ScriptStep(text="Second here.")])),
+    ]
+    gw = await make_gateway(Runtime(agents=agents))
+    sent = await gw.rpc("SendMessage", {"message": v10_message("hi", metadata={"agent": "second"})})
+    status = sent["result"]["task"]["status"]
+    assert status["message"]["parts"] == [{"text": "Second here."}]
+    unknown = await gw.rpc("SendMessage", {"message": v10_message("hi", message_id="m-2"), "metadata": {"agent": "x"}})
+    assert error_of(unknown) == (-32602, "No agent named 'x'")
