@@ -13,19 +13,17 @@ import contextlib
 import json
 import logging
 import os
-import threading
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
-from pydantic_core import to_jsonable_python
 
 from tools import (
     PreflightCompleted,
     PreflightDenied,
+    PreflightPhase,
     PreflightReady,
     Tool,
     ToolContext,
@@ -41,7 +39,9 @@ from tools import (
     resolve_confirmation,
 )
 
+from ._collector import UiCollector
 from ._errors import GatewayError, ModelError, StoreUnavailableError
+from ._transcript import error_value, jsonable, transcript_of
 from .events import (
     ApprovalRequestedEvent,
     ApprovalSettledEvent,
@@ -65,7 +65,6 @@ from .models import (
     Model,
     ModelRequest,
     TextChunk,
-    ToolCall,
     ToolCallRequest,
     ToolMessage,
     UserMessage,
@@ -84,7 +83,7 @@ if TYPE_CHECKING:
     from ._agents import Agent
     from ._runtime import Runtime
 
-__all__ = ["RunDriver", "transcript_of"]
+__all__ = ["RunDriver"]
 
 logger = logging.getLogger("gateway.run")
 
@@ -94,60 +93,10 @@ Preflight = PreflightReady | PreflightDenied | PreflightCompleted
 
 DELTA_FLUSH_SECONDS = 0.025
 """Text pieces arriving within this window are written together (fewer writes, same stream)."""
-_MAX_ERROR_TEXT = 500
 
 
 class _UserCancelled(Exception):
     """A person asked to stop the run while a model call or a tool was in flight."""
-
-
-UI_FLUSH_SECONDS = 0.05
-"""Components a tool pushes are written live after this delay, or with the call's outcome if the
-tool finishes first (one write instead of two)."""
-
-
-@dataclass(kw_only=True)
-class _UiCollector:
-    """Turns a tool's ``emit_ui`` pushes into ``ui`` events, written live while the tool runs."""
-
-    driver: RunDriver
-    call_id: str
-    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
-    thread: int = field(default_factory=threading.get_ident)
-    pending: list[UiEvent] = field(default_factory=list)
-    timer: asyncio.TimerHandle | None = None
-    flusher: asyncio.Task[None] | None = None
-
-    def push(self, item: UiComponent) -> None:
-        if threading.get_ident() != self.thread:
-            # A sync tool runs in a worker thread: hand the push to the event loop's thread.
-            self.loop.call_soon_threadsafe(self._push, item)
-        else:
-            self._push(item)
-
-    def _push(self, item: UiComponent) -> None:
-        self.pending.append(self.driver.ui_event(item, self.call_id))
-        if self.timer is None and (self.flusher is None or self.flusher.done()):
-            self.timer = self.loop.call_later(UI_FLUSH_SECONDS, self._start_flush)
-
-    def _start_flush(self) -> None:
-        self.timer = None
-        self.flusher = asyncio.ensure_future(self._flush())
-
-    async def _flush(self) -> None:
-        events, self.pending = self.pending, []
-        if events:
-            await self.driver.write(Batch(events=list[RunEvent](events)))
-
-    async def drain(self) -> list[UiEvent]:
-        """Stop live flushing; return what is still unwritten (for the call's last write)."""
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        if self.flusher is not None:
-            await self.flusher
-        events, self.pending = self.pending, []
-        return events
 
 
 def _plain_defaults(cls: type[BaseModel]) -> dict[str, Any]:
@@ -174,41 +123,6 @@ _EVENT_DEFAULTS: dict[type[Any], dict[str, Any]] = {
         UiEvent,
     )
 }
-
-
-def _jsonable(value: Any) -> Any:
-    return to_jsonable_python(value, fallback=str)
-
-
-def _error(code: str, message: str) -> dict[str, str]:
-    return {"code": code, "message": message[:_MAX_ERROR_TEXT]}
-
-
-def transcript_of(
-    steps: list[ModelStepEntry], settled: dict[str, ToolSettledEntry]
-) -> list[AssistantMessage | ToolMessage]:
-    """History messages for a run's journal: each step's answer, then its calls' results.
-
-    A call that never settled (the run ended first) reads as not run, so the history stays valid
-    for models that require a result for every call.
-    """
-    messages: list[AssistantMessage | ToolMessage] = []
-    for entry in sorted(steps, key=lambda e: e.step):
-        messages.append(
-            AssistantMessage(
-                content=entry.text,
-                tool_calls=[ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in entry.calls],
-            )
-        )
-        for call in entry.calls:
-            outcome = settled.get(call.id)
-            content = (
-                outcome.model_content()
-                if outcome is not None
-                else {"error": _error("not_run", "The run ended before this call ran.")}
-            )
-            messages.append(ToolMessage(tool_call_id=call.id, name=call.name, content=json.dumps(_jsonable(content))))
-    return messages
 
 
 class RunDriver:
@@ -315,20 +229,13 @@ class RunDriver:
         """Run (or resume) the run until it ends or parks; return how it stopped."""
         self._task = asyncio.current_task()
         if resume:
-            for entry in await self.store.read_journal(self.run.thread_id, self.run.run_id):
-                match entry:
-                    case ModelStepEntry():
-                        self._steps[entry.step] = entry
-                    case ToolSettledEntry():
-                        self._settled[entry.tool_call_id] = entry
-                    case PreflightEntry():
-                        self._preflights[(entry.tool_call_id, entry.phase)] = entry
+            await self._load_journal()
         try:
             return await self._loop()
         except _UserCancelled:
             batch = Batch()
             for call in list(self._running.values()):
-                self._settle(batch, call, "failed", error=_error("cancelled", "The run was stopped."))
+                self._settle(batch, call, "failed", error=error_value("cancelled", "The run was stopped."))
                 self.rt.observe_tool(self.run, call.name, "cancelled", 0.0)
             return await self.finish("cancelled", prefix=batch)
         except ModelError as exc:
@@ -563,7 +470,7 @@ class RunDriver:
             try:
                 tool, validated = await self._admit(call, ctx)
             except ToolError as exc:
-                self._settle(prefix, call, "failed", error=_error(exc.code, str(exc)))
+                self._settle(prefix, call, "failed", error=error_value(exc.code, str(exc)))
                 self.rt.observe_tool(self.run, call.name, "failed", 0.0)
                 continue
             prefix.events.append(self._started_event(call, tool, validated))
@@ -591,7 +498,7 @@ class RunDriver:
         A Stop interrupts the call (the driver settles it as cancelled); ``guarded=False`` is for
         calls in a task group, whose whole group is guarded instead.
         """
-        collector = _UiCollector(driver=self, call_id=call.id)
+        collector = UiCollector(make_event=self.ui_event, write=self.write, call_id=call.id)
         ctx.ui_sink = collector.push
         started = time.perf_counter()
         batch = Batch()
@@ -605,10 +512,10 @@ class RunDriver:
                 await asyncio.shield(self.write(batch))
             raise
         except (ToolError, ToolFailed) as exc:
-            self._settle(batch, call, "failed", error=_error(getattr(exc, "code", "failed"), str(exc)))
+            self._settle(batch, call, "failed", error=error_value(getattr(exc, "code", "failed"), str(exc)))
         except Exception as exc:
             logger.warning("tool %s failed in run %s", tool.name, self.run.run_id, exc_info=True)
-            self._settle(batch, call, "failed", error=_error("tool_error", f"{type(exc).__name__}: {exc}"))
+            self._settle(batch, call, "failed", error=error_value("tool_error", f"{type(exc).__name__}: {exc}"))
         else:
             await self._complete(batch, call, tool, validated, ctx, output)
         batch.events[:0] = await collector.drain()
@@ -620,7 +527,7 @@ class RunDriver:
         self, batch: Batch, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext, output: Any
     ) -> None:
         """Settle a call as completed: its presentation, narration and result view."""
-        output = _jsonable(output)
+        output = jsonable(output)
         try:
             for index, item in enumerate(await self.rt.registry.present(tool, output, ctx)):
                 if item.id is None:
@@ -648,53 +555,72 @@ class RunDriver:
     # -- actions ------------------------------------------------------------------------------------
 
     async def _preflight(
-        self, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext, phase: str, batch: Batch
+        self, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext, phase: PreflightPhase, batch: Batch
     ) -> Preflight:
         """Run (or replay from the journal) an action's preflight for ``phase``."""
         known = self._preflights.get((call.id, phase))
         if known is not None:
             return as_preflight_result(known.result)
-        result = await self._guarded(self.rt.registry.preflight(tool, validated, ctx, phase))  # type: ignore[arg-type]
-        entry = PreflightEntry(tool_call_id=call.id, phase=phase, result=_jsonable(result.model_dump()))
+        result = await self._guarded(self.rt.registry.preflight(tool, validated, ctx, phase))
+        entry = PreflightEntry(tool_call_id=call.id, phase=phase, result=jsonable(result.model_dump()))
         self._preflights[(call.id, phase)] = entry
         batch.journal.append(entry)
         return result
 
-    async def _run_action(self, call: PlannedCall) -> bool:
-        """One action call: prepare, ask, and (once approved) execute. True when parked."""
-        ctx = self._ctx(call)
-        batch = Batch()
+    async def _prepared(
+        self, call: PlannedCall, ctx: ToolContext, phase: PreflightPhase, batch: Batch
+    ) -> tuple[Tool, BaseModel, PreflightReady] | None:
+        """Gates, validation and the preflight of ``phase`` for an action call.
+
+        Returns the tool, its input and the ready verdict; ``None`` when the call was settled
+        here instead (refused by a gate or the preflight, or completed by it) and written.
+        """
         try:
             tool, validated = await self._admit(call, ctx)
-            verdict = await self._preflight(call, tool, validated, ctx, "prepare", batch)
+            verdict = await self._preflight(call, tool, validated, ctx, phase, batch)
         except ToolError as exc:
-            self._settle(batch, call, "failed", error=_error(exc.code, str(exc)))
-            await self.write(batch)
-            return False
+            self._settle(batch, call, "failed", error=error_value(exc.code, str(exc)))
         except (_UserCancelled, asyncio.CancelledError):
             raise
         except Exception as exc:
-            logger.warning("preflight of %s failed", call.name, exc_info=True)
-            self._settle(batch, call, "failed", error=_error("preflight_error", f"{type(exc).__name__}: {exc}"))
-            await self.write(batch)
+            logger.warning("preflight (%s) of %s failed", phase, call.name, exc_info=True)
+            self._settle(batch, call, "failed", error=error_value("preflight_error", f"{type(exc).__name__}: {exc}"))
+        else:
+            if isinstance(verdict, PreflightReady):
+                return tool, validated, verdict
+            if isinstance(verdict, PreflightDenied):
+                self._settle(batch, call, "denied", reason=verdict.reason)
+            else:
+                await self._complete(batch, call, tool, validated, ctx, verdict.output)
+        await self.write(batch)
+        return None
+
+    async def _run_action(self, call: PlannedCall) -> bool:
+        """One action call: prepare, ask, and (once approved) execute. True when parked.
+
+        After the approval the gates, validation and the ``execute``-phase preflight run afresh:
+        a tool switched off, or a state that changed, while the person decided stops it here.
+        """
+        ctx = self._ctx(call)
+        batch = Batch()
+        prepared = await self._prepared(call, ctx, "prepare", batch)
+        if prepared is None:
             return False
-        if isinstance(verdict, PreflightDenied):
-            self._settle(batch, call, "denied", reason=verdict.reason)
-            await self.write(batch)
-            return False
-        if isinstance(verdict, PreflightCompleted):
-            await self._complete(batch, call, tool, validated, ctx, verdict.output)
-            await self.write(batch)
-            return False
-        decision = await self._decision(call, tool, validated, verdict, batch)
+        decision = await self._decision(call, *prepared, batch)
         if decision == "park":
             return True
         if decision != "approved":
-            reason = decision
-            self._settle(batch, call, "denied", reason=reason)
+            self._settle(batch, call, "denied", reason=decision)
             await self.write(batch)
             return False
-        return await self._run_approved(call, ctx, batch)
+        approved = await self._prepared(call, ctx, "execute", batch)
+        if approved is None:
+            return False
+        tool, validated, _ = approved
+        batch.events.append(self._started_event(call, tool, validated))
+        await self.write(batch)
+        await self._execute(call, tool, validated, ctx)
+        return False
 
     async def _decision(
         self, call: PlannedCall, tool: Tool, validated: BaseModel, verdict: PreflightReady, batch: Batch
@@ -748,44 +674,20 @@ class RunDriver:
         )
         return approval
 
-    async def _run_approved(self, call: PlannedCall, ctx: ToolContext, batch: Batch) -> bool:
-        """After approval: fresh gates and validation, the execute-phase preflight, then execute."""
-        try:
-            tool, validated = await self._admit(call, ctx)
-            verdict = await self._preflight(call, tool, validated, ctx, "execute", batch)
-        except ToolError as exc:
-            self._settle(batch, call, "failed", error=_error(exc.code, str(exc)))
-            await self.write(batch)
-            return False
-        except (_UserCancelled, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            self._settle(batch, call, "failed", error=_error("preflight_error", f"{type(exc).__name__}: {exc}"))
-            await self.write(batch)
-            return False
-        if isinstance(verdict, PreflightDenied):
-            self._settle(batch, call, "denied", reason=verdict.reason)
-            await self.write(batch)
-            return False
-        if isinstance(verdict, PreflightCompleted):
-            await self._complete(batch, call, tool, validated, ctx, verdict.output)
-            await self.write(batch)
-            return False
-        batch.events.append(self._started_event(call, tool, validated))
-        await self.write(batch)
-        await self._execute(call, tool, validated, ctx)
-        return False
-
-    async def supersede(self, reason: str) -> RunStatus:
-        """End a parked run because the person moved on (a new turn or a Stop)."""
+    async def _load_journal(self) -> None:
+        """Replay the run's journal: its steps, settled calls and preflight answers."""
         for entry in await self.store.read_journal(self.run.thread_id, self.run.run_id):
             match entry:
                 case ModelStepEntry():
                     self._steps[entry.step] = entry
                 case ToolSettledEntry():
                     self._settled[entry.tool_call_id] = entry
-                case _:
-                    pass
+                case PreflightEntry():
+                    self._preflights[(entry.tool_call_id, entry.phase)] = entry
+
+    async def supersede(self, reason: str) -> RunStatus:
+        """End a parked run because the person moved on (a new turn or a Stop)."""
+        await self._load_journal()
         batch = Batch()
         for entry in self._steps.values():
             for call in entry.calls:

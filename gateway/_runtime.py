@@ -378,21 +378,7 @@ class Runtime:
         )
         if settled is None:
             raise ApprovalSettledError("The approval was already decided")
-        await self.write(
-            approval.thread_id,
-            Batch(
-                events=[
-                    ApprovalSettledEvent(
-                        thread_id=approval.thread_id,
-                        run_id=approval.run_id,
-                        tool_call_id=tool_call_id,
-                        status=settled.status,
-                        decided_by=actor.id,
-                        via=via,
-                    )
-                ]
-            ),
-        )
+        await self._announce(settled)
         await self._resume(approval.run_id, expect=frozenset({"awaiting-approval"}))
         return settled
 
@@ -406,21 +392,20 @@ class Runtime:
         )
         if settled is None:
             return
-        await self.write(
-            approval.thread_id,
-            Batch(
-                events=[
-                    ApprovalSettledEvent(
-                        thread_id=approval.thread_id,
-                        run_id=approval.run_id,
-                        tool_call_id=approval.tool_call_id,
-                        status="expired",
-                        via="expiry",
-                    )
-                ]
-            ),
-        )
+        await self._announce(settled)
         await self._resume(approval.run_id, expect=frozenset({"awaiting-approval"}))
+
+    async def _announce(self, settled: ApprovalRecord) -> None:
+        """Write the ``approval-settled`` event of a decision (or an expiry) to its thread."""
+        event = ApprovalSettledEvent(
+            thread_id=settled.thread_id,
+            run_id=settled.run_id,
+            tool_call_id=settled.tool_call_id,
+            status=settled.status,
+            decided_by=settled.decided_by,
+            via=settled.via,
+        )
+        await self.write(settled.thread_id, Batch(events=[event]))
 
     async def _resume(self, run_id: str, *, expect: frozenset[str]) -> bool:
         run = await self.store.claim_run(run_id, owner=self.instance_id, ttl=self.lease_ttl, expect=expect)
@@ -447,20 +432,7 @@ class Runtime:
                 approval.tool_call_id, status="rejected", decided_by=None, via=via, reason=reason
             )
             if settled is not None:
-                await self.write(
-                    approval.thread_id,
-                    Batch(
-                        events=[
-                            ApprovalSettledEvent(
-                                thread_id=approval.thread_id,
-                                run_id=run_id,
-                                tool_call_id=approval.tool_call_id,
-                                status="rejected",
-                                via=via,
-                            )
-                        ]
-                    ),
-                )
+                await self._announce(settled)
         run = await self.store.claim_run(
             run_id, owner=self.instance_id, ttl=self.lease_ttl, expect=frozenset({"awaiting-approval"})
         )
