@@ -1,0 +1,613 @@
+"""``RedisStore``: the store that many gateway processes share, on one Redis.
+
+Key layout (``P`` is the prefix, ``agora`` by default). The keys of one thread share the hash tag
+``{thread_id}``, so a Redis Cluster keeps a thread on one node and every script touches one slot::
+
+    P:{t}:thread            hash: record (JSON), owner, seq (last event), running (run id),
+                            approvals (insertion counter)
+    P:{t}:events            stream: one entry per event, id ``<seq>-0``, field ``e`` = event JSON
+    P:{t}:live              pub/sub channel: each write publishes its events as a JSON array
+    P:{t}:messages          list of history messages (JSON)
+    P:{t}:runs              hash: run id -> run record (JSON, with a ``status``/``updated_at`` head)
+    P:{t}:run-order         list of run ids, oldest first
+    P:{t}:journal:<run>     list of journal entries (JSON)
+    P:{t}:lease:<run>       string: the lease owner, expiring (PX) with the lease
+    P:{t}:approvals         hash: tool call id -> approval (JSON, with a settle-fields head)
+    P:{t}:pending           sorted set: pending approvals' tool call ids, oldest first
+    P:{t}:remembered        set: tools approved without asking in this thread
+
+Global keys (one per id, so they shard too), written in the same round trip as the script:
+
+    P:run:<run id>          string: thread id (run ids are global)
+    P:approval:<id>         string: thread id (tool call ids are global)
+    P:leases                sorted set: [thread, run] -> when to check the lease (ms)
+    P:approval-expiry       sorted set: [thread, tool call id] -> expiry (s)
+    P:confirm:<hash>        claimed confirm token (expires with the token)
+    P:channel:<key>         channel state (JSON)
+
+The two sorted sets are indexes, not truth: the thread's keys are. A reader checks candidates
+against the thread's keys and corrects the index only where nobody changed it since it looked
+(``RECONCILE``), so an index that lags (a renewal, a crash between two commands) costs a check,
+never a lost run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, cast
+
+from pydantic import TypeAdapter
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+
+from .._errors import StoreUnavailableError, ThreadBusyError, ThreadForbiddenError
+from ..events import RunEvent, now_iso
+from ..models import MESSAGE_ADAPTER, AssistantMessage, ToolMessage, UserMessage
+from ._records import (
+    ApprovalRecord,
+    ApprovalState,
+    Batch,
+    JournalEntry,
+    ModelStepEntry,
+    PreflightEntry,
+    RunRecord,
+    ThreadRecord,
+    ToolSettledEntry,
+)
+from ._redis_client import connect, describe, map_errors, redact
+from ._redis_hub import PubSubHub
+from ._redis_scripts import APPLY, APPROVALS, CLAIM, LEASE_STATE, RECONCILE, RENEW, SETTLE, run_scripts
+from ._tail import Subscriber, follow
+
+__all__ = ["RedisStore"]
+
+Entry = ModelStepEntry | ToolSettledEntry | PreflightEntry
+Message = UserMessage | AssistantMessage | ToolMessage
+
+_EVENTS: TypeAdapter[list[RunEvent]] = TypeAdapter(list[RunEvent])
+_JOURNAL: TypeAdapter[list[JournalEntry]] = TypeAdapter(list[JournalEntry])
+_NO_SEQ = {"seq"}
+_RUN_HEAD = frozenset({"status", "updated_at"})
+_RUN_HEAD_FIRST = frozenset({"status", "updated_at", "first_seq"})
+_SETTLE_FIELDS = ("status", "decided_by", "via", "reason", "decided_at", "remember")
+
+
+def _approval_head(**fields: Any) -> str:
+    return json.dumps({name: fields[name] for name in _SETTLE_FIELDS}, separators=(",", ":"))[:-1] + ","
+
+
+_PENDING_HEAD = _approval_head(
+    status="pending", decided_by=None, via=None, reason=None, decided_at=None, remember=False
+)
+"""How every pending approval starts; settling swaps this head for the decision's."""
+
+
+def _approval_json(approval: ApprovalRecord) -> str:
+    if approval.status == "pending":
+        head = _PENDING_HEAD
+    else:
+        head = _approval_head(**{name: getattr(approval, name) for name in _SETTLE_FIELDS})
+    return head + approval.model_dump_json(exclude=set(_SETTLE_FIELDS))[1:]
+
+
+def _run_parts(run: RunRecord, *, begin: bool) -> tuple[str, str]:
+    """The run's head (status and update time, which scripts rewrite) and the rest of its JSON."""
+    body = run.model_dump_json(exclude=set(_RUN_HEAD_FIRST if begin else _RUN_HEAD))
+    return f'{{"status":"{run.status}","updated_at":{json.dumps(run.updated_at)},', body[1:]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _array(items: Sequence[bytes | str]) -> bytes | str:
+    """Join JSON values into one JSON array, so one pydantic call parses them all."""
+    if items and isinstance(items[0], str):
+        return "[" + ",".join(cast(Sequence[str], items)) + "]"
+    return b"[" + b",".join(cast(Sequence[bytes], items)) + b"]"
+
+
+def _member(thread_id: str, item_id: str) -> str:
+    return json.dumps([thread_id, item_id], separators=(",", ":"))
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _parse_events(data: bytes | str) -> list[RunEvent]:
+    return _EVENTS.validate_json(data)
+
+
+class RedisStore:
+    """The store of many processes: everything in one Redis (or a Sentinel-managed one).
+
+    Writes are one round trip each (a Lua script over the thread's keys, with global index updates
+    pipelined beside it). Live tails share one pub/sub connection per store. Redis failures raise
+    ``StoreUnavailableError``.
+    """
+
+    def __init__(
+        self,
+        url_or_client: str | Redis,
+        *,
+        prefix: str = "agora",
+        max_connections: int = 64,
+        heartbeat: float = 15.0,
+        subscribe_timeout: float = 5.0,
+        **client_options: Any,
+    ) -> None:
+        """Connect lazily to Redis.
+
+        Args:
+            url_or_client: A ``redis://``, ``rediss://`` or ``unix://`` URL, a Sentinel URL
+                (``redis+sentinel://host:26379,host2:26379/service[/db]``), or a ready
+                ``redis.asyncio.Redis`` client (the caller keeps closing it).
+            prefix: The namespace of every key (no braces: they delimit the hash tag).
+            max_connections: Connections in the pool of a URL-built client; callers wait for a
+                free one rather than fail.
+            heartbeat: Seconds of pub/sub silence after which the store pings Redis.
+            subscribe_timeout: Seconds a new live tail waits for the pub/sub connection.
+            **client_options: Passed to the client built from the URL (``socket_timeout``,
+                ``retry``, ``ssl_ca_certs``...).
+        """
+        if not prefix or "{" in prefix or "}" in prefix:
+            raise ValueError(f"prefix must be non-empty and contain no braces: {prefix!r}")
+        self.prefix = prefix
+        self._extra_clients: list[Redis] = []
+        if isinstance(url_or_client, str):
+            self._where = redact(url_or_client)
+            self._client, self._extra_clients = connect(
+                url_or_client, max_connections=max_connections, options=client_options
+            )
+            self._owns_client = True
+        else:
+            self._where = describe(url_or_client)
+            self._client = url_or_client
+            self._owns_client = False
+        self._hub = PubSubHub(
+            self._client,
+            where=self._where,
+            parse=_parse_events,
+            heartbeat=heartbeat,
+            subscribe_timeout=subscribe_timeout,
+        )
+        self._leases = f"{prefix}:leases"
+        self._approval_expiry = f"{prefix}:approval-expiry"
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self._where!r}, prefix={self.prefix!r})"
+
+    @property
+    def client(self) -> Redis:
+        """The redis-py client the store uses."""
+        return self._client
+
+    @property
+    def hub(self) -> PubSubHub:
+        """The pub/sub hub that feeds live tails."""
+        return self._hub
+
+    # -- keys ---------------------------------------------------------------------------------------
+
+    def _key(self, thread_id: str, name: str) -> str:
+        return f"{self.prefix}:{{{thread_id}}}:{name}"
+
+    def channel(self, thread_id: str) -> bytes:
+        """The pub/sub channel of a thread's live events."""
+        return self._key(thread_id, "live").encode()
+
+    # -- threads, runs, journal, history ----------------------------------------------------------
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        """The thread, or ``None``."""
+        with map_errors(self._where):
+            raw = await self._client.hget(self._key(thread_id, "thread"), "record")
+        return ThreadRecord.model_validate_json(raw) if raw is not None else None
+
+    async def begin_run(
+        self, run: RunRecord, *, thread: ThreadRecord, batch: Batch, lease_owner: str, lease_ttl: float
+    ) -> list[RunEvent]:
+        """Start ``run`` atomically and apply ``batch``, in one round trip.
+
+        Raises:
+            ThreadForbiddenError: The thread exists and belongs to someone else.
+            ThreadBusyError: Another run is running on the thread.
+        """
+        run = run.model_copy(update={"status": "running", "thread_id": thread.thread_id})
+        lease_ms = _ms(lease_ttl)
+        member = _member(run.thread_id, run.run_id)
+        run_index = f"{self.prefix}:run:{run.run_id}"
+
+        def extra(pipe: Pipeline) -> None:
+            pipe.zadd(self._leases, {member: time.time() * 1000 + lease_ms})
+            pipe.set(run_index, run.thread_id)
+
+        first = await self._apply(
+            thread.thread_id,
+            batch,
+            run=run,
+            begin=(thread.owner_id, thread.model_dump_json(), lease_owner, lease_ms),
+            extra=extra,
+        )
+        if first < 0:
+            with map_errors(self._where):
+                pipe = self._client.pipeline(transaction=False)
+                pipe.zrem(self._leases, member)
+                pipe.delete(run_index)
+                await pipe.execute()
+            if first == -2:
+                raise ThreadForbiddenError(f"Thread {thread.thread_id!r} belongs to another actor")
+            raise ThreadBusyError(f"A run is already running on thread {thread.thread_id!r}")
+        return self._written(batch.events, first)
+
+    async def write(self, thread_id: str, batch: Batch) -> list[RunEvent]:
+        """Apply ``batch`` atomically, in one round trip, and return its events with their ``seq``.
+
+        Raises:
+            KeyError: The thread does not exist.
+        """
+        first = await self._apply(thread_id, batch, run=batch.run)
+        if first == -1:
+            raise KeyError(f"no thread {thread_id!r}")
+        return self._written(batch.events, first)
+
+    @staticmethod
+    def _written(events: list[RunEvent], first: int) -> list[RunEvent]:
+        return [event.model_copy(update={"seq": first + index}) for index, event in enumerate(events)]
+
+    async def _apply(
+        self,
+        thread_id: str,
+        batch: Batch,
+        *,
+        run: RunRecord | None,
+        begin: tuple[str, str, str, int] | None = None,
+        extra: Callable[[Pipeline], None] | None = None,
+    ) -> int:
+        """Run ``APPLY``; returns the first event's seq or a negative refusal code."""
+        run_id = run.run_id if run is not None else ""
+        head, rest = _run_parts(run, begin=begin is not None) if run is not None else ("", "")
+        owner, thread_json, lease_owner, lease_ms = begin or ("", "", "", 0)
+        keys = [
+            self._key(thread_id, "thread"),
+            self._key(thread_id, "events"),
+            self._key(thread_id, "messages"),
+            self._key(thread_id, "runs"),
+            self._key(thread_id, "run-order"),
+            self._key(thread_id, f"journal:{run_id}"),
+            self._key(thread_id, f"lease:{run_id}"),
+            self._key(thread_id, "approvals"),
+            self._key(thread_id, "pending"),
+        ]
+        args: list[Any] = [
+            self._key(thread_id, "live"),
+            "begin" if begin is not None else "write",
+            run_id,
+            head,
+            rest,
+            "1" if batch.release else "0",
+            owner,
+            thread_json,
+            lease_owner,
+            lease_ms,
+            len(batch.events),
+            len(batch.journal),
+            len(batch.messages),
+            len(batch.approvals),
+        ]
+        args.extend(event.model_dump_json(exclude=_NO_SEQ) for event in batch.events)
+        args.extend(entry.model_dump_json() for entry in batch.journal)
+        args.extend(message.model_dump_json() for message in batch.messages)
+        for approval in batch.approvals:
+            args.append(approval.tool_call_id)
+            args.append(_approval_json(approval))
+        with map_errors(self._where):
+            if extra is None and not batch.approvals:
+                return int(await APPLY(self._client, keys, args))
+
+            def build(pipe: Pipeline) -> None:
+                APPLY.queue(pipe, keys, args)
+                if extra is not None:
+                    extra(pipe)
+                for approval in batch.approvals:
+                    pipe.set(f"{self.prefix}:approval:{approval.tool_call_id}", thread_id)
+                    pipe.zadd(self._approval_expiry, {_member(thread_id, approval.tool_call_id): approval.expires_ts})
+
+            results = await run_scripts(self._client, build, [APPLY])
+            return int(results[0])
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or ``None``."""
+        with map_errors(self._where):
+            thread_id = await self._run_thread(run_id)
+            if thread_id is None:
+                return None
+            raw = await self._client.hget(self._key(thread_id, "runs"), run_id)
+        return RunRecord.model_validate_json(raw) if raw is not None else None
+
+    async def _run_thread(self, run_id: str) -> str | None:
+        raw = await self._client.get(f"{self.prefix}:run:{run_id}")
+        return _text(raw) if raw is not None else None
+
+    async def thread_runs(self, thread_id: str) -> list[RunRecord]:
+        """The thread's runs, oldest first."""
+        with map_errors(self._where):
+            pipe = self._client.pipeline(transaction=False)
+            pipe.lrange(self._key(thread_id, "run-order"), 0, -1)
+            pipe.hgetall(self._key(thread_id, "runs"))
+            order, records = await pipe.execute()
+        return [RunRecord.model_validate_json(records[run_id]) for run_id in order if run_id in records]
+
+    async def read_journal(self, thread_id: str, run_id: str) -> list[Entry]:
+        """The run's journal, in order."""
+        with map_errors(self._where):
+            items = await self._client.lrange(self._key(thread_id, f"journal:{run_id}"), 0, -1)
+        return _JOURNAL.validate_json(_array(items)) if items else []
+
+    async def get_messages(self, thread_id: str) -> list[Message]:
+        """The thread's history, in order."""
+        with map_errors(self._where):
+            items = await self._client.lrange(self._key(thread_id, "messages"), 0, -1)
+        return MESSAGE_ADAPTER.validate_json(_array(items)) if items else []
+
+    # -- the event log ------------------------------------------------------------------------------
+
+    async def read_events(self, thread_id: str, after_seq: int = 0, limit: int | None = None) -> list[RunEvent]:
+        """Events with ``seq > after_seq``, in order (at most ``limit``), by XRANGE on the stream ids."""
+        if limit is not None and limit <= 0:
+            return []
+        start = f"{after_seq + 1}-0" if after_seq >= 0 else "-"
+        with map_errors(self._where):
+            entries = await self._client.xrange(self._key(thread_id, "events"), min=start, max="+", count=limit)
+        if not entries:
+            return []
+        return _EVENTS.validate_json(
+            _array([next(iter(cast(dict[Any, Any], fields).values())) for _, fields in entries])
+        )
+
+    async def last_seq(self, thread_id: str) -> int:
+        """The newest ``seq`` of the thread (0 when empty)."""
+        with map_errors(self._where):
+            raw = await self._client.hget(self._key(thread_id, "thread"), "seq")
+        return int(raw) if raw is not None else 0
+
+    async def subscribe(self, thread_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
+        """The log after ``after_seq``, then live events, through the store's one pub/sub connection.
+
+        Raises:
+            StoreUnavailableError: Redis cannot be reached to subscribe or read the log.
+        """
+        subscriber = Subscriber()
+        channel = self.channel(thread_id)
+        await self._hub.attach(channel, subscriber)
+        try:
+
+            async def read_after(seq: int) -> list[RunEvent]:
+                return await self.read_events(thread_id, seq)
+
+            async for event in follow(subscriber, read_after, after_seq):
+                yield event
+        finally:
+            self._hub.detach(channel, subscriber)
+
+    # -- leases -------------------------------------------------------------------------------------
+
+    async def claim_run(self, run_id: str, *, owner: str, ttl: float, expect: frozenset[str]) -> RunRecord | None:
+        """Make ``owner`` the run's driver if its status is in ``expect`` and no live lease holds it."""
+        with map_errors(self._where):
+            thread_id = await self._run_thread(run_id)
+            if thread_id is None:
+                return None
+            lease_ms = _ms(ttl)
+            keys = [
+                self._key(thread_id, "thread"),
+                self._key(thread_id, "runs"),
+                self._key(thread_id, f"lease:{run_id}"),
+            ]
+            args = [run_id, owner, lease_ms, now_iso(), *sorted(expect)]
+            member = _member(thread_id, run_id)
+
+            def build(pipe: Pipeline) -> None:
+                CLAIM.queue(pipe, keys, args)
+                # The index may now point at a run that did not become ours: a check corrects it.
+                pipe.zadd(self._leases, {member: time.time() * 1000 + lease_ms})
+
+            raw = (await run_scripts(self._client, build, [CLAIM]))[0]
+        return RunRecord.model_validate_json(raw) if raw is not None else None
+
+    async def renew_lease(self, thread_id: str, run_id: str, *, owner: str, ttl: float) -> bool:
+        """Extend the lease (compare and set on its owner); ``False`` when ``owner`` lost it.
+
+        The lease index keeps its older score: the next ``expired_leases`` check moves it.
+        """
+        with map_errors(self._where):
+            renewed = await RENEW(self._client, [self._key(thread_id, f"lease:{run_id}")], [owner, _ms(ttl)])
+        return bool(renewed)
+
+    async def expired_leases(self, limit: int = 100) -> list[tuple[str, str]]:
+        """Running runs whose lease lapsed: index candidates checked against their thread's keys."""
+        with map_errors(self._where):
+            due = cast(
+                list[tuple[bytes | str, float]],
+                await self._client.zrangebyscore(
+                    self._leases, "-inf", time.time() * 1000, start=0, num=limit, withscores=True
+                ),
+            )
+            if not due:
+                return []
+            candidates = [(json.loads(member), member, score) for member, score in due]
+
+            def build(pipe: Pipeline) -> None:
+                for (thread_id, run_id), _, _ in candidates:
+                    keys = [self._key(thread_id, "runs"), self._key(thread_id, f"lease:{run_id}")]
+                    LEASE_STATE.queue(pipe, keys, [run_id])
+
+            states = await run_scripts(self._client, build, [LEASE_STATE])
+            expired: list[tuple[str, str]] = []
+            corrections: list[Any] = []
+            for ((thread_id, run_id), member, score), state in zip(candidates, states, strict=True):
+                if state == 0:
+                    expired.append((thread_id, run_id))
+                else:
+                    corrections.extend([member, score, "" if state < 0 else state])
+            if corrections:
+                await RECONCILE(self._client, [self._leases], corrections)
+        return expired
+
+    # -- approvals ---------------------------------------------------------------------------------
+
+    async def _approval_thread(self, tool_call_id: str) -> str | None:
+        raw = await self._client.get(f"{self.prefix}:approval:{tool_call_id}")
+        return _text(raw) if raw is not None else None
+
+    async def get_approval(self, tool_call_id: str) -> ApprovalRecord | None:
+        """The approval, or ``None``."""
+        with map_errors(self._where):
+            thread_id = await self._approval_thread(tool_call_id)
+            if thread_id is None:
+                return None
+            raw = await self._client.hget(self._key(thread_id, "approvals"), tool_call_id)
+        return ApprovalRecord.model_validate_json(raw) if raw is not None else None
+
+    async def settle_approval(
+        self,
+        tool_call_id: str,
+        *,
+        status: ApprovalState,
+        decided_by: str | None,
+        via: str | None,
+        reason: str | None = None,
+        remember: bool = False,
+    ) -> ApprovalRecord | None:
+        """Settle a pending approval atomically (compare and set); ``None`` when not pending."""
+        with map_errors(self._where):
+            thread_id = await self._approval_thread(tool_call_id)
+            if thread_id is None:
+                return None
+            head = _approval_head(
+                status=status, decided_by=decided_by, via=via, reason=reason, decided_at=now_iso(), remember=remember
+            )
+            keys = [
+                self._key(thread_id, "approvals"),
+                self._key(thread_id, "pending"),
+                self._key(thread_id, "remembered"),
+            ]
+            args = [tool_call_id, _PENDING_HEAD, head, "1" if remember and status == "approved" else "0"]
+            member = _member(thread_id, tool_call_id)
+
+            def build(pipe: Pipeline) -> None:
+                SETTLE.queue(pipe, keys, args)
+                pipe.zrem(self._approval_expiry, member)  # settled or not, it is not pending now
+
+            raw = (await run_scripts(self._client, build, [SETTLE]))[0]
+        return ApprovalRecord.model_validate_json(raw) if raw is not None else None
+
+    async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
+        """The thread's pending approvals, oldest first."""
+        with map_errors(self._where):
+            items = await APPROVALS(
+                self._client, [self._key(thread_id, "approvals"), self._key(thread_id, "pending")], []
+            )
+        approvals = [ApprovalRecord.model_validate_json(raw) for raw in items if raw is not None]
+        return [approval for approval in approvals if approval.status == "pending"]
+
+    async def expired_approvals(self, now: float, limit: int = 100) -> list[ApprovalRecord]:
+        """Pending approvals past their expiry; index entries of settled ones are dropped on the way."""
+        lapsed: list[ApprovalRecord] = []
+        with map_errors(self._where):
+            for _ in range(8):
+                due = cast(
+                    list[bytes | str],
+                    await self._client.zrangebyscore(self._approval_expiry, "-inf", now, start=0, num=limit),
+                )
+                if not due:
+                    break
+                pairs = [json.loads(member) for member in due]
+                pipe = self._client.pipeline(transaction=False)
+                for thread_id, tool_call_id in pairs:
+                    pipe.hget(self._key(thread_id, "approvals"), tool_call_id)
+                stale: list[Any] = []
+                for member, raw in zip(due, await pipe.execute(), strict=True):
+                    approval = ApprovalRecord.model_validate_json(raw) if raw is not None else None
+                    if approval is not None and approval.status == "pending" and approval.lapsed(now):
+                        lapsed.append(approval)
+                    else:
+                        stale.append(member)
+                if stale:
+                    await self._client.zrem(self._approval_expiry, *stale)
+                if len(lapsed) >= limit or not stale or len(due) < limit:
+                    break
+        return lapsed[:limit]
+
+    async def is_remembered(self, thread_id: str, tool: str) -> bool:
+        """Whether calls of ``tool`` in the thread are approved without asking."""
+        with map_errors(self._where):
+            found = await self._client.sismember(self._key(thread_id, "remembered"), tool)
+        return bool(found)
+
+    # -- confirm tokens -----------------------------------------------------------------------------
+
+    async def claim_confirm_token(self, token_hash: str, expires_at: float) -> bool:
+        """Claim a confirm token once (``SET NX PXAT``: the claim expires with the token)."""
+        with map_errors(self._where):
+            claimed = await self._client.set(
+                f"{self.prefix}:confirm:{token_hash}", 1, nx=True, pxat=max(1, int(expires_at * 1000))
+            )
+        return bool(claimed)
+
+    async def release_confirm_token(self, token_hash: str) -> None:
+        """Undo a claim."""
+        with map_errors(self._where):
+            await self._client.delete(f"{self.prefix}:confirm:{token_hash}")
+
+    # -- channel state ------------------------------------------------------------------------------
+
+    async def channel_get(self, key: str) -> Any:
+        """A channel's JSON value, or ``None``."""
+        with map_errors(self._where):
+            raw = await self._client.get(f"{self.prefix}:channel:{key}")
+        return json.loads(raw) if raw is not None else None
+
+    async def channel_set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        """Store a channel's JSON value, optionally expiring after ``ttl`` seconds."""
+        name = f"{self.prefix}:channel:{key}"
+        with map_errors(self._where):
+            if ttl is not None and ttl <= 0:
+                await self._client.delete(name)
+            else:
+                await self._client.set(name, json.dumps(value), px=_ms(ttl) if ttl is not None else None)
+
+    async def channel_claim(self, key: str, *, ttl: float, value: Any = True) -> bool:
+        """Set ``key`` only if absent (``SET NX PX``); True if claimed."""
+        with map_errors(self._where):
+            claimed = await self._client.set(f"{self.prefix}:channel:{key}", json.dumps(value), nx=True, px=_ms(ttl))
+        return bool(claimed)
+
+    async def channel_delete(self, key: str) -> None:
+        """Drop a key."""
+        with map_errors(self._where):
+            await self._client.delete(f"{self.prefix}:channel:{key}")
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        """Check that Redis answers.
+
+        Raises:
+            StoreUnavailableError: It does not; the message names the URL (password redacted).
+        """
+        try:
+            with map_errors(self._where):
+                await self._client.ping()
+        except StoreUnavailableError as exc:
+            raise StoreUnavailableError(f"Cannot reach Redis at {self._where}: {exc.__cause__}") from exc.__cause__
+
+    async def aclose(self) -> None:
+        """Stop the pub/sub hub and close the connections (those of a client the store built)."""
+        await self._hub.aclose()
+        if self._owns_client:
+            for client in (self._client, *self._extra_clients):
+                await client.aclose()
