@@ -54,6 +54,14 @@ def _retrieve(future: asyncio.Future[None]) -> None:
         future.exception()
 
 
+def _raise_if_cancelled() -> None:
+    # On Python 3.11, asyncio.wait_for (which redis-py uses around socket writes) can swallow a
+    # cancellation that arrives as the write completes; honour it here so aclose() never hangs.
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 def _as_bytes(value: bytes | str) -> bytes:
     return value if isinstance(value, bytes) else value.encode()
 
@@ -208,6 +216,7 @@ class PubSubHub:
     async def _connect(self, pubsub: PubSub) -> None:
         async with self._send_lock:
             await pubsub.connect()  # type: ignore[no-untyped-call]
+            _raise_if_cancelled()
             channels = list(self._subs)
             if channels:
                 if self._state is _State.DOWN:
@@ -216,6 +225,7 @@ class PubSubHub:
                 for channel in channels:
                     self._outstanding[channel] = self._outstanding.get(channel, 0) + 1
                 await pubsub.subscribe(*channels)
+                _raise_if_cancelled()
             elif self._state is _State.DOWN:
                 self.reconnections += 1
             self._pubsub = pubsub
@@ -240,11 +250,13 @@ class PubSubHub:
         pinged = False
         while True:
             message = await pubsub.get_message(timeout=self._heartbeat)
+            _raise_if_cancelled()
             if message is None:
                 if pinged:
                     raise TimeoutError(f"no answer from Redis within {2 * self._heartbeat:g} s")
                 async with self._send_lock:
                     await pubsub.ping()
+                _raise_if_cancelled()
                 pinged = True
                 continue
             pinged = False
@@ -290,6 +302,7 @@ class PubSubHub:
                 continue  # superseded: the channel was left, or taken again, meanwhile
             try:
                 await self._send(verb, channel)
+                _raise_if_cancelled()
             except _SEND_FAILURES as exc:
                 future = self._live.pop(channel, None) if verb == "SUBSCRIBE" else None
                 if future is not None and not future.done():
