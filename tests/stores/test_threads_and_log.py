@@ -149,7 +149,7 @@ async def test_events_round_trip_with_every_field(store: Store, thread_id: str) 
             tool_call_id="tc1",
             tool="get_weather",
             kind="read",
-            input={"city": "Lisbon \"old\" town", "emoji": "☀️", "empty": {}},
+            input={"city": 'Lisbon "old" town', "emoji": "☀️", "empty": {}},
             running="Checking Lisbon",
         ),
         ToolCompletedEvent(
