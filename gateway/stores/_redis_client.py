@@ -8,9 +8,10 @@ redacted, and the original exception as ``__cause__``.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
@@ -32,6 +33,8 @@ from .._errors import StoreUnavailableError
 
 __all__ = ["SENTINEL_SCHEMES", "UNAVAILABLE", "connect", "describe", "map_errors", "redact"]
 
+_QUERY_PASSWORD = re.compile(r"(?i)([?&][^=&#]*password=)[^&#]*")
+
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 """URL schemes that name a Sentinel-monitored master instead of a server."""
 
@@ -47,17 +50,10 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
 
 def redact(url: str) -> str:
     """The URL with its password (in the user info or a ``*password=`` query item) replaced by ``***``."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hosts = netloc.rpartition("@")
-        user, sep, _password = userinfo.partition(":")
-        netloc = f"{user}:***@{hosts}" if sep else netloc
-    items = []
-    for item in parts.query.split("&") if parts.query else []:
-        name, sep, _value = item.partition("=")
-        items.append(f"{name}=***" if sep and name.lower().endswith("password") else item)
-    return urlunsplit((parts.scheme, netloc, parts.path, "&".join(items), parts.fragment))
+    password = urlsplit(url).password
+    if password:
+        url = url.replace(f":{password}@", ":***@", 1)
+    return _QUERY_PASSWORD.sub(r"\1***", url)
 
 
 def describe(client: Redis) -> str:

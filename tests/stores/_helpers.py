@@ -74,9 +74,17 @@ def approval(run: RunRecord, *, expires_in: float = 3600.0, tool: str = "purge_c
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
-    """Poll ``check`` until it holds; the watchdog fails the test after ``timeout`` seconds."""
+    """Poll ``check`` until it holds; the watchdog fails the test after ``timeout`` seconds.
+
+    The deadline is also checked by hand: on Python 3.11 redis-py's use of ``asyncio.wait_for`` can
+    swallow the cancellation by which ``asyncio.timeout`` fires.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
     async with asyncio.timeout(timeout):
         while not await check():
+            if loop.time() > deadline:
+                raise TimeoutError(f"condition not met within {timeout} s")
             await asyncio.sleep(0.01)
 
 

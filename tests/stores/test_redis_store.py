@@ -1,0 +1,186 @@
+"""What only ``RedisStore`` promises: key layout, errors, one pub/sub connection, surviving restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+import redis.asyncio as redis
+from redis.crc import key_slot
+
+from gateway import StoreUnavailableError
+from gateway.events import RunEvent
+from gateway.stores import Batch, RedisStore
+from gateway.stores._redis_client import redact
+
+from ._helpers import approval, begin, collect, delta, eventually, finish
+from ._server import RedisServer, free_port
+from .conftest import drop_prefix
+
+
+async def test_a_threads_keys_share_its_hash_tag(redis_store: RedisStore, redis_url: str, prefix: str) -> None:
+    thread_id = "odd:thread}{id"
+    run, _ = await begin(redis_store, thread_id)
+    record = approval(run)
+    await redis_store.write(thread_id, Batch(run=run, approvals=[record], journal=[]))
+    await redis_store.settle_approval(record.tool_call_id, status="approved", decided_by="u1", via="web", remember=True)
+    await finish(redis_store, run)
+    await redis_store.channel_set("k", 1)
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = sorted([key.decode() async for key in client.scan_iter(match=f"{prefix}:*")])
+    finally:
+        await client.aclose()
+    thread_keys = [key for key in keys if key.startswith(f"{prefix}:{{")]
+    assert {key.rpartition("}:")[2] for key in thread_keys} >= {
+        "thread", "events", "runs", "run-order", "approvals", "remembered",
+    }  # fmt: skip
+    assert all(key.startswith(f"{prefix}:{{{thread_id}}}:") for key in thread_keys)
+    assert len({key_slot(key.encode()) for key in thread_keys}) == 1
+    assert set(keys) - set(thread_keys) == {
+        f"{prefix}:run:{run.run_id}",
+        f"{prefix}:approval:{record.tool_call_id}",
+        f"{prefix}:leases",
+        f"{prefix}:channel:k",
+    }
+
+
+def test_the_prefix_cannot_hold_braces() -> None:
+    with pytest.raises(ValueError, match="braces"):
+        RedisStore("redis://127.0.0.1:6379/0", prefix="a{b}")
+
+
+def test_urls_are_redacted() -> None:
+    assert redact("redis://user:s3cret@host:6379/0") == "redis://user:***@host:6379/0"
+    assert redact("rediss://:s3cret@host:6380") == "rediss://:***@host:6380"
+    assert redact("unix:///run/redis.sock?db=1&password=s3cret") == "unix:///run/redis.sock?db=1&password=***"
+    assert redact("redis://host:6379/0") == "redis://host:6379/0"
+
+
+async def test_ping_names_the_url_without_its_password_when_redis_is_down() -> None:
+    port = free_port()
+    store = RedisStore(f"redis://agora:s3cret@127.0.0.1:{port}/0", prefix="down")
+    try:
+        with pytest.raises(StoreUnavailableError) as caught:
+            await store.ping()
+        message = str(caught.value)
+        assert f"127.0.0.1:{port}" in message and "s3cret" not in message
+        assert isinstance(caught.value.__cause__, redis.ConnectionError)
+        with pytest.raises(StoreUnavailableError):
+            await store.get_thread("t1")
+        with pytest.raises(StoreUnavailableError):
+            await store.write("t1", Batch())
+    finally:
+        await store.aclose()
+
+
+async def test_subscribing_when_redis_is_down_raises() -> None:
+    store = RedisStore(f"redis://127.0.0.1:{free_port()}/0", prefix="down", subscribe_timeout=0.2)
+    try:
+        with pytest.raises(StoreUnavailableError):
+            async with asyncio.timeout(5):
+                await anext(aiter(store.subscribe("t1")))
+        assert store.hub.subscribers(store.channel("t1")) == 0
+    finally:
+        await store.aclose()
+
+
+async def test_a_caller_supplied_client_is_left_open(redis_url: str, prefix: str) -> None:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisStore(client, prefix=prefix)
+    try:
+        thread_id = f"t-{uuid.uuid4().hex[:8]}"
+        run, _ = await begin(store, thread_id)
+        got = await collect(store.subscribe(thread_id), 1)
+        assert got[0].run_id == run.run_id
+        assert [r.run_id for r in await store.thread_runs(thread_id)] == [run.run_id]
+        assert repr(store).startswith("RedisStore('redis://127.0.0.1:")
+        await store.aclose()
+        assert await client.ping()
+    finally:
+        await drop_prefix(redis_url, prefix)
+        await client.aclose()
+
+
+async def test_thousands_of_subscribers_share_one_pubsub_connection(server: RedisServer, prefix: str) -> None:
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix)
+    admin = redis.Redis.from_url(server.url)
+    try:
+        streams = [store.subscribe(f"t{i % 200}") for i in range(1000)]
+        async with asyncio.timeout(10):
+            readers = [asyncio.create_task(collect(stream, 1)) for stream in streams]
+            await eventually(lambda: _numsub(admin, store, 200))
+            runs = [(await begin(store, f"t{i}"))[0] for i in range(200)]
+            results = await asyncio.gather(*readers)
+        assert all(result[0].run_id == runs[i % 200].run_id for i, result in enumerate(results))
+        clients = (await admin.execute_command("CLIENT", "LIST", "TYPE", "pubsub")).decode()
+        assert len(clients.strip().splitlines()) == 1
+        for stream in streams:
+            await stream.aclose()  # type: ignore[attr-defined]
+        await eventually(lambda: _numsub(admin, store, 0))  # the last reader of each thread left
+    finally:
+        await store.aclose()
+        await admin.aclose()
+
+
+async def _numsub(admin: redis.Redis, store: RedisStore, threads: int) -> bool:
+    channels = [store.channel(f"t{i}") for i in range(200)]
+    counts = await admin.pubsub_numsub(*channels)
+    return sum(count for _, count in counts) == threads
+
+
+async def test_scripts_are_reloaded_after_redis_forgets_them(server: RedisServer, prefix: str) -> None:
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix)
+    try:
+        run, _ = await begin(store, "t1")
+        await store.client.script_flush()
+        await store.write("t1", Batch(events=[delta(run)]))  # a lone script call
+        await store.client.script_flush()
+        record = approval(run)
+        await store.write("t1", Batch(run=run, approvals=[record]))  # a script in a pipeline
+        assert await store.last_seq("t1") == 2
+        assert await store.get_approval(record.tool_call_id) == record
+    finally:
+        await store.aclose()
+
+
+async def test_a_restarted_redis_is_used_again_and_live_tails_lose_nothing(server: RedisServer, prefix: str) -> None:
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix)
+    got: list[RunEvent] = []
+    try:
+        run, _ = await begin(store, "t1")
+        await store.write("t1", Batch(events=[delta(run, "before")]))
+        consumer = asyncio.create_task(collect(store.subscribe("t1"), 6, got))
+        await eventually(lambda: _has(got, 2))
+
+        server.kill()
+        with pytest.raises(StoreUnavailableError):
+            await store.write("t1", Batch(events=[delta(run, "lost")]))
+        with pytest.raises(StoreUnavailableError):
+            await store.read_events("t1")
+
+        await server.start()
+        await store.write("t1", Batch(events=[delta(run, "after-1"), delta(run, "after-2")]))
+        await eventually(lambda: _true(store.hub.connected))
+        await store.write("t1", Batch(events=[delta(run, "after-3"), delta(run, "after-4")]))
+        async with asyncio.timeout(10):
+            await consumer
+        assert [e.seq for e in got] == [1, 2, 3, 4, 5, 6]
+        assert [getattr(e, "delta", None) for e in got[1:]] == ["before", "after-1", "after-2", "after-3", "after-4"]
+        assert store.hub.reconnections >= 1
+        await store.ping()
+    finally:
+        await store.aclose()
+
+
+async def _has(events: list[RunEvent], count: int) -> bool:
+    return len(events) >= count
+
+
+async def _true(value: bool) -> bool:
+    return value
