@@ -105,6 +105,7 @@ class PubSubHub:
         self._resync: set[bytes] = set()
         """Channels subscribed again after a reconnection: their subscribers re-read the log."""
         self._queue: asyncio.Queue[tuple[_Verb, bytes]] = asyncio.Queue()
+        """Channels whose subscription should change; the writer sends what is wanted when it runs."""
         self._up = asyncio.Event()
         self._wake = asyncio.Event()
         self._send_lock = asyncio.Lock()
@@ -296,26 +297,30 @@ class PubSubHub:
 
     async def _write_loop(self) -> None:
         while True:
-            verb, channel = await self._queue.get()
-            wanted = channel in self._subs
-            if wanted != (verb == "SUBSCRIBE"):
-                continue  # superseded: the channel was left, or taken again, meanwhile
+            touched = [(await self._queue.get())[1]]
+            while not self._queue.empty():
+                touched.append(self._queue.get_nowait()[1])
+            # What counts is what is wanted now: a channel left and taken again needs no UNSUBSCRIBE.
+            channels = list(dict.fromkeys(touched))
+            subscribe = [channel for channel in channels if channel in self._subs and channel in self._live]
+            unsubscribe = [channel for channel in channels if channel not in self._subs]
             try:
-                await self._send(verb, channel)
+                await self._send(subscribe, unsubscribe)
                 _raise_if_cancelled()
             except _SEND_FAILURES as exc:
-                future = self._live.pop(channel, None) if verb == "SUBSCRIBE" else None
-                if future is not None and not future.done():
-                    error = (
-                        exc
-                        if isinstance(exc, StoreUnavailableError)
-                        else StoreUnavailableError(f"Redis at {self._where} is unavailable: {exc}")
-                    )
-                    future.set_exception(error)
+                error = (
+                    exc
+                    if isinstance(exc, StoreUnavailableError)
+                    else StoreUnavailableError(f"Redis at {self._where} is unavailable: {exc}")
+                )
+                for channel in subscribe:
+                    future = self._live.pop(channel, None)
+                    if future is not None and not future.done():
+                        future.set_exception(error)
 
-    async def _send(self, verb: _Verb, channel: bytes) -> None:
+    async def _send(self, subscribe: list[bytes], unsubscribe: list[bytes]) -> None:
         if self._state is not _State.UP:
-            if verb == "UNSUBSCRIBE":
+            if not subscribe:
                 return  # a new connection subscribes only to the channels still wanted
             self._wake.set()
             try:
@@ -327,13 +332,14 @@ class PubSubHub:
             pubsub = self._pubsub
             if pubsub is None:
                 raise StoreUnavailableError(f"Redis at {self._where} is unavailable: the pub/sub connection dropped")
-            if verb == "SUBSCRIBE":
-                if channel not in self._live:
-                    return  # the reconnection already subscribed it
-                self._outstanding[channel] = self._outstanding.get(channel, 0) + 1
-                await pubsub.subscribe(channel)
-            else:
-                await pubsub.unsubscribe(channel)
+            if unsubscribe:
+                await pubsub.unsubscribe(*unsubscribe)
+            # A reconnection meanwhile may have subscribed (and acknowledged) some already.
+            subscribe = [channel for channel in subscribe if channel in self._live]
+            if subscribe:
+                for channel in subscribe:
+                    self._outstanding[channel] = self._outstanding.get(channel, 0) + 1
+                await pubsub.subscribe(*subscribe)
 
     def __repr__(self) -> str:
         return f"<PubSubHub {self._where} {self._state.value} channels={len(self._subs)}>"

@@ -10,7 +10,6 @@ from gateway import ThreadBusyError, ThreadForbiddenError
 from gateway.events import (
     RunFinishedEvent,
     RunStartedEvent,
-    TextDeltaEvent,
     ToolCompletedEvent,
     ToolStartedEvent,
     Usage,
