@@ -56,7 +56,7 @@ from ._records import (
     ThreadRecord,
     ToolSettledEntry,
 )
-from ._redis_client import connect, describe, map_errors, redact
+from ._redis_client import connect, describe, guarded, redact
 from ._redis_hub import PubSubHub
 from ._redis_scripts import APPLY, APPROVALS, CLAIM, LEASE_STATE, RECONCILE, RENEW, SETTLE, run_scripts
 from ._tail import Subscriber, follow
@@ -135,6 +135,7 @@ class RedisStore:
         *,
         prefix: str = "agora",
         max_connections: int = 64,
+        timeout: float | None = 10.0,
         heartbeat: float = 15.0,
         subscribe_timeout: float = 5.0,
         **client_options: Any,
@@ -148,6 +149,8 @@ class RedisStore:
             prefix: The namespace of every key (no braces: they delimit the hash tag).
             max_connections: Connections in the pool of a URL-built client; callers wait for a
                 free one rather than fail.
+            timeout: Seconds one store call may take before it raises ``StoreUnavailableError``
+                (``None``: no deadline).
             heartbeat: Seconds of pub/sub silence after which the store pings Redis.
             subscribe_timeout: Seconds a new live tail waits for the pub/sub connection.
             **client_options: Passed to the client built from the URL (``socket_timeout``,
@@ -156,6 +159,7 @@ class RedisStore:
         if not prefix or "{" in prefix or "}" in prefix:
             raise ValueError(f"prefix must be non-empty and contain no braces: {prefix!r}")
         self.prefix = prefix
+        self._timeout = timeout
         self._extra_clients: list[Redis] = []
         if isinstance(url_or_client, str):
             self._where = redact(url_or_client)
@@ -195,6 +199,9 @@ class RedisStore:
     def _key(self, thread_id: str, name: str) -> str:
         return f"{self.prefix}:{{{thread_id}}}:{name}"
 
+    def _guard(self) -> guarded:
+        return guarded(self._where, self._timeout)
+
     def channel(self, thread_id: str) -> bytes:
         """The pub/sub channel of a thread's live events."""
         return self._key(thread_id, "live").encode()
@@ -203,7 +210,7 @@ class RedisStore:
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         """The thread, or ``None``."""
-        with map_errors(self._where):
+        async with self._guard():
             raw = await self._client.hget(self._key(thread_id, "thread"), "record")
         return ThreadRecord.model_validate_json(raw) if raw is not None else None
 
@@ -233,7 +240,7 @@ class RedisStore:
             extra=extra,
         )
         if first < 0:
-            with map_errors(self._where):
+            async with self._guard():
                 pipe = self._client.pipeline(transaction=False)
                 pipe.zrem(self._leases, member)
                 pipe.delete(run_index)
@@ -293,18 +300,13 @@ class RedisStore:
             thread_json,
             lease_owner,
             lease_ms,
-            len(batch.events),
-            len(batch.journal),
-            len(batch.messages),
-            len(batch.approvals),
+            "\n".join([event.model_dump_json(exclude=_NO_SEQ) for event in batch.events]),
+            "\n".join([entry.model_dump_json() for entry in batch.journal]),
+            "\n".join([message.model_dump_json() for message in batch.messages]),
+            "\n".join([_approval_json(approval) for approval in batch.approvals]),
+            json.dumps([approval.tool_call_id for approval in batch.approvals]) if batch.approvals else "",
         ]
-        args.extend(event.model_dump_json(exclude=_NO_SEQ) for event in batch.events)
-        args.extend(entry.model_dump_json() for entry in batch.journal)
-        args.extend(message.model_dump_json() for message in batch.messages)
-        for approval in batch.approvals:
-            args.append(approval.tool_call_id)
-            args.append(_approval_json(approval))
-        with map_errors(self._where):
+        async with self._guard():
             if extra is None and not batch.approvals:
                 return int(await APPLY(self._client, keys, args))
 
@@ -321,7 +323,7 @@ class RedisStore:
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""
-        with map_errors(self._where):
+        async with self._guard():
             thread_id = await self._run_thread(run_id)
             if thread_id is None:
                 return None
@@ -334,7 +336,7 @@ class RedisStore:
 
     async def thread_runs(self, thread_id: str) -> list[RunRecord]:
         """The thread's runs, oldest first."""
-        with map_errors(self._where):
+        async with self._guard():
             pipe = self._client.pipeline(transaction=False)
             pipe.lrange(self._key(thread_id, "run-order"), 0, -1)
             pipe.hgetall(self._key(thread_id, "runs"))
@@ -343,13 +345,13 @@ class RedisStore:
 
     async def read_journal(self, thread_id: str, run_id: str) -> list[Entry]:
         """The run's journal, in order."""
-        with map_errors(self._where):
+        async with self._guard():
             items = await self._client.lrange(self._key(thread_id, f"journal:{run_id}"), 0, -1)
         return _JOURNAL.validate_json(_array(items)) if items else []
 
     async def get_messages(self, thread_id: str) -> list[Message]:
         """The thread's history, in order."""
-        with map_errors(self._where):
+        async with self._guard():
             items = await self._client.lrange(self._key(thread_id, "messages"), 0, -1)
         return MESSAGE_ADAPTER.validate_json(_array(items)) if items else []
 
@@ -360,7 +362,7 @@ class RedisStore:
         if limit is not None and limit <= 0:
             return []
         start = f"{after_seq + 1}-0" if after_seq >= 0 else "-"
-        with map_errors(self._where):
+        async with self._guard():
             entries = await self._client.xrange(self._key(thread_id, "events"), min=start, max="+", count=limit)
         if not entries:
             return []
@@ -370,7 +372,7 @@ class RedisStore:
 
     async def last_seq(self, thread_id: str) -> int:
         """The newest ``seq`` of the thread (0 when empty)."""
-        with map_errors(self._where):
+        async with self._guard():
             raw = await self._client.hget(self._key(thread_id, "thread"), "seq")
         return int(raw) if raw is not None else 0
 
@@ -397,7 +399,7 @@ class RedisStore:
 
     async def claim_run(self, run_id: str, *, owner: str, ttl: float, expect: frozenset[str]) -> RunRecord | None:
         """Make ``owner`` the run's driver if its status is in ``expect`` and no live lease holds it."""
-        with map_errors(self._where):
+        async with self._guard():
             thread_id = await self._run_thread(run_id)
             if thread_id is None:
                 return None
@@ -423,13 +425,13 @@ class RedisStore:
 
         The lease index keeps its older score: the next ``expired_leases`` check moves it.
         """
-        with map_errors(self._where):
+        async with self._guard():
             renewed = await RENEW(self._client, [self._key(thread_id, f"lease:{run_id}")], [owner, _ms(ttl)])
         return bool(renewed)
 
     async def expired_leases(self, limit: int = 100) -> list[tuple[str, str]]:
         """Running runs whose lease lapsed: index candidates checked against their thread's keys."""
-        with map_errors(self._where):
+        async with self._guard():
             due = cast(
                 list[tuple[bytes | str, float]],
                 await self._client.zrangebyscore(
@@ -465,7 +467,7 @@ class RedisStore:
 
     async def get_approval(self, tool_call_id: str) -> ApprovalRecord | None:
         """The approval, or ``None``."""
-        with map_errors(self._where):
+        async with self._guard():
             thread_id = await self._approval_thread(tool_call_id)
             if thread_id is None:
                 return None
@@ -483,7 +485,7 @@ class RedisStore:
         remember: bool = False,
     ) -> ApprovalRecord | None:
         """Settle a pending approval atomically (compare and set); ``None`` when not pending."""
-        with map_errors(self._where):
+        async with self._guard():
             thread_id = await self._approval_thread(tool_call_id)
             if thread_id is None:
                 return None
@@ -507,7 +509,7 @@ class RedisStore:
 
     async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
         """The thread's pending approvals, oldest first."""
-        with map_errors(self._where):
+        async with self._guard():
             items = await APPROVALS(
                 self._client, [self._key(thread_id, "approvals"), self._key(thread_id, "pending")], []
             )
@@ -517,7 +519,7 @@ class RedisStore:
     async def expired_approvals(self, now: float, limit: int = 100) -> list[ApprovalRecord]:
         """Pending approvals past their expiry; index entries of settled ones are dropped on the way."""
         lapsed: list[ApprovalRecord] = []
-        with map_errors(self._where):
+        async with self._guard():
             for _ in range(8):
                 due = cast(
                     list[bytes | str],
@@ -544,7 +546,7 @@ class RedisStore:
 
     async def is_remembered(self, thread_id: str, tool: str) -> bool:
         """Whether calls of ``tool`` in the thread are approved without asking."""
-        with map_errors(self._where):
+        async with self._guard():
             found = await self._client.sismember(self._key(thread_id, "remembered"), tool)
         return bool(found)
 
@@ -552,7 +554,7 @@ class RedisStore:
 
     async def claim_confirm_token(self, token_hash: str, expires_at: float) -> bool:
         """Claim a confirm token once (``SET NX PXAT``: the claim expires with the token)."""
-        with map_errors(self._where):
+        async with self._guard():
             claimed = await self._client.set(
                 f"{self.prefix}:confirm:{token_hash}", 1, nx=True, pxat=max(1, int(expires_at * 1000))
             )
@@ -560,21 +562,21 @@ class RedisStore:
 
     async def release_confirm_token(self, token_hash: str) -> None:
         """Undo a claim."""
-        with map_errors(self._where):
+        async with self._guard():
             await self._client.delete(f"{self.prefix}:confirm:{token_hash}")
 
     # -- channel state ------------------------------------------------------------------------------
 
     async def channel_get(self, key: str) -> Any:
         """A channel's JSON value, or ``None``."""
-        with map_errors(self._where):
+        async with self._guard():
             raw = await self._client.get(f"{self.prefix}:channel:{key}")
         return json.loads(raw) if raw is not None else None
 
     async def channel_set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
         """Store a channel's JSON value, optionally expiring after ``ttl`` seconds."""
         name = f"{self.prefix}:channel:{key}"
-        with map_errors(self._where):
+        async with self._guard():
             if ttl is not None and ttl <= 0:
                 await self._client.delete(name)
             else:
@@ -582,13 +584,13 @@ class RedisStore:
 
     async def channel_claim(self, key: str, *, ttl: float, value: Any = True) -> bool:
         """Set ``key`` only if absent (``SET NX PX``); True if claimed."""
-        with map_errors(self._where):
+        async with self._guard():
             claimed = await self._client.set(f"{self.prefix}:channel:{key}", json.dumps(value), nx=True, px=_ms(ttl))
         return bool(claimed)
 
     async def channel_delete(self, key: str) -> None:
         """Drop a key."""
-        with map_errors(self._where):
+        async with self._guard():
             await self._client.delete(f"{self.prefix}:channel:{key}")
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -600,7 +602,7 @@ class RedisStore:
             StoreUnavailableError: It does not; the message names the URL (password redacted).
         """
         try:
-            with map_errors(self._where):
+            async with self._guard():
                 await self._client.ping()
         except StoreUnavailableError as exc:
             raise StoreUnavailableError(f"Cannot reach Redis at {self._where}: {exc.__cause__}") from exc.__cause__

@@ -1,15 +1,19 @@
 """Connecting to Redis from a URL, naming it safely, and translating its failures.
 
-Every ``RedisStore`` call runs inside ``map_errors``: a Redis that is down, loading, failing over
-or out of connections becomes ``StoreUnavailableError`` (HTTP 503) with the URL, its password
-redacted, and the original exception as ``__cause__``.
+Every ``RedisStore`` call runs inside ``guarded``: a Redis that is down, loading, failing over, out
+of connections or silent past the call's deadline becomes ``StoreUnavailableError`` (HTTP 503)
+with the URL, its password redacted, and the original exception as ``__cause__``.
+
+The deadline is an ``asyncio.timeout`` around the whole call rather than redis-py's
+``socket_timeout``: on Python 3.11 the latter wraps every socket write in ``asyncio.wait_for``,
+which costs a task per command (a third of a command's CPU) and can swallow cancellations.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import re
-from collections.abc import Iterator
+from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -31,7 +35,7 @@ from redis.exceptions import (
 
 from .._errors import StoreUnavailableError
 
-__all__ = ["SENTINEL_SCHEMES", "UNAVAILABLE", "connect", "describe", "map_errors", "redact"]
+__all__ = ["SENTINEL_SCHEMES", "UNAVAILABLE", "connect", "describe", "guarded", "redact"]
 
 _QUERY_PASSWORD = re.compile(r"(?i)([?&][^=&#]*password=)[^&#]*")
 
@@ -64,13 +68,30 @@ def describe(client: Redis) -> str:
     return f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
 
-@contextlib.contextmanager
-def map_errors(where: str) -> Iterator[None]:
-    """Translate Redis's availability failures into ``StoreUnavailableError``."""
-    try:
-        yield
-    except UNAVAILABLE as exc:
-        raise StoreUnavailableError(f"Redis at {where} is unavailable: {exc}") from exc
+class guarded:  # noqa: N801 - used like a function: ``async with guarded(...)``
+    """A deadline for one store call, and Redis's availability failures as ``StoreUnavailableError``."""
+
+    __slots__ = ("_scope", "_timeout", "_where")
+
+    def __init__(self, where: str, timeout: float | None) -> None:
+        self._where = where
+        self._timeout = timeout
+        self._scope = asyncio.timeout(timeout)
+
+    async def __aenter__(self) -> None:
+        await self._scope.__aenter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            await self._scope.__aexit__(exc_type, exc, tb)
+        except TimeoutError as expired:
+            raise StoreUnavailableError(
+                f"Redis at {self._where} did not answer within {self._timeout:g} s"
+            ) from expired
+        if isinstance(exc, UNAVAILABLE):
+            raise StoreUnavailableError(f"Redis at {self._where} is unavailable: {exc}") from exc
 
 
 def default_retry() -> Retry:
@@ -89,7 +110,7 @@ def connect(url: str, *, max_connections: int, options: dict[str, Any]) -> tuple
     Returns:
         The client, and the clients of the sentinels (closed with it).
     """
-    options = {"retry": default_retry(), **options}
+    options = {"retry": default_retry(), "socket_timeout": None, "socket_connect_timeout": 5.0, **options}
     scheme = urlsplit(url).scheme
     if scheme in SENTINEL_SCHEMES:
         return _sentinel_master(url, scheme, max_connections=max_connections, options=options)

@@ -89,8 +89,8 @@ APPLY = LuaScript(
 --       6 journal of the run, 7 lease of the run, 8 approvals hash, 9 pending approvals
 -- ARGV: 1 channel, 2 mode (begin|write), 3 run id ('' = none), 4 run head, 5 run rest,
 --       6 release (1|0), 7 owner id, 8 thread record, 9 lease owner, 10 lease ms,
---       11 #events, 12 #journal, 13 #messages, 14 #approvals, then the payloads:
---       events (JSON without seq), journal entries, messages, (tool call id, approval) pairs.
+--       11 events (JSON without seq), 12 journal entries, 13 messages, 14 approvals, each a
+--       newline-joined list (compact JSON never holds a raw newline), 15 approval ids (JSON array).
 -- Returns the seq of the first event (last seq + 1 when there are none), or
 -- -1 no such thread, -2 someone else's thread, -3 a run is running.
 local thread = KEYS[1]
@@ -113,29 +113,37 @@ elseif redis.call('EXISTS', thread) == 0 then
   return -1
 end
 
-local function push_all(key, from, count)
-  local i = from
-  while i < from + count do
-    local last = math.min(i + 999, from + count - 1)
-    redis.call('RPUSH', key, unpack(ARGV, i, last))
-    i = last + 1
+local function split(blob)
+  local items, start = {}, 1
+  if blob == '' then
+    return items
+  end
+  while true do
+    local stop = string.find(blob, '\n', start, true)
+    if not stop then
+      items[#items + 1] = string.sub(blob, start)
+      return items
+    end
+    items[#items + 1] = string.sub(blob, start, stop - 1)
+    start = stop + 1
+  end
+end
+
+local function push_all(key, items)
+  for i = 1, #items, 1000 do
+    redis.call('RPUSH', key, unpack(items, i, math.min(i + 999, #items)))
   end
 end
 
 local seq = tonumber(redis.call('HGET', thread, 'seq') or '0')
 local first = seq + 1
-local n_events, n_journal = tonumber(ARGV[11]), tonumber(ARGV[12])
-local n_messages, n_approvals = tonumber(ARGV[13]), tonumber(ARGV[14])
-local at = 15
-local bodies = {}
-for k = 1, n_events do
+local bodies = split(ARGV[11])
+for k = 1, #bodies do
   seq = seq + 1
-  local body = '{"seq":' .. seq .. ',' .. string.sub(ARGV[at], 2)
-  redis.call('XADD', KEYS[2], seq .. '-0', 'e', body)
-  bodies[k] = body
-  at = at + 1
+  bodies[k] = '{"seq":' .. seq .. ',' .. string.sub(bodies[k], 2)
+  redis.call('XADD', KEYS[2], seq .. '-0', 'e', bodies[k])
 end
-if n_events > 0 then
+if #bodies > 0 then
   redis.call('HSET', thread, 'seq', seq)
 end
 if run_id ~= '' then
@@ -144,8 +152,8 @@ if run_id ~= '' then
     record = record .. '"first_seq":' .. first .. ','
   end
   redis.call('HSET', KEYS[4], run_id, record .. ARGV[5])
-  if n_journal > 0 then
-    push_all(KEYS[6], at, n_journal)
+  if ARGV[12] ~= '' then
+    push_all(KEYS[6], split(ARGV[12]))
   end
   if ARGV[6] == '1' then
     if redis.call('HGET', thread, 'running') == run_id then
@@ -154,20 +162,19 @@ if run_id ~= '' then
     redis.call('DEL', KEYS[7])
   end
 end
-at = at + n_journal
-if n_messages > 0 then
-  push_all(KEYS[3], at, n_messages)
+if ARGV[13] ~= '' then
+  push_all(KEYS[3], split(ARGV[13]))
 end
-at = at + n_messages
-for k = 1, n_approvals do
-  local id = ARGV[at]
-  redis.call('HSET', KEYS[8], id, ARGV[at + 1])
-  if redis.call('ZSCORE', KEYS[9], id) == false then
-    redis.call('ZADD', KEYS[9], redis.call('HINCRBY', thread, 'approvals', 1), id)
+if ARGV[14] ~= '' then
+  local approvals, ids = split(ARGV[14]), cjson.decode(ARGV[15])
+  for k = 1, #approvals do
+    redis.call('HSET', KEYS[8], ids[k], approvals[k])
+    if redis.call('ZSCORE', KEYS[9], ids[k]) == false then
+      redis.call('ZADD', KEYS[9], redis.call('HINCRBY', thread, 'approvals', 1), ids[k])
+    end
   end
-  at = at + 2
 end
-if n_events > 0 then
+if #bodies > 0 then
   redis.call('PUBLISH', ARGV[1], '[' .. table.concat(bodies, ',') .. ']')
 end
 return first
