@@ -67,3 +67,48 @@ class RedisServer:
             self.process.kill()
             self.process.wait(timeout=10)
             self.process = None
+
+
+class SentinelServer:
+    """``redis-server --sentinel`` watching one master, on a free port in a temp dir."""
+
+    def __init__(self, directory: Path, master: RedisServer, service: str = "mymaster") -> None:
+        self.port = free_port()
+        self.service = service
+        self.config = directory / "sentinel.conf"
+        self.config.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {directory}\n"
+            f"sentinel monitor {service} 127.0.0.1 {master.port} 1\n"
+            f"sentinel down-after-milliseconds {service} 5000\n"
+        )
+        self.executable = master.executable
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis+sentinel://127.0.0.1:{self.port}/{self.service}"
+
+    async def start(self) -> None:
+        """Start the sentinel and wait (with a watchdog) until it knows the master."""
+        self.process = subprocess.Popen(
+            [self.executable, str(self.config), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
+        try:
+            async with asyncio.timeout(10):
+                while True:
+                    try:
+                        if await client.execute_command("SENTINEL", "get-master-addr-by-name", self.service):
+                            return
+                    except redis.ConnectionError:
+                        pass
+                    await asyncio.sleep(0.02)
+        finally:
+            await client.aclose()
+
+    def kill(self) -> None:
+        """Stop the sentinel."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            self.process = None

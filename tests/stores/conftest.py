@@ -30,7 +30,7 @@ def prefix() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
 async def store(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[Store]:
     if request.param == "memory":
         memory = MemoryStore()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import uuid
+from pathlib import Path
 
 import pytest
 import redis.asyncio as redis
@@ -15,8 +17,10 @@ from gateway.stores import Batch, RedisStore
 from gateway.stores._redis_client import redact
 
 from ._helpers import approval, begin, collect, delta, eventually, finish
-from ._server import RedisServer, free_port
+from ._server import RedisServer, SentinelServer, free_port
 from .conftest import drop_prefix
+
+pytestmark = pytest.mark.redis
 
 
 async def test_a_threads_keys_share_its_hash_tag(redis_store: RedisStore, redis_url: str, prefix: str) -> None:
@@ -184,3 +188,41 @@ async def _has(events: list[RunEvent], count: int) -> bool:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_silent_redis_fails_calls_at_their_deadline(server: RedisServer, prefix: str) -> None:
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix, timeout=0.2)
+    try:
+        await begin(store, "t1")
+        assert server.process is not None
+        server.process.send_signal(signal.SIGSTOP)  # alive, but answers nothing
+        try:
+            with pytest.raises(StoreUnavailableError, match="did not answer within 0.2 s"):
+                await store.last_seq("t1")
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        assert await store.last_seq("t1") == 1
+    finally:
+        await store.aclose()
+
+
+async def test_a_sentinel_url_works_like_a_plain_one(server: RedisServer, tmp_path: Path, prefix: str) -> None:
+    await server.start()
+    sentinel = SentinelServer(tmp_path, server)
+    await sentinel.start()
+    store = RedisStore(sentinel.url, prefix=prefix)
+    try:
+        await store.ping()
+        run, _ = await begin(store, "t1")
+        stream = store.subscribe("t1")
+        async with asyncio.timeout(5):
+            got = await collect(stream, 1)
+            await store.write("t1", Batch(events=[delta(run, "via sentinel")]))
+            await collect(stream, 2, got)
+        await stream.aclose()  # type: ignore[attr-defined]
+        assert [e.seq for e in got] == [1, 2]
+        assert repr(store) == f"RedisStore('{sentinel.url}', prefix='{prefix}')"
+    finally:
+        await store.aclose()
+        sentinel.kill()

@@ -18,6 +18,8 @@ from tools import Actor, ToolContext, define_tool
 from ._helpers import eventually
 from .conftest import drop_prefix
 
+pytestmark = pytest.mark.redis
+
 
 class CityInput(BaseModel):
     city: str
