@@ -1,44 +1,25 @@
 """``RedisStore``: the store that many gateway processes share, on one Redis.
 
-Key layout (``P`` is the prefix, ``agora`` by default). The keys of one thread share the hash tag
-``{thread_id}``, so a Redis Cluster keeps a thread on one node and every script touches one slot::
+The key layout and record encodings are in ``_redis_layout``; the Lua scripts in
+``_redis_scripts``; the pub/sub hub of live tails in ``_redis_hub``.
 
-    P:{t}:thread            hash: record (JSON), owner, seq (last event), running (run id),
-                            approvals (insertion counter)
-    P:{t}:events            stream: one entry per event, id ``<seq>-0``, field ``e`` = event JSON
-    P:{t}:live              pub/sub channel: each write publishes its events as a JSON array
-    P:{t}:messages          list of history messages (JSON)
-    P:{t}:runs              hash: run id -> run record (JSON, with a ``status``/``updated_at`` head)
-    P:{t}:run-order         list of run ids, oldest first
-    P:{t}:journal:<run>     list of journal entries (JSON)
-    P:{t}:lease:<run>       string: the lease owner, expiring (PX) with the lease
-    P:{t}:approvals         hash: tool call id -> approval (JSON, with a settle-fields head)
-    P:{t}:pending           sorted set: pending approvals' tool call ids, oldest first
-    P:{t}:remembered        set: tools approved without asking in this thread
+Sentinel: a ``redis+sentinel://`` URL (see ``_redis_client.connect``) gives a client that follows
+the master across failovers (redis-py asks the sentinels again when a connection fails or meets a
+demoted master); the call that meets the failover raises ``StoreUnavailableError``.
 
-Global keys (one per id, so they shard too), written in the same round trip as the script:
-
-    P:run:<run id>          string: thread id (run ids are global)
-    P:approval:<id>         string: thread id (tool call ids are global)
-    P:leases                sorted set: [thread, run] -> when to check the lease (ms)
-    P:approval-expiry       sorted set: [thread, tool call id] -> expiry (s)
-    P:confirm:<hash>        claimed confirm token (expires with the token)
-    P:channel:<key>         channel state (JSON)
-
-The two sorted sets are indexes, not truth: the thread's keys are. A reader checks candidates
-against the thread's keys and corrects the index only where nobody changed it since it looked
-(``RECONCILE``), so an index that lags (a renewal, a crash between two commands) costs a check,
-never a lost run.
+Cluster: every script touches the keys of one thread, which share the ``{thread_id}`` hash tag,
+and global index updates are separate commands beside the script, so the layout shards by
+thread. Live events use classic PUBLISH, which a cluster delivers on every node. Passing a
+cluster client is not supported yet: redis-py's asyncio cluster client has no pub/sub.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
-from pydantic import TypeAdapter
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
@@ -49,7 +30,6 @@ from ._records import (
     ApprovalRecord,
     ApprovalState,
     Batch,
-    JournalEntry,
     ModelStepEntry,
     PreflightEntry,
     RunRecord,
@@ -58,6 +38,21 @@ from ._records import (
 )
 from ._redis_client import connect, describe, guarded, redact
 from ._redis_hub import PubSubHub
+from ._redis_layout import (
+    EVENTS,
+    JOURNAL,
+    NO_SEQ,
+    PENDING_HEAD,
+    RedisKeys,
+    approval_head,
+    approval_json,
+    as_text,
+    index_member,
+    json_array,
+    millis,
+    parse_events,
+    run_parts,
+)
 from ._redis_scripts import APPLY, APPROVALS, CLAIM, LEASE_STATE, RECONCILE, RENEW, SETTLE, run_scripts
 from ._tail import Subscriber, follow
 
@@ -65,60 +60,6 @@ __all__ = ["RedisStore"]
 
 Entry = ModelStepEntry | ToolSettledEntry | PreflightEntry
 Message = UserMessage | AssistantMessage | ToolMessage
-
-_EVENTS: TypeAdapter[list[RunEvent]] = TypeAdapter(list[RunEvent])
-_JOURNAL: TypeAdapter[list[JournalEntry]] = TypeAdapter(list[JournalEntry])
-_NO_SEQ = {"seq"}
-_RUN_HEAD = frozenset({"status", "updated_at"})
-_RUN_HEAD_FIRST = frozenset({"status", "updated_at", "first_seq"})
-_SETTLE_FIELDS = ("status", "decided_by", "via", "reason", "decided_at", "remember")
-
-
-def _approval_head(**fields: Any) -> str:
-    return json.dumps({name: fields[name] for name in _SETTLE_FIELDS}, separators=(",", ":"))[:-1] + ","
-
-
-_PENDING_HEAD = _approval_head(
-    status="pending", decided_by=None, via=None, reason=None, decided_at=None, remember=False
-)
-"""How every pending approval starts; settling swaps this head for the decision's."""
-
-
-def _approval_json(approval: ApprovalRecord) -> str:
-    if approval.status == "pending":
-        head = _PENDING_HEAD
-    else:
-        head = _approval_head(**{name: getattr(approval, name) for name in _SETTLE_FIELDS})
-    return head + approval.model_dump_json(exclude=set(_SETTLE_FIELDS))[1:]
-
-
-def _run_parts(run: RunRecord, *, begin: bool) -> tuple[str, str]:
-    """The run's head (status and update time, which scripts rewrite) and the rest of its JSON."""
-    body = run.model_dump_json(exclude=set(_RUN_HEAD_FIRST if begin else _RUN_HEAD))
-    return f'{{"status":"{run.status}","updated_at":{json.dumps(run.updated_at)},', body[1:]
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _array(items: Sequence[bytes | str]) -> bytes | str:
-    """Join JSON values into one JSON array, so one pydantic call parses them all."""
-    if items and isinstance(items[0], str):
-        return "[" + ",".join(cast(Sequence[str], items)) + "]"
-    return b"[" + b",".join(cast(Sequence[bytes], items)) + b"]"
-
-
-def _member(thread_id: str, item_id: str) -> str:
-    return json.dumps([thread_id, item_id], separators=(",", ":"))
-
-
-def _ms(seconds: float) -> int:
-    return max(1, int(seconds * 1000))
-
-
-def _parse_events(data: bytes | str) -> list[RunEvent]:
-    return _EVENTS.validate_json(data)
 
 
 class RedisStore:
@@ -159,6 +100,7 @@ class RedisStore:
         if not prefix or "{" in prefix or "}" in prefix:
             raise ValueError(f"prefix must be non-empty and contain no braces: {prefix!r}")
         self.prefix = prefix
+        self._keys = RedisKeys(prefix)
         self._timeout = timeout
         self._extra_clients: list[Redis] = []
         if isinstance(url_or_client, str):
@@ -174,12 +116,10 @@ class RedisStore:
         self._hub = PubSubHub(
             self._client,
             where=self._where,
-            parse=_parse_events,
+            parse=parse_events,
             heartbeat=heartbeat,
             subscribe_timeout=subscribe_timeout,
         )
-        self._leases = f"{prefix}:leases"
-        self._approval_expiry = f"{prefix}:approval-expiry"
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r}, prefix={self.prefix!r})"
@@ -196,22 +136,19 @@ class RedisStore:
 
     # -- keys ---------------------------------------------------------------------------------------
 
-    def _key(self, thread_id: str, name: str) -> str:
-        return f"{self.prefix}:{{{thread_id}}}:{name}"
-
     def _guard(self) -> guarded:
         return guarded(self._where, self._timeout)
 
     def channel(self, thread_id: str) -> bytes:
         """The pub/sub channel of a thread's live events."""
-        return self._key(thread_id, "live").encode()
+        return self._keys.thread(thread_id, "live").encode()
 
     # -- threads, runs, journal, history ----------------------------------------------------------
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         """The thread, or ``None``."""
         async with self._guard():
-            raw = await self._client.hget(self._key(thread_id, "thread"), "record")
+            raw = await self._client.hget(self._keys.thread(thread_id, "thread"), "record")
         return ThreadRecord.model_validate_json(raw) if raw is not None else None
 
     async def begin_run(
@@ -224,12 +161,12 @@ class RedisStore:
             ThreadBusyError: Another run is running on the thread.
         """
         run = run.model_copy(update={"status": "running", "thread_id": thread.thread_id})
-        lease_ms = _ms(lease_ttl)
-        member = _member(run.thread_id, run.run_id)
-        run_index = f"{self.prefix}:run:{run.run_id}"
+        lease_ms = millis(lease_ttl)
+        member = index_member(run.thread_id, run.run_id)
+        run_index = self._keys.run_index(run.run_id)
 
         def extra(pipe: Pipeline) -> None:
-            pipe.zadd(self._leases, {member: time.time() * 1000 + lease_ms})
+            pipe.zadd(self._keys.leases, {member: time.time() * 1000 + lease_ms})
             pipe.set(run_index, run.thread_id)
 
         first = await self._apply(
@@ -242,7 +179,7 @@ class RedisStore:
         if first < 0:
             async with self._guard():
                 pipe = self._client.pipeline(transaction=False)
-                pipe.zrem(self._leases, member)
+                pipe.zrem(self._keys.leases, member)
                 pipe.delete(run_index)
                 await pipe.execute()
             if first == -2:
@@ -276,21 +213,21 @@ class RedisStore:
     ) -> int:
         """Run ``APPLY``; returns the first event's seq or a negative refusal code."""
         run_id = run.run_id if run is not None else ""
-        head, rest = _run_parts(run, begin=begin is not None) if run is not None else ("", "")
+        head, rest = run_parts(run, begin=begin is not None) if run is not None else ("", "")
         owner, thread_json, lease_owner, lease_ms = begin or ("", "", "", 0)
         keys = [
-            self._key(thread_id, "thread"),
-            self._key(thread_id, "events"),
-            self._key(thread_id, "messages"),
-            self._key(thread_id, "runs"),
-            self._key(thread_id, "run-order"),
-            self._key(thread_id, f"journal:{run_id}"),
-            self._key(thread_id, f"lease:{run_id}"),
-            self._key(thread_id, "approvals"),
-            self._key(thread_id, "pending"),
+            self._keys.thread(thread_id, "thread"),
+            self._keys.thread(thread_id, "events"),
+            self._keys.thread(thread_id, "messages"),
+            self._keys.thread(thread_id, "runs"),
+            self._keys.thread(thread_id, "run-order"),
+            self._keys.thread(thread_id, f"journal:{run_id}"),
+            self._keys.thread(thread_id, f"lease:{run_id}"),
+            self._keys.thread(thread_id, "approvals"),
+            self._keys.thread(thread_id, "pending"),
         ]
         args: list[Any] = [
-            self._key(thread_id, "live"),
+            self._keys.thread(thread_id, "live"),
             "begin" if begin is not None else "write",
             run_id,
             head,
@@ -300,10 +237,10 @@ class RedisStore:
             thread_json,
             lease_owner,
             lease_ms,
-            "\n".join([event.model_dump_json(exclude=_NO_SEQ) for event in batch.events]),
+            "\n".join([event.model_dump_json(exclude=NO_SEQ) for event in batch.events]),
             "\n".join([entry.model_dump_json() for entry in batch.journal]),
             "\n".join([message.model_dump_json() for message in batch.messages]),
-            "\n".join([_approval_json(approval) for approval in batch.approvals]),
+            "\n".join([approval_json(approval) for approval in batch.approvals]),
             json.dumps([approval.tool_call_id for approval in batch.approvals]) if batch.approvals else "",
         ]
         async with self._guard():
@@ -315,8 +252,11 @@ class RedisStore:
                 if extra is not None:
                     extra(pipe)
                 for approval in batch.approvals:
-                    pipe.set(f"{self.prefix}:approval:{approval.tool_call_id}", thread_id)
-                    pipe.zadd(self._approval_expiry, {_member(thread_id, approval.tool_call_id): approval.expires_ts})
+                    pipe.set(self._keys.approval_index(approval.tool_call_id), thread_id)
+                    pipe.zadd(
+                        self._keys.approval_expiry,
+                        {index_member(thread_id, approval.tool_call_id): approval.expires_ts},
+                    )
 
             results = await run_scripts(self._client, build, [APPLY])
             return int(results[0])
@@ -327,33 +267,33 @@ class RedisStore:
             thread_id = await self._run_thread(run_id)
             if thread_id is None:
                 return None
-            raw = await self._client.hget(self._key(thread_id, "runs"), run_id)
+            raw = await self._client.hget(self._keys.thread(thread_id, "runs"), run_id)
         return RunRecord.model_validate_json(raw) if raw is not None else None
 
     async def _run_thread(self, run_id: str) -> str | None:
-        raw = await self._client.get(f"{self.prefix}:run:{run_id}")
-        return _text(raw) if raw is not None else None
+        raw = await self._client.get(self._keys.run_index(run_id))
+        return as_text(raw) if raw is not None else None
 
     async def thread_runs(self, thread_id: str) -> list[RunRecord]:
         """The thread's runs, oldest first."""
         async with self._guard():
             pipe = self._client.pipeline(transaction=False)
-            pipe.lrange(self._key(thread_id, "run-order"), 0, -1)
-            pipe.hgetall(self._key(thread_id, "runs"))
+            pipe.lrange(self._keys.thread(thread_id, "run-order"), 0, -1)
+            pipe.hgetall(self._keys.thread(thread_id, "runs"))
             order, records = await pipe.execute()
         return [RunRecord.model_validate_json(records[run_id]) for run_id in order if run_id in records]
 
     async def read_journal(self, thread_id: str, run_id: str) -> list[Entry]:
         """The run's journal, in order."""
         async with self._guard():
-            items = await self._client.lrange(self._key(thread_id, f"journal:{run_id}"), 0, -1)
-        return _JOURNAL.validate_json(_array(items)) if items else []
+            items = await self._client.lrange(self._keys.thread(thread_id, f"journal:{run_id}"), 0, -1)
+        return JOURNAL.validate_json(json_array(items)) if items else []
 
     async def get_messages(self, thread_id: str) -> list[Message]:
         """The thread's history, in order."""
         async with self._guard():
-            items = await self._client.lrange(self._key(thread_id, "messages"), 0, -1)
-        return MESSAGE_ADAPTER.validate_json(_array(items)) if items else []
+            items = await self._client.lrange(self._keys.thread(thread_id, "messages"), 0, -1)
+        return MESSAGE_ADAPTER.validate_json(json_array(items)) if items else []
 
     # -- the event log ------------------------------------------------------------------------------
 
@@ -363,17 +303,17 @@ class RedisStore:
             return []
         start = f"{after_seq + 1}-0" if after_seq >= 0 else "-"
         async with self._guard():
-            entries = await self._client.xrange(self._key(thread_id, "events"), min=start, max="+", count=limit)
+            entries = await self._client.xrange(self._keys.thread(thread_id, "events"), min=start, max="+", count=limit)
         if not entries:
             return []
-        return _EVENTS.validate_json(
-            _array([next(iter(cast(dict[Any, Any], fields).values())) for _, fields in entries])
+        return EVENTS.validate_json(
+            json_array([next(iter(cast(dict[Any, Any], fields).values())) for _, fields in entries])
         )
 
     async def last_seq(self, thread_id: str) -> int:
         """The newest ``seq`` of the thread (0 when empty)."""
         async with self._guard():
-            raw = await self._client.hget(self._key(thread_id, "thread"), "seq")
+            raw = await self._client.hget(self._keys.thread(thread_id, "thread"), "seq")
         return int(raw) if raw is not None else 0
 
     async def subscribe(self, thread_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
@@ -403,19 +343,19 @@ class RedisStore:
             thread_id = await self._run_thread(run_id)
             if thread_id is None:
                 return None
-            lease_ms = _ms(ttl)
+            lease_ms = millis(ttl)
             keys = [
-                self._key(thread_id, "thread"),
-                self._key(thread_id, "runs"),
-                self._key(thread_id, f"lease:{run_id}"),
+                self._keys.thread(thread_id, "thread"),
+                self._keys.thread(thread_id, "runs"),
+                self._keys.thread(thread_id, f"lease:{run_id}"),
             ]
             args = [run_id, owner, lease_ms, now_iso(), *sorted(expect)]
-            member = _member(thread_id, run_id)
+            member = index_member(thread_id, run_id)
 
             def build(pipe: Pipeline) -> None:
                 CLAIM.queue(pipe, keys, args)
                 # The index may now point at a run that did not become ours: a check corrects it.
-                pipe.zadd(self._leases, {member: time.time() * 1000 + lease_ms})
+                pipe.zadd(self._keys.leases, {member: time.time() * 1000 + lease_ms})
 
             raw = (await run_scripts(self._client, build, [CLAIM]))[0]
         return RunRecord.model_validate_json(raw) if raw is not None else None
@@ -426,7 +366,7 @@ class RedisStore:
         The lease index keeps its older score: the next ``expired_leases`` check moves it.
         """
         async with self._guard():
-            renewed = await RENEW(self._client, [self._key(thread_id, f"lease:{run_id}")], [owner, _ms(ttl)])
+            renewed = await RENEW(self._client, [self._keys.thread(thread_id, f"lease:{run_id}")], [owner, millis(ttl)])
         return bool(renewed)
 
     async def expired_leases(self, limit: int = 100) -> list[tuple[str, str]]:
@@ -435,7 +375,7 @@ class RedisStore:
             due = cast(
                 list[tuple[bytes | str, float]],
                 await self._client.zrangebyscore(
-                    self._leases, "-inf", time.time() * 1000, start=0, num=limit, withscores=True
+                    self._keys.leases, "-inf", time.time() * 1000, start=0, num=limit, withscores=True
                 ),
             )
             if not due:
@@ -444,7 +384,7 @@ class RedisStore:
 
             def build(pipe: Pipeline) -> None:
                 for (thread_id, run_id), _, _ in candidates:
-                    keys = [self._key(thread_id, "runs"), self._key(thread_id, f"lease:{run_id}")]
+                    keys = [self._keys.thread(thread_id, "runs"), self._keys.thread(thread_id, f"lease:{run_id}")]
                     LEASE_STATE.queue(pipe, keys, [run_id])
 
             states = await run_scripts(self._client, build, [LEASE_STATE])
@@ -456,14 +396,14 @@ class RedisStore:
                 else:
                     corrections.extend([member, score, "" if state < 0 else state])
             if corrections:
-                await RECONCILE(self._client, [self._leases], corrections)
+                await RECONCILE(self._client, [self._keys.leases], corrections)
         return expired
 
     # -- approvals ---------------------------------------------------------------------------------
 
     async def _approval_thread(self, tool_call_id: str) -> str | None:
-        raw = await self._client.get(f"{self.prefix}:approval:{tool_call_id}")
-        return _text(raw) if raw is not None else None
+        raw = await self._client.get(self._keys.approval_index(tool_call_id))
+        return as_text(raw) if raw is not None else None
 
     async def get_approval(self, tool_call_id: str) -> ApprovalRecord | None:
         """The approval, or ``None``."""
@@ -471,7 +411,7 @@ class RedisStore:
             thread_id = await self._approval_thread(tool_call_id)
             if thread_id is None:
                 return None
-            raw = await self._client.hget(self._key(thread_id, "approvals"), tool_call_id)
+            raw = await self._client.hget(self._keys.thread(thread_id, "approvals"), tool_call_id)
         return ApprovalRecord.model_validate_json(raw) if raw is not None else None
 
     async def settle_approval(
@@ -489,20 +429,20 @@ class RedisStore:
             thread_id = await self._approval_thread(tool_call_id)
             if thread_id is None:
                 return None
-            head = _approval_head(
+            head = approval_head(
                 status=status, decided_by=decided_by, via=via, reason=reason, decided_at=now_iso(), remember=remember
             )
             keys = [
-                self._key(thread_id, "approvals"),
-                self._key(thread_id, "pending"),
-                self._key(thread_id, "remembered"),
+                self._keys.thread(thread_id, "approvals"),
+                self._keys.thread(thread_id, "pending"),
+                self._keys.thread(thread_id, "remembered"),
             ]
-            args = [tool_call_id, _PENDING_HEAD, head, "1" if remember and status == "approved" else "0"]
-            member = _member(thread_id, tool_call_id)
+            args = [tool_call_id, PENDING_HEAD, head, "1" if remember and status == "approved" else "0"]
+            member = index_member(thread_id, tool_call_id)
 
             def build(pipe: Pipeline) -> None:
                 SETTLE.queue(pipe, keys, args)
-                pipe.zrem(self._approval_expiry, member)  # settled or not, it is not pending now
+                pipe.zrem(self._keys.approval_expiry, member)  # settled or not, it is not pending now
 
             raw = (await run_scripts(self._client, build, [SETTLE]))[0]
         return ApprovalRecord.model_validate_json(raw) if raw is not None else None
@@ -511,7 +451,7 @@ class RedisStore:
         """The thread's pending approvals, oldest first."""
         async with self._guard():
             items = await APPROVALS(
-                self._client, [self._key(thread_id, "approvals"), self._key(thread_id, "pending")], []
+                self._client, [self._keys.thread(thread_id, "approvals"), self._keys.thread(thread_id, "pending")], []
             )
         approvals = [ApprovalRecord.model_validate_json(raw) for raw in items if raw is not None]
         return [approval for approval in approvals if approval.status == "pending"]
@@ -523,14 +463,14 @@ class RedisStore:
             for _ in range(8):
                 due = cast(
                     list[bytes | str],
-                    await self._client.zrangebyscore(self._approval_expiry, "-inf", now, start=0, num=limit),
+                    await self._client.zrangebyscore(self._keys.approval_expiry, "-inf", now, start=0, num=limit),
                 )
                 if not due:
                     break
                 pairs = [json.loads(member) for member in due]
                 pipe = self._client.pipeline(transaction=False)
                 for thread_id, tool_call_id in pairs:
-                    pipe.hget(self._key(thread_id, "approvals"), tool_call_id)
+                    pipe.hget(self._keys.thread(thread_id, "approvals"), tool_call_id)
                 stale: list[Any] = []
                 for member, raw in zip(due, await pipe.execute(), strict=True):
                     approval = ApprovalRecord.model_validate_json(raw) if raw is not None else None
@@ -539,7 +479,7 @@ class RedisStore:
                     else:
                         stale.append(member)
                 if stale:
-                    await self._client.zrem(self._approval_expiry, *stale)
+                    await self._client.zrem(self._keys.approval_expiry, *stale)
                 if len(lapsed) >= limit or not stale or len(due) < limit:
                     break
         return lapsed[:limit]
@@ -547,7 +487,7 @@ class RedisStore:
     async def is_remembered(self, thread_id: str, tool: str) -> bool:
         """Whether calls of ``tool`` in the thread are approved without asking."""
         async with self._guard():
-            found = await self._client.sismember(self._key(thread_id, "remembered"), tool)
+            found = await self._client.sismember(self._keys.thread(thread_id, "remembered"), tool)
         return bool(found)
 
     # -- confirm tokens -----------------------------------------------------------------------------
@@ -556,42 +496,42 @@ class RedisStore:
         """Claim a confirm token once (``SET NX PXAT``: the claim expires with the token)."""
         async with self._guard():
             claimed = await self._client.set(
-                f"{self.prefix}:confirm:{token_hash}", 1, nx=True, pxat=max(1, int(expires_at * 1000))
+                self._keys.confirm_token(token_hash), 1, nx=True, pxat=max(1, int(expires_at * 1000))
             )
         return bool(claimed)
 
     async def release_confirm_token(self, token_hash: str) -> None:
         """Undo a claim."""
         async with self._guard():
-            await self._client.delete(f"{self.prefix}:confirm:{token_hash}")
+            await self._client.delete(self._keys.confirm_token(token_hash))
 
     # -- channel state ------------------------------------------------------------------------------
 
     async def channel_get(self, key: str) -> Any:
         """A channel's JSON value, or ``None``."""
         async with self._guard():
-            raw = await self._client.get(f"{self.prefix}:channel:{key}")
+            raw = await self._client.get(self._keys.channel_state(key))
         return json.loads(raw) if raw is not None else None
 
     async def channel_set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
         """Store a channel's JSON value, optionally expiring after ``ttl`` seconds."""
-        name = f"{self.prefix}:channel:{key}"
+        name = self._keys.channel_state(key)
         async with self._guard():
             if ttl is not None and ttl <= 0:
                 await self._client.delete(name)
             else:
-                await self._client.set(name, json.dumps(value), px=_ms(ttl) if ttl is not None else None)
+                await self._client.set(name, json.dumps(value), px=millis(ttl) if ttl is not None else None)
 
     async def channel_claim(self, key: str, *, ttl: float, value: Any = True) -> bool:
         """Set ``key`` only if absent (``SET NX PX``); True if claimed."""
         async with self._guard():
-            claimed = await self._client.set(f"{self.prefix}:channel:{key}", json.dumps(value), nx=True, px=_ms(ttl))
+            claimed = await self._client.set(self._keys.channel_state(key), json.dumps(value), nx=True, px=millis(ttl))
         return bool(claimed)
 
     async def channel_delete(self, key: str) -> None:
         """Drop a key."""
         async with self._guard():
-            await self._client.delete(f"{self.prefix}:channel:{key}")
+            await self._client.delete(self._keys.channel_state(key))
 
     # -- lifecycle ----------------------------------------------------------------------------------
 

@@ -189,7 +189,7 @@ class PubSubHub:
         self._tasks = []
         for future in self._live.values():
             if not future.done():
-                future.cancel()
+                future.set_exception(RuntimeError("The RedisStore was closed while subscribing"))
         self._live.clear()
 
     # -- the reader ---------------------------------------------------------------------------------
