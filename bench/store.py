@@ -3,16 +3,18 @@
     python bench/store.py [--redis redis://127.0.0.1:6379/0] [--quick]
 
 Figures: ``write`` of a typical step batch (3 events + 1 journal entry + the run record) per second,
-sequentially and from 50 threads at once; ``read_events`` of 1,000 events; live-tail fan-out latency
-(write -> each of 100 subscribers receives) p50/p99; and the runtime's turn rate (user message ->
-one read tool -> text reply), sequentially and 20 at once. The Redis store uses a throwaway key
-prefix that it deletes afterwards (never FLUSHDB: the server may be shared).
+sequentially and from 50 threads at once; ``read_events`` of 1,000 events; live-tail fan-out
+latency (write -> each of 100 subscribers receives) p50/p99; the runtime's turn rate (user message
+-> one read tool -> text reply), sequentially and 20 at once; and this process's CPU time per turn,
+steadier than rates on a shared machine (Redis's own CPU is not counted). The Redis store uses a
+throwaway key prefix that it deletes afterwards (never FLUSHDB: the server may be shared).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import statistics
 import sys
 import time
@@ -178,7 +180,10 @@ async def measure(store: Store, quick: bool) -> dict[str, float]:
     seq_writes, conc_writes = await bench_writes(store, 4000 // scale)
     read_ms = await bench_read(store, 40 // scale)
     p50, p99 = await bench_fanout(store, 100, 200 // scale)
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
     turns_seq = await bench_turns(store, 600 // scale, 1)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    turn_cpu = (after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime) / (600 // scale) * 1000
     turns_conc = await bench_turns(store, 1000 // scale, 20)
     return {
         "write step batch, sequential (/s)": seq_writes,
@@ -188,6 +193,7 @@ async def measure(store: Store, quick: bool) -> dict[str, float]:
         "fan-out to 100 subscribers p99 (ms)": p99,
         "turns, sequential (/s)": turns_seq,
         "turns, 20 at once (/s)": turns_conc,
+        "CPU of this process per turn (ms)": turn_cpu,
     }
 
 
