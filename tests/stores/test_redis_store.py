@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,68 @@ async def test_a_sentinel_url_works_like_a_plain_one(server: RedisServer, tmp_pa
     finally:
         await store.aclose()
         sentinel.kill()
+
+
+async def _follow_through(
+    store: RedisStore, admin_action: Callable[[], Awaitable[None]], *, recovered: Callable[[], bool]
+) -> list[RunEvent]:
+    """Tail a thread, disturb the pub/sub connection, write on; return what the tail saw."""
+    got: list[RunEvent] = []
+    run, _ = await begin(store, "t1")
+    consumer = asyncio.create_task(collect(store.subscribe("t1"), 5, got))
+    await eventually(lambda: _has(got, 1))
+    await store.write("t1", Batch(events=[delta(run, "before")]))
+    await eventually(lambda: _has(got, 2))
+    await admin_action()
+    await store.write("t1", Batch(events=[delta(run, "during")]))
+    await eventually(lambda: _true(recovered()))
+    await store.write("t1", Batch(events=[delta(run, "after-1"), delta(run, "after-2")]))
+    async with asyncio.timeout(10):
+        await consumer
+    return got
+
+
+async def test_a_killed_pubsub_connection_is_replaced_without_loss(server: RedisServer, prefix: str) -> None:
+    """redis-py's retry reconnects and resubscribes unasked: the unexpected acks make tails re-read."""
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix)
+    admin = redis.Redis.from_url(server.url)
+    try:
+
+        async def kill_pubsub() -> None:
+            await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+
+        got = await _follow_through(
+            store, kill_pubsub, recovered=lambda: store.hub.subscribers(store.channel("t1")) == 1
+        )
+        assert [e.seq for e in got] == [1, 2, 3, 4, 5]
+        assert store.hub.reconnections == 0  # redis-py reconnected and resubscribed by itself
+        await eventually(lambda: _numsub_of(admin, store.channel("t1"), 1))
+    finally:
+        await store.aclose()
+        await admin.aclose()
+
+
+async def test_a_frozen_redis_is_noticed_by_the_heartbeat(server: RedisServer, prefix: str) -> None:
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix, heartbeat=0.05)
+    assert server.process is not None
+    process = server.process
+    try:
+
+        async def freeze_then_thaw() -> None:
+            process.send_signal(signal.SIGSTOP)
+            try:
+                await eventually(lambda: _true(not store.hub.connected))
+            finally:
+                process.send_signal(signal.SIGCONT)
+
+        got = await _follow_through(store, freeze_then_thaw, recovered=lambda: store.hub.connected)
+        assert [e.seq for e in got] == [1, 2, 3, 4, 5]
+        assert store.hub.reconnections >= 1
+    finally:
+        await store.aclose()
+
+
+async def _numsub_of(admin: redis.Redis, channel: bytes, expected: int) -> bool:
+    return dict(await admin.pubsub_numsub(channel)).get(channel) == expected
