@@ -195,6 +195,13 @@ class RedisStore:
         """
         first = await self._apply(thread_id, batch, run=batch.run)
         if first == -1:
+            if batch.approvals:  # their index entries went out beside the script: take them back
+                async with self._guard():
+                    pipe = self._client.pipeline(transaction=False)
+                    for approval in batch.approvals:
+                        pipe.delete(self._keys.approval_index(approval.tool_call_id))
+                        pipe.zrem(self._keys.approval_expiry, index_member(thread_id, approval.tool_call_id))
+                    await pipe.execute()
             raise KeyError(f"no thread {thread_id!r}")
         return self._written(batch.events, first)
 

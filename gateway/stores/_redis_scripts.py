@@ -14,7 +14,7 @@ keeps the rest byte for byte, so it never decodes and re-encodes a record (``cjs
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,26 +59,29 @@ class LuaScript:
         pipe.evalsha(self.sha, len(keys), *keys, *args)
 
 
-async def run_scripts(client: Redis, build: Any, scripts: Sequence[LuaScript]) -> list[Any]:
+async def run_scripts(client: Redis, build: Callable[[Pipeline], None], scripts: Sequence[LuaScript]) -> list[Any]:
     """Execute a pipeline (no MULTI) that ``build(pipe)`` fills; reload scripts once on NOSCRIPT.
 
     redis-py's own script helper asks ``SCRIPT EXISTS`` before every pipeline (a second round
     trip); calling by SHA and reloading only when Redis answers NOSCRIPT keeps one. The commands
     beside the scripts are index updates that are safe to repeat.
     """
-    for attempt in (0, 1):
-        pipe: Pipeline = client.pipeline(transaction=False)
-        build(pipe)
-        results: list[Any] = await pipe.execute(raise_on_error=False)
-        if attempt == 0 and any(isinstance(r, NoScriptError) for r in results):
-            for script in scripts:
-                await client.script_load(script.source)
-            continue
-        for result in results:
-            if isinstance(result, Exception):
-                raise result
-        return results
-    raise AssertionError("unreachable")  # pragma: no cover
+    results = await _execute(client, build)
+    if any(isinstance(result, NoScriptError) for result in results):
+        for script in scripts:
+            await client.script_load(script.source)
+        results = await _execute(client, build)
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+    return results
+
+
+async def _execute(client: Redis, build: Callable[[Pipeline], None]) -> list[Any]:
+    pipe: Pipeline = client.pipeline(transaction=False)
+    build(pipe)
+    results: list[Any] = await pipe.execute(raise_on_error=False)
+    return results
 
 
 APPLY = LuaScript(

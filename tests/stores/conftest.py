@@ -30,20 +30,30 @@ def prefix() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(
+    params=[
+        "memory",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("redis-text-client", marks=pytest.mark.redis),
+    ]
+)
 async def store(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[Store]:
+    """Each store under test; ``redis-text-client`` is a caller's client that decodes replies."""
     if request.param == "memory":
         memory = MemoryStore()
         yield memory
         await memory.aclose()
         return
     url: str = request.getfixturevalue("redis_url")
-    redis_store = RedisStore(url, prefix=prefix)
+    client = redis.Redis.from_url(url, decode_responses=True) if request.param == "redis-text-client" else None
+    redis_store = RedisStore(client or url, prefix=prefix)
     await redis_store.ping()
     try:
         yield redis_store
     finally:
         await redis_store.aclose()
+        if client is not None:
+            await client.aclose()
         await drop_prefix(url, prefix)
 
 

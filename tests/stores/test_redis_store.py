@@ -292,3 +292,17 @@ async def test_a_frozen_redis_is_noticed_by_the_heartbeat(server: RedisServer, p
 
 async def _numsub_of(admin: redis.Redis, channel: bytes, expected: int) -> bool:
     return dict(await admin.pubsub_numsub(channel)).get(channel) == expected
+
+
+async def test_a_refused_write_leaves_no_index_behind(redis_store: RedisStore, redis_url: str, prefix: str) -> None:
+    run, _ = await begin(redis_store, "t1")
+    orphan = approval(run).model_copy(update={"thread_id": "nowhere"})
+    with pytest.raises(KeyError):
+        await redis_store.write("nowhere", Batch(approvals=[orphan]))
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = {key.decode() async for key in client.scan_iter(match=f"{prefix}:*")}
+    finally:
+        await client.aclose()
+    assert not any("nowhere" in key or orphan.tool_call_id in key for key in keys)
+    assert await redis_store.client.zcard(f"{prefix}:approval-expiry") == 0
