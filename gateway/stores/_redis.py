@@ -101,6 +101,7 @@ class RedisStore:
             raise ValueError(f"prefix must be non-empty and contain no braces: {prefix!r}")
         self.prefix = prefix
         self._keys = RedisKeys(prefix)
+        self._closed = False
         self._timeout = timeout
         self._extra_clients: list[Redis] = []
         if isinstance(url_or_client, str):
@@ -555,7 +556,10 @@ class RedisStore:
             raise StoreUnavailableError(f"Cannot reach Redis at {self._where}: {exc.__cause__}") from exc.__cause__
 
     async def aclose(self) -> None:
-        """Stop the pub/sub hub and close the connections (those of a client the store built)."""
+        """Stop the pub/sub hub and close the connections (those of a client the store built); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         await self._hub.aclose()
         if self._owns_client:
             for client in (self._client, *self._extra_clients):

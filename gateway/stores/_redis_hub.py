@@ -22,7 +22,6 @@ import contextlib
 import enum
 import logging
 from collections.abc import Callable
-from typing import Literal
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
@@ -36,7 +35,6 @@ __all__ = ["PubSubHub"]
 
 logger = logging.getLogger("gateway.stores.redis")
 
-_Verb = Literal["SUBSCRIBE", "UNSUBSCRIBE"]
 _SEND_FAILURES: tuple[type[BaseException], ...] = (StoreUnavailableError, *UNAVAILABLE)
 
 
@@ -104,7 +102,7 @@ class PubSubHub:
         """SUBSCRIBEs sent per channel and not yet acknowledged."""
         self._resync: set[bytes] = set()
         """Channels subscribed again after a reconnection: their subscribers re-read the log."""
-        self._queue: asyncio.Queue[tuple[_Verb, bytes]] = asyncio.Queue()
+        self._queue: asyncio.Queue[bytes] = asyncio.Queue()
         """Channels whose subscription should change; the writer sends what is wanted when it runs."""
         self._up = asyncio.Event()
         self._wake = asyncio.Event()
@@ -139,7 +137,7 @@ class PubSubHub:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             future.add_done_callback(_retrieve)
             self._live[channel] = future
-            self._queue.put_nowait(("SUBSCRIBE", channel))
+            self._queue.put_nowait(channel)
         subs.add(subscriber)
         pending = self._live.get(channel)
         if pending is None:
@@ -165,7 +163,7 @@ class PubSubHub:
         if pending is not None and not pending.done():
             pending.cancel()
         if self._state is not _State.CLOSED:
-            self._queue.put_nowait(("UNSUBSCRIBE", channel))
+            self._queue.put_nowait(channel)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -297,9 +295,9 @@ class PubSubHub:
 
     async def _write_loop(self) -> None:
         while True:
-            touched = [(await self._queue.get())[1]]
+            touched = [await self._queue.get()]
             while not self._queue.empty():
-                touched.append(self._queue.get_nowait()[1])
+                touched.append(self._queue.get_nowait())
             # What counts is what is wanted now: a channel left and taken again needs no UNSUBSCRIBE.
             channels = list(dict.fromkeys(touched))
             subscribe = [channel for channel in channels if channel in self._subs and channel in self._live]
