@@ -15,13 +15,13 @@ cluster client is not supported yet: redis-py's asyncio cluster client has no pu
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 
 from .._errors import StoreUnavailableError, ThreadBusyError, ThreadForbiddenError
 from ..events import RunEvent, now_iso
@@ -36,6 +36,7 @@ from ._records import (
     ThreadRecord,
     ToolSettledEntry,
 )
+from ._redis_batch import CommandBatcher
 from ._redis_client import connect, describe, guarded, redact
 from ._redis_hub import PubSubHub
 from ._redis_layout import (
@@ -53,7 +54,7 @@ from ._redis_layout import (
     parse_events,
     run_parts,
 )
-from ._redis_scripts import APPLY, APPROVALS, CLAIM, LEASE_STATE, RECONCILE, RENEW, SETTLE, run_scripts
+from ._redis_scripts import APPLY, APPROVALS, CLAIM, LEASE_STATE, RECONCILE, RENEW, SETTLE, Command, run_scripts
 from ._tail import Subscriber, follow
 
 __all__ = ["RedisStore"]
@@ -114,6 +115,8 @@ class RedisStore:
             self._where = describe(url_or_client)
             self._client = url_or_client
             self._owns_client = False
+        self._batcher = CommandBatcher(self._client)
+        self._call = self._batcher.call
         self._hub = PubSubHub(
             self._client,
             where=self._where,
@@ -149,7 +152,7 @@ class RedisStore:
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         """The thread, or ``None``."""
         async with self._guard():
-            raw = await self._client.hget(self._keys.thread(thread_id, "thread"), "record")
+            raw = await self._call("HGET", self._keys.thread(thread_id, "thread"), "record")
         return ThreadRecord.model_validate_json(raw) if raw is not None else None
 
     async def begin_run(
@@ -166,9 +169,10 @@ class RedisStore:
         member = index_member(run.thread_id, run.run_id)
         run_index = self._keys.run_index(run.run_id)
 
-        def extra(pipe: Pipeline) -> None:
-            pipe.zadd(self._keys.leases, {member: time.time() * 1000 + lease_ms})
-            pipe.set(run_index, run.thread_id)
+        extra = [
+            ("ZADD", self._keys.leases, time.time() * 1000 + lease_ms, member),
+            ("SET", run_index, run.thread_id),
+        ]
 
         first = await self._apply(
             thread.thread_id,
@@ -179,10 +183,7 @@ class RedisStore:
         )
         if first < 0:
             async with self._guard():
-                pipe = self._client.pipeline(transaction=False)
-                pipe.zrem(self._keys.leases, member)
-                pipe.delete(run_index)
-                await pipe.execute()
+                await asyncio.gather(self._call("ZREM", self._keys.leases, member), self._call("DEL", run_index))
             if first == -2:
                 raise ThreadForbiddenError(f"Thread {thread.thread_id!r} belongs to another actor")
             raise ThreadBusyError(f"A run is already running on thread {thread.thread_id!r}")
@@ -198,11 +199,18 @@ class RedisStore:
         if first == -1:
             if batch.approvals:  # their index entries went out beside the script: take them back
                 async with self._guard():
-                    pipe = self._client.pipeline(transaction=False)
-                    for approval in batch.approvals:
-                        pipe.delete(self._keys.approval_index(approval.tool_call_id))
-                        pipe.zrem(self._keys.approval_expiry, index_member(thread_id, approval.tool_call_id))
-                    await pipe.execute()
+                    await run_scripts(
+                        self._call,
+                        [
+                            command
+                            for approval in batch.approvals
+                            for command in (
+                                ("DEL", self._keys.approval_index(approval.tool_call_id)),
+                                ("ZREM", self._keys.approval_expiry, index_member(thread_id, approval.tool_call_id)),
+                            )
+                        ],
+                        [],
+                    )
             raise KeyError(f"no thread {thread_id!r}")
         return self._written(batch.events, first)
 
@@ -217,7 +225,7 @@ class RedisStore:
         *,
         run: RunRecord | None,
         begin: tuple[str, str, str, int] | None = None,
-        extra: Callable[[Pipeline], None] | None = None,
+        extra: Sequence[Command] = (),
     ) -> int:
         """Run ``APPLY``; returns the first event's seq or a negative refusal code."""
         run_id = run.run_id if run is not None else ""
@@ -252,21 +260,14 @@ class RedisStore:
             json.dumps([approval.tool_call_id for approval in batch.approvals]) if batch.approvals else "",
         ]
         async with self._guard():
-            if extra is None and not batch.approvals:
-                return int(await APPLY(self._client, keys, args))
-
-            def build(pipe: Pipeline) -> None:
-                APPLY.queue(pipe, keys, args)
-                if extra is not None:
-                    extra(pipe)
-                for approval in batch.approvals:
-                    pipe.set(self._keys.approval_index(approval.tool_call_id), thread_id)
-                    pipe.zadd(
-                        self._keys.approval_expiry,
-                        {index_member(thread_id, approval.tool_call_id): approval.expires_ts},
-                    )
-
-            results = await run_scripts(self._client, build, [APPLY])
+            if not extra and not batch.approvals:
+                return int(await APPLY(self._call, keys, args))
+            commands: list[Command] = [APPLY.command(keys, args), *extra]
+            for approval in batch.approvals:
+                commands.append(("SET", self._keys.approval_index(approval.tool_call_id), thread_id))
+                member = index_member(thread_id, approval.tool_call_id)
+                commands.append(("ZADD", self._keys.approval_expiry, approval.expires_ts, member))
+            results = await run_scripts(self._call, commands, [APPLY])
             return int(results[0])
 
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -275,11 +276,11 @@ class RedisStore:
             thread_id = await self._run_thread(run_id)
             if thread_id is None:
                 return None
-            raw = await self._client.hget(self._keys.thread(thread_id, "runs"), run_id)
+            raw = await self._call("HGET", self._keys.thread(thread_id, "runs"), run_id)
         return RunRecord.model_validate_json(raw) if raw is not None else None
 
     async def _run_thread(self, run_id: str) -> str | None:
-        raw = await self._client.get(self._keys.run_index(run_id))
+        raw = await self._call("GET", self._keys.run_index(run_id))
         return as_text(raw) if raw is not None else None
 
     async def thread_runs(self, thread_id: str) -> list[RunRecord]:
@@ -294,13 +295,13 @@ class RedisStore:
     async def read_journal(self, thread_id: str, run_id: str) -> list[Entry]:
         """The run's journal, in order."""
         async with self._guard():
-            items = await self._client.lrange(self._keys.thread(thread_id, f"journal:{run_id}"), 0, -1)
+            items = await self._call("LRANGE", self._keys.thread(thread_id, f"journal:{run_id}"), 0, -1)
         return JOURNAL.validate_json(json_array(items)) if items else []
 
     async def get_messages(self, thread_id: str) -> list[Message]:
         """The thread's history, in order."""
         async with self._guard():
-            items = await self._client.lrange(self._keys.thread(thread_id, "messages"), 0, -1)
+            items = await self._call("LRANGE", self._keys.thread(thread_id, "messages"), 0, -1)
         return MESSAGE_ADAPTER.validate_json(json_array(items)) if items else []
 
     # -- the event log ------------------------------------------------------------------------------
@@ -311,7 +312,8 @@ class RedisStore:
             return []
         start = f"{after_seq + 1}-0" if after_seq >= 0 else "-"
         async with self._guard():
-            entries = await self._client.xrange(self._keys.thread(thread_id, "events"), min=start, max="+", count=limit)
+            count = ("COUNT", limit) if limit is not None else ()
+            entries = await self._call("XRANGE", self._keys.thread(thread_id, "events"), start, "+", *count)
         if not entries:
             return []
         return EVENTS.validate_json(
@@ -321,7 +323,7 @@ class RedisStore:
     async def last_seq(self, thread_id: str) -> int:
         """The newest ``seq`` of the thread (0 when empty)."""
         async with self._guard():
-            raw = await self._client.hget(self._keys.thread(thread_id, "thread"), "seq")
+            raw = await self._call("HGET", self._keys.thread(thread_id, "thread"), "seq")
         return int(raw) if raw is not None else 0
 
     async def subscribe(self, thread_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
@@ -360,12 +362,9 @@ class RedisStore:
             args = [run_id, owner, lease_ms, now_iso(), *sorted(expect)]
             member = index_member(thread_id, run_id)
 
-            def build(pipe: Pipeline) -> None:
-                CLAIM.queue(pipe, keys, args)
-                # The index may now point at a run that did not become ours: a check corrects it.
-                pipe.zadd(self._keys.leases, {member: time.time() * 1000 + lease_ms})
-
-            raw = (await run_scripts(self._client, build, [CLAIM]))[0]
+            # The index may now point at a run that did not become ours: a check corrects it.
+            commands = [CLAIM.command(keys, args), ("ZADD", self._keys.leases, time.time() * 1000 + lease_ms, member)]
+            raw = (await run_scripts(self._call, commands, [CLAIM]))[0]
         return RunRecord.model_validate_json(raw) if raw is not None else None
 
     async def renew_lease(self, thread_id: str, run_id: str, *, owner: str, ttl: float) -> bool:
@@ -374,7 +373,7 @@ class RedisStore:
         The lease index keeps its older score: the next ``expired_leases`` check moves it.
         """
         async with self._guard():
-            renewed = await RENEW(self._client, [self._keys.thread(thread_id, f"lease:{run_id}")], [owner, millis(ttl)])
+            renewed = await RENEW(self._call, [self._keys.thread(thread_id, f"lease:{run_id}")], [owner, millis(ttl)])
         return bool(renewed)
 
     async def expired_leases(self, limit: int = 100) -> list[tuple[str, str]]:
@@ -390,12 +389,13 @@ class RedisStore:
                 return []
             candidates = [(json.loads(member), member, score) for member, score in due]
 
-            def build(pipe: Pipeline) -> None:
-                for (thread_id, run_id), _, _ in candidates:
-                    keys = [self._keys.thread(thread_id, "runs"), self._keys.thread(thread_id, f"lease:{run_id}")]
-                    LEASE_STATE.queue(pipe, keys, [run_id])
-
-            states = await run_scripts(self._client, build, [LEASE_STATE])
+            checks = [
+                LEASE_STATE.command(
+                    [self._keys.thread(thread_id, "runs"), self._keys.thread(thread_id, f"lease:{run_id}")], [run_id]
+                )
+                for (thread_id, run_id), _, _ in candidates
+            ]
+            states = await run_scripts(self._call, checks, [LEASE_STATE])
             expired: list[tuple[str, str]] = []
             corrections: list[Any] = []
             for ((thread_id, run_id), member, score), state in zip(candidates, states, strict=True):
@@ -404,13 +404,13 @@ class RedisStore:
                 else:
                     corrections.extend([member, score, "" if state < 0 else state])
             if corrections:
-                await RECONCILE(self._client, [self._keys.leases], corrections)
+                await RECONCILE(self._call, [self._keys.leases], corrections)
         return expired
 
     # -- approvals ---------------------------------------------------------------------------------
 
     async def _approval_thread(self, tool_call_id: str) -> str | None:
-        raw = await self._client.get(self._keys.approval_index(tool_call_id))
+        raw = await self._call("GET", self._keys.approval_index(tool_call_id))
         return as_text(raw) if raw is not None else None
 
     async def get_approval(self, tool_call_id: str) -> ApprovalRecord | None:
@@ -419,7 +419,7 @@ class RedisStore:
             thread_id = await self._approval_thread(tool_call_id)
             if thread_id is None:
                 return None
-            raw = await self._client.hget(self._keys.thread(thread_id, "approvals"), tool_call_id)
+            raw = await self._call("HGET", self._keys.thread(thread_id, "approvals"), tool_call_id)
         return ApprovalRecord.model_validate_json(raw) if raw is not None else None
 
     async def settle_approval(
@@ -448,18 +448,16 @@ class RedisStore:
             args = [tool_call_id, PENDING_HEAD, head, "1" if remember and status == "approved" else "0"]
             member = index_member(thread_id, tool_call_id)
 
-            def build(pipe: Pipeline) -> None:
-                SETTLE.queue(pipe, keys, args)
-                pipe.zrem(self._keys.approval_expiry, member)  # settled or not, it is not pending now
-
-            raw = (await run_scripts(self._client, build, [SETTLE]))[0]
+            # Settled now or before, the approval is not pending: drop it from the expiry index.
+            commands = [SETTLE.command(keys, args), ("ZREM", self._keys.approval_expiry, member)]
+            raw = (await run_scripts(self._call, commands, [SETTLE]))[0]
         return ApprovalRecord.model_validate_json(raw) if raw is not None else None
 
     async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
         """The thread's pending approvals, oldest first."""
         async with self._guard():
             items = await APPROVALS(
-                self._client, [self._keys.thread(thread_id, "approvals"), self._keys.thread(thread_id, "pending")], []
+                self._call, [self._keys.thread(thread_id, "approvals"), self._keys.thread(thread_id, "pending")], []
             )
         approvals = [ApprovalRecord.model_validate_json(raw) for raw in items if raw is not None]
         return [approval for approval in approvals if approval.status == "pending"]
@@ -495,7 +493,7 @@ class RedisStore:
     async def is_remembered(self, thread_id: str, tool: str) -> bool:
         """Whether calls of ``tool`` in the thread are approved without asking."""
         async with self._guard():
-            found = await self._client.sismember(self._keys.thread(thread_id, "remembered"), tool)
+            found = await self._call("SISMEMBER", self._keys.thread(thread_id, "remembered"), tool)
         return bool(found)
 
     # -- confirm tokens -----------------------------------------------------------------------------
@@ -561,6 +559,7 @@ class RedisStore:
             return
         self._closed = True
         await self._hub.aclose()
+        await self._batcher.aclose()
         if self._owns_client:
             for client in (self._client, *self._extra_clients):
                 await client.aclose()

@@ -13,13 +13,12 @@ keeps the rest byte for byte, so it never decodes and re-encodes a record (``cjs
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
 
 __all__ = [
@@ -30,9 +29,17 @@ __all__ = [
     "RECONCILE",
     "RENEW",
     "SETTLE",
+    "Call",
+    "Command",
     "LuaScript",
     "run_scripts",
 ]
+
+
+Call = Callable[..., Awaitable[Any]]
+"""Sends one command (``execute_command`` arguments) and returns its reply."""
+
+Command = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -46,41 +53,38 @@ class LuaScript:
     def __post_init__(self) -> None:
         object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
 
-    async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    def command(self, keys: Sequence[str], args: Sequence[Any]) -> Command:
+        """The EVALSHA command that runs the script."""
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
+
+    async def __call__(self, call: Call, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run the script in one round trip (two when Redis does not know it yet)."""
         try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
+            return await call(*self.command(keys, args))
         except NoScriptError:
-            await client.script_load(self.source)
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
-
-    def queue(self, pipe: Pipeline, keys: Sequence[str], args: Sequence[Any]) -> None:
-        """Add a call of the script to a pipeline (see ``run_scripts``)."""
-        pipe.evalsha(self.sha, len(keys), *keys, *args)
+            await call("SCRIPT LOAD", self.source)
+            return await call(*self.command(keys, args))
 
 
-async def run_scripts(client: Redis, build: Callable[[Pipeline], None], scripts: Sequence[LuaScript]) -> list[Any]:
-    """Execute a pipeline (no MULTI) that ``build(pipe)`` fills; reload scripts once on NOSCRIPT.
+async def run_scripts(call: Call, commands: Sequence[Command], scripts: Sequence[LuaScript]) -> list[Any]:
+    """Send commands together (one pipeline, no MULTI); reload scripts once if Redis forgot them.
 
+    The commands are issued in the same loop turn, so the batcher sends them as one pipeline.
     redis-py's own script helper asks ``SCRIPT EXISTS`` before every pipeline (a second round
-    trip); calling by SHA and reloading only when Redis answers NOSCRIPT keeps one. The commands
-    beside the scripts are index updates that are safe to repeat.
+    trip); calling by SHA and reloading only on NOSCRIPT keeps one. Only the commands that met
+    NOSCRIPT are sent again.
     """
-    results = await _execute(client, build)
-    if any(isinstance(result, NoScriptError) for result in results):
+    results: list[Any] = await asyncio.gather(*(call(*command) for command in commands), return_exceptions=True)
+    missing = [index for index, result in enumerate(results) if isinstance(result, NoScriptError)]
+    if missing:
         for script in scripts:
-            await client.script_load(script.source)
-        results = await _execute(client, build)
+            await call("SCRIPT LOAD", script.source)
+        again = await asyncio.gather(*(call(*commands[index]) for index in missing), return_exceptions=True)
+        for index, result in zip(missing, again, strict=True):
+            results[index] = result
     for result in results:
-        if isinstance(result, Exception):
+        if isinstance(result, BaseException):
             raise result
-    return results
-
-
-async def _execute(client: Redis, build: Callable[[Pipeline], None]) -> list[Any]:
-    pipe: Pipeline = client.pipeline(transaction=False)
-    build(pipe)
-    results: list[Any] = await pipe.execute(raise_on_error=False)
     return results
 
 
