@@ -1,7 +1,12 @@
 """``RedisStore``: the store that many gateway processes share, on one Redis.
 
 The key layout and record encodings are in ``_redis_layout``; the Lua scripts in
-``_redis_scripts``; the pub/sub hub of live tails in ``_redis_hub``.
+``_redis_scripts``; the pub/sub hub of live tails in ``_redis_hub``; the batching of concurrent
+commands into pipelines in ``_redis_batch``; URLs, Sentinel and error mapping in ``_redis_client``.
+
+redis-py sends a command again when a connection drops before its reply arrives, though Redis may
+have run it. Writes carry an id the thread remembers (a resent write answers as the first did),
+a resent decision finds itself already made, and a resent token claim finds its own nonce.
 
 Sentinel: a ``redis+sentinel://`` URL (see ``_redis_client.connect``) gives a client that follows
 the master across failovers (redis-py asks the sentinels again when a connection fails or meets a
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
@@ -258,6 +264,7 @@ class RedisStore:
             "\n".join([message.model_dump_json() for message in batch.messages]),
             "\n".join([approval_json(approval) for approval in batch.approvals]),
             json.dumps([approval.tool_call_id for approval in batch.approvals]) if batch.approvals else "",
+            uuid.uuid4().hex,
         ]
         async with self._guard():
             if not extra and not batch.approvals:
@@ -500,11 +507,12 @@ class RedisStore:
 
     async def claim_confirm_token(self, token_hash: str, expires_at: float) -> bool:
         """Claim a confirm token once (``SET NX PXAT``: the claim expires with the token)."""
+        key, nonce = self._keys.confirm_token(token_hash), uuid.uuid4().hex
         async with self._guard():
-            claimed = await self._client.set(
-                self._keys.confirm_token(token_hash), 1, nx=True, pxat=max(1, int(expires_at * 1000))
-            )
-        return bool(claimed)
+            if await self._call("SET", key, nonce, "NX", "PXAT", max(1, int(expires_at * 1000))):
+                return True
+            # A claim sent again after a lost reply finds its own nonce: it was ours.
+            return as_text(await self._call("GET", key) or b"") == nonce
 
     async def release_confirm_token(self, token_hash: str) -> None:
         """Undo a claim."""

@@ -97,12 +97,24 @@ APPLY = LuaScript(
 -- ARGV: 1 channel, 2 mode (begin|write), 3 run id ('' = none), 4 run head, 5 run rest,
 --       6 release (1|0), 7 owner id, 8 thread record, 9 lease owner, 10 lease ms,
 --       11 events (JSON without seq), 12 journal entries, 13 messages, 14 approvals, each a
---       newline-joined list (compact JSON never holds a raw newline), 15 approval ids (JSON array).
+--       newline-joined list (compact JSON never holds a raw newline), 15 approval ids (JSON array),
+--       16 this write's id (32 hex digits).
 -- Returns the seq of the first event (last seq + 1 when there are none), or
 -- -1 no such thread, -2 someone else's thread, -3 a run is running.
+--
+-- redis-py sends a command again when the connection drops before the reply came, though Redis
+-- may have run it: the thread remembers its last writes' ids ('recent': "<id>:<first>;" each), and
+-- a write it already applied answers as it did, instead of applying twice.
 local thread = KEYS[1]
 local mode = ARGV[2]
 local run_id = ARGV[3]
+local write_id = ARGV[16]
+local recent = redis.call('HGET', thread, 'recent') or ''
+local seen = string.find(recent, write_id .. ':', 1, true)
+if seen then
+  local from = seen + #write_id + 1
+  return tonumber(string.sub(recent, from, string.find(recent, ';', from, true) - 1))
+end
 if mode == 'begin' then
   local owner = redis.call('HGET', thread, 'owner')
   if not owner then
@@ -181,6 +193,11 @@ if ARGV[14] ~= '' then
     end
   end
 end
+recent = recent .. write_id .. ':' .. first .. ';'
+if #recent > 640 then
+  recent = string.sub(recent, string.find(recent, ';', #recent - 640, true) + 1)
+end
+redis.call('HSET', thread, 'recent', recent)
 if #bodies > 0 then
   redis.call('PUBLISH', ARGV[1], '[' .. table.concat(bodies, ',') .. ']')
 end
@@ -294,6 +311,9 @@ SETTLE = LuaScript(
 -- ARGV: 1 tool call id, 2 the head of a pending approval, 3 the new head, 4 remember (1|0)
 -- Returns the updated approval, or nil when it is not pending.
 local stored = redis.call('HGET', KEYS[1], ARGV[1])
+if stored and string.sub(stored, 1, #ARGV[3]) == ARGV[3] then
+  return stored  -- this very decision, sent again after a lost reply
+end
 if not stored or string.sub(stored, 1, #ARGV[2]) ~= ARGV[2] then
   return false
 end

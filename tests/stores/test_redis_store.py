@@ -16,6 +16,8 @@ from gateway import StoreUnavailableError
 from gateway.events import RunEvent
 from gateway.stores import Batch, RedisStore
 from gateway.stores._redis_client import redact
+from gateway.stores._redis_layout import PENDING_HEAD, approval_head
+from gateway.stores._redis_scripts import SETTLE
 
 from ._helpers import approval, begin, collect, delta, eventually, finish
 from ._server import RedisServer, SentinelServer, free_port
@@ -306,3 +308,34 @@ async def test_a_refused_write_leaves_no_index_behind(redis_store: RedisStore, r
         await client.aclose()
     assert not any("nowhere" in key or orphan.tool_call_id in key for key in keys)
     assert await redis_store.client.zcard(f"{prefix}:approval-expiry") == 0
+
+
+async def test_a_write_sent_twice_is_applied_once(redis_store: RedisStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """redis-py resends a command whose reply was lost; the write's id makes the second a no-op."""
+    run, _ = await begin(redis_store, "t1")
+    record = approval(run)
+    fixed = uuid.uuid4()
+    monkeypatch.setattr(uuid, "uuid4", lambda: fixed)
+    batch = Batch(run=run, events=[delta(run, "once"), delta(run, "only")], messages=[], approvals=[record])
+    first = await redis_store.write("t1", batch)
+    again = await redis_store.write("t1", batch)
+    monkeypatch.undo()
+    assert [e.seq for e in first] == [e.seq for e in again] == [2, 3]
+    assert await redis_store.last_seq("t1") == 3
+    assert [a.tool_call_id for a in await redis_store.pending_approvals("t1")] == [record.tool_call_id]
+    later = await redis_store.write("t1", Batch(events=[delta(run, "next")]))
+    assert [e.seq for e in later] == [4]
+
+
+async def test_a_decision_sent_twice_is_still_the_winner(redis_store: RedisStore) -> None:
+    run, _ = await begin(redis_store, "t1")
+    record = approval(run)
+    await redis_store.write("t1", Batch(run=run, approvals=[record]))
+    keys = [redis_store._keys.thread("t1", name) for name in ("approvals", "pending", "remembered")]
+    head = approval_head(status="approved", decided_by="u1", via="web", reason=None, decided_at="now", remember=False)
+    args = [record.tool_call_id, PENDING_HEAD, head, "0"]
+    first = await SETTLE(redis_store._call, keys, args)
+    assert first is not None
+    assert await SETTLE(redis_store._call, keys, args) == first
+    other = head.replace('"u1"', '"u2"')
+    assert await SETTLE(redis_store._call, keys, [record.tool_call_id, PENDING_HEAD, other, "0"]) is None
