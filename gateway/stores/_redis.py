@@ -42,7 +42,7 @@ from ._records import (
     ThreadRecord,
     ToolSettledEntry,
 )
-from ._redis_batch import CommandBatcher
+from ._redis_batch import Command, CommandBatcher
 from ._redis_client import connect, describe, guarded, redact
 from ._redis_hub import PubSubHub
 from ._redis_layout import (
@@ -60,7 +60,7 @@ from ._redis_layout import (
     parse_events,
     run_parts,
 )
-from ._redis_scripts import APPLY, APPROVALS, CLAIM, LEASE_STATE, RECONCILE, RENEW, SETTLE, Command, run_scripts
+from ._redis_scripts import APPLY, APPROVALS, CLAIM, LEASE_STATE, RECONCILE, RENEW, SETTLE, run_scripts
 from ._tail import Subscriber, follow
 
 __all__ = ["RedisStore"]
@@ -82,7 +82,7 @@ class RedisStore:
         url_or_client: str | Redis,
         *,
         prefix: str = "agora",
-        max_connections: int = 64,
+        max_connections: int = 128,
         timeout: float | None = 10.0,
         heartbeat: float = 15.0,
         subscribe_timeout: float = 5.0,
@@ -95,8 +95,10 @@ class RedisStore:
                 (``redis+sentinel://host:26379,host2:26379/service[/db]``), or a ready
                 ``redis.asyncio.Redis`` client (the caller keeps closing it).
             prefix: The namespace of every key (no braces: they delimit the hash tag).
-            max_connections: Connections in the pool of a URL-built client; callers wait for a
-                free one rather than fail.
+            max_connections: Connections in the pool of a URL-built client. Commands share
+                connections through batching, at most the pool's size less 16 sends in flight
+                (the rest of the pool serves pub/sub and the rarer calls), for a caller's
+                client too.
             timeout: Seconds one store call may take before it raises ``StoreUnavailableError``
                 (``None``: no deadline).
             heartbeat: Seconds of pub/sub silence after which the store pings Redis.
@@ -121,7 +123,8 @@ class RedisStore:
             self._where = describe(url_or_client)
             self._client = url_or_client
             self._owns_client = False
-        self._batcher = CommandBatcher(self._client)
+        pool_size = getattr(self._client.connection_pool, "max_connections", max_connections)
+        self._batcher = CommandBatcher(self._client, max_in_flight=max(1, pool_size - 16))
         self._call = self._batcher.call
         self._hub = PubSubHub(
             self._client,
@@ -206,7 +209,7 @@ class RedisStore:
             if batch.approvals:  # their index entries went out beside the script: take them back
                 async with self._guard():
                     await run_scripts(
-                        self._call,
+                        self._batcher.send,
                         [
                             command
                             for approval in batch.approvals
@@ -274,7 +277,7 @@ class RedisStore:
                 commands.append(("SET", self._keys.approval_index(approval.tool_call_id), thread_id))
                 member = index_member(thread_id, approval.tool_call_id)
                 commands.append(("ZADD", self._keys.approval_expiry, approval.expires_ts, member))
-            results = await run_scripts(self._call, commands, [APPLY])
+            results = await run_scripts(self._batcher.send, commands, [APPLY])
             return int(results[0])
 
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -371,7 +374,7 @@ class RedisStore:
 
             # The index may now point at a run that did not become ours: a check corrects it.
             commands = [CLAIM.command(keys, args), ("ZADD", self._keys.leases, time.time() * 1000 + lease_ms, member)]
-            raw = (await run_scripts(self._call, commands, [CLAIM]))[0]
+            raw = (await run_scripts(self._batcher.send, commands, [CLAIM]))[0]
         return RunRecord.model_validate_json(raw) if raw is not None else None
 
     async def renew_lease(self, thread_id: str, run_id: str, *, owner: str, ttl: float) -> bool:
@@ -402,7 +405,7 @@ class RedisStore:
                 )
                 for (thread_id, run_id), _, _ in candidates
             ]
-            states = await run_scripts(self._call, checks, [LEASE_STATE])
+            states = await run_scripts(self._batcher.send, checks, [LEASE_STATE])
             expired: list[tuple[str, str]] = []
             corrections: list[Any] = []
             for ((thread_id, run_id), member, score), state in zip(candidates, states, strict=True):
@@ -457,7 +460,7 @@ class RedisStore:
 
             # Settled now or before, the approval is not pending: drop it from the expiry index.
             commands = [SETTLE.command(keys, args), ("ZREM", self._keys.approval_expiry, member)]
-            raw = (await run_scripts(self._call, commands, [SETTLE]))[0]
+            raw = (await run_scripts(self._batcher.send, commands, [SETTLE]))[0]
         return ApprovalRecord.model_validate_json(raw) if raw is not None else None
 
     async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:

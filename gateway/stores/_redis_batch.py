@@ -1,22 +1,26 @@
-"""``CommandBatcher``: the commands callers issue in one event-loop turn go to Redis as one pipeline.
+"""``CommandBatcher``: commands that pile up while others are in flight go to Redis as one pipeline.
 
 A gateway process drives many runs at once, and each store call is one small command. On a busy
-process most of a command's cost is the socket write and the pool checkout, not Redis: sending
-the commands that many tasks issue in the same loop turn as one pipeline (no MULTI: each command
-is independent, as if sent alone, in the order issued) pays that cost once. A lone command is
-sent as it is, so a quiet process sees no difference but one loop turn of delay.
+process most of a command's cost is the socket write and the pool checkout, not Redis. When no
+command is in flight, a call is sent at once from the caller's task (a quiet process pays
+nothing); while some are, new calls wait for the end of the loop turn and go out together as one
+pipeline (no MULTI: each command runs as if sent alone, in the order issued).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
 
 __all__ = ["CommandBatcher"]
 
-_Pending = tuple[tuple[Any, ...], dict[str, Any], "asyncio.Future[Any]"]
+Command = tuple[Any, ...]
+"""``execute_command`` arguments: the command's name, then its arguments."""
+
+_Pending = tuple[Command, "asyncio.Future[Any]"]
 
 
 class CommandBatcher:
@@ -26,58 +30,96 @@ class CommandBatcher:
     ``CancelledError``) and refuses new commands.
     """
 
-    def __init__(self, client: Redis, *, max_batch: int = 512) -> None:
-        """Batch commands for ``client``, at most ``max_batch`` per pipeline."""
+    def __init__(self, client: Redis, *, max_in_flight: int = 48, max_batch: int = 512) -> None:
+        """Batch commands for ``client``.
+
+        Args:
+            client: The client whose pool the sends use.
+            max_in_flight: Sends (so connections) in flight at most; more commands wait their turn.
+            max_batch: Commands per pipeline at most.
+        """
         self._client = client
+        self._max_in_flight = max_in_flight
         self._max_batch = max_batch
         self._pending: list[_Pending] = []
         self._scheduled = False
+        self._busy = 0
+        """Sends in flight (direct or flushes): while any is, new commands queue."""
         self._flushes: set[asyncio.Task[None]] = set()
         self._closed = False
         self.pipelines = 0
-        """Pipelines sent (lone commands not counted), for tests and metrics."""
+        """Pipelines sent, for tests and metrics."""
 
-    async def call(self, *args: Any, **options: Any) -> Any:
-        """Send one command (``args`` as for ``execute_command``) and return its parsed reply."""
+    async def call(self, *command: Any) -> Any:
+        """Send one command and return its parsed reply (or raise its error)."""
+        (result,) = await self.send([command])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def send(self, commands: Sequence[Command]) -> list[Any]:
+        """Send commands together, in order; each reply or error (as a value) in order."""
         if self._closed:
             raise RuntimeError("Cannot use a closed RedisStore")
+        if not self._pending and not self._busy:
+            self._busy += 1
+            try:
+                return await self._execute(commands)
+            finally:
+                self._busy -= 1
+                self._kick()
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        self._pending.append((args, options, future))
-        if not self._scheduled:
+        futures = []
+        for command in commands:
+            future: asyncio.Future[Any] = loop.create_future()
+            self._pending.append((command, future))
+            futures.append(future)
+        self._kick()
+        return list(await asyncio.gather(*futures, return_exceptions=True))
+
+    def _kick(self) -> None:
+        """Flush at the end of this loop turn if commands wait and a send may start."""
+        if self._pending and not self._scheduled and not self._closed and self._busy < self._max_in_flight:
             self._scheduled = True
-            loop.call_soon(self._flush)
-        return await future
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    async def _execute(self, commands: Sequence[Command]) -> list[Any]:
+        try:
+            if len(commands) == 1:
+                return [await self._client.execute_command(*commands[0])]  # type: ignore[no-untyped-call]
+            self.pipelines += 1
+            pipe = self._client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            results: list[Any] = await pipe.execute(raise_on_error=False)
+            return results
+        except Exception as exc:  # the connection failed: every command shares the failure
+            return [exc] * len(commands)
 
     def _flush(self) -> None:
         self._scheduled = False
-        while self._pending:
+        while self._pending and self._busy < self._max_in_flight:
             batch, self._pending = self._pending[: self._max_batch], self._pending[self._max_batch :]
-            live = [item for item in batch if not item[2].done()]  # callers may have given up
+            live = [item for item in batch if not item[1].done()]  # callers may have given up
             if live:
-                task = asyncio.get_running_loop().create_task(self._send(live))
+                self._busy += 1
+                task = asyncio.get_running_loop().create_task(self._deliver(live))
                 self._flushes.add(task)
-                task.add_done_callback(self._flushes.discard)
+                task.add_done_callback(self._flushed)
 
-    async def _send(self, batch: list[_Pending]) -> None:
+    def _flushed(self, task: asyncio.Task[None]) -> None:
+        self._busy -= 1
+        self._flushes.discard(task)
+        self._kick()
+
+    async def _deliver(self, batch: list[_Pending]) -> None:
         try:
-            if len(batch) == 1:
-                args, options, _ = batch[0]
-                results: list[Any] = [await self._client.execute_command(*args, **options)]  # type: ignore[no-untyped-call]
-            else:
-                self.pipelines += 1
-                pipe = self._client.pipeline(transaction=False)
-                for args, options, _ in batch:
-                    pipe.execute_command(*args, **options)
-                results = await pipe.execute(raise_on_error=False)
-        except BaseException as exc:
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for (_, _, future), result in zip(batch, results, strict=True):
+            results = await self._execute([command for command, _ in batch])
+        except BaseException:
+            for _, future in batch:
+                future.cancel()
+            raise
+        for (_, future), result in zip(batch, results, strict=True):
             if future.done():
                 continue
             if isinstance(result, Exception):
@@ -88,9 +130,8 @@ class CommandBatcher:
     async def aclose(self) -> None:
         """Refuse new commands and cancel the flushes in flight."""
         self._closed = True
-        for _, _, future in self._pending:
-            if not future.done():
-                future.cancel()
+        for _, future in self._pending:
+            future.cancel()
         self._pending = []
         for task in list(self._flushes):
             task.cancel()

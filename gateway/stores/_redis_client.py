@@ -17,7 +17,8 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from redis.asyncio import BlockingConnectionPool, Redis
+import redis.asyncio
+from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialWithJitterBackoff
@@ -114,8 +115,7 @@ def connect(url: str, *, max_connections: int, options: dict[str, Any]) -> tuple
     scheme = urlsplit(url).scheme
     if scheme in SENTINEL_SCHEMES:
         return _sentinel_master(url, scheme, max_connections=max_connections, options=options)
-    pool = BlockingConnectionPool.from_url(url, max_connections=max_connections, **options)
-    return Redis.from_pool(pool), []
+    return redis.asyncio.from_url(url, max_connections=max_connections, **options), []
 
 
 def _sentinel_master(

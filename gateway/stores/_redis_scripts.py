@@ -13,13 +13,14 @@ keeps the rest byte for byte, so it never decodes and re-encodes a record (``cjs
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import NoScriptError
+
+from ._redis_batch import Command
 
 __all__ = [
     "APPLY",
@@ -30,8 +31,8 @@ __all__ = [
     "RENEW",
     "SETTLE",
     "Call",
-    "Command",
     "LuaScript",
+    "Send",
     "run_scripts",
 ]
 
@@ -39,7 +40,8 @@ __all__ = [
 Call = Callable[..., Awaitable[Any]]
 """Sends one command (``execute_command`` arguments) and returns its reply."""
 
-Command = tuple[Any, ...]
+Send = Callable[[Sequence[Command]], Awaitable[list[Any]]]
+"""Sends commands together and returns each reply or error, in order."""
 
 
 @dataclass(frozen=True)
@@ -66,24 +68,22 @@ class LuaScript:
             return await call(*self.command(keys, args))
 
 
-async def run_scripts(call: Call, commands: Sequence[Command], scripts: Sequence[LuaScript]) -> list[Any]:
+async def run_scripts(send: Send, commands: Sequence[Command], scripts: Sequence[LuaScript]) -> list[Any]:
     """Send commands together (one pipeline, no MULTI); reload scripts once if Redis forgot them.
 
-    The commands are issued in the same loop turn, so the batcher sends them as one pipeline.
     redis-py's own script helper asks ``SCRIPT EXISTS`` before every pipeline (a second round
     trip); calling by SHA and reloading only on NOSCRIPT keeps one. Only the commands that met
     NOSCRIPT are sent again.
     """
-    results: list[Any] = await asyncio.gather(*(call(*command) for command in commands), return_exceptions=True)
+    results = await send(commands)
     missing = [index for index, result in enumerate(results) if isinstance(result, NoScriptError)]
     if missing:
         for script in scripts:
-            await call("SCRIPT LOAD", script.source)
-        again = await asyncio.gather(*(call(*commands[index]) for index in missing), return_exceptions=True)
-        for index, result in zip(missing, again, strict=True):
+            await send([("SCRIPT LOAD", script.source)])
+        for index, result in zip(missing, await send([commands[index] for index in missing]), strict=True):
             results[index] = result
     for result in results:
-        if isinstance(result, BaseException):
+        if isinstance(result, Exception):
             raise result
     return results
 

@@ -15,6 +15,7 @@ from redis.crc import key_slot
 from gateway import StoreUnavailableError
 from gateway.events import RunEvent
 from gateway.stores import Batch, RedisStore
+from gateway.stores._redis_batch import CommandBatcher
 from gateway.stores._redis_client import redact
 from gateway.stores._redis_layout import PENDING_HEAD, approval_head
 from gateway.stores._redis_scripts import SETTLE
@@ -339,3 +340,28 @@ async def test_a_decision_sent_twice_is_still_the_winner(redis_store: RedisStore
     assert await SETTLE(redis_store._call, keys, args) == first
     other = head.replace('"u1"', '"u2"')
     assert await SETTLE(redis_store._call, keys, [record.tool_call_id, PENDING_HEAD, other, "0"]) is None
+
+
+async def test_concurrent_calls_share_pipelines(redis_store: RedisStore) -> None:
+    run, _ = await begin(redis_store, "t1")
+    await redis_store.write("t1", Batch(events=[delta(run)]))
+    before = redis_store._batcher.pipelines
+    answers = await asyncio.gather(*(redis_store.last_seq("t1") for _ in range(50)))
+    assert answers == [2] * 50
+    assert redis_store._batcher.pipelines > before
+
+
+async def test_the_batcher_keeps_to_its_connection_budget(redis_store: RedisStore) -> None:
+    batcher = CommandBatcher(redis_store.client, max_in_flight=1, max_batch=3)
+    try:
+        keys = [f"{redis_store.prefix}:budget:{i}" for i in range(20)]
+        await asyncio.gather(*(batcher.call("SET", key, i) for i, key in enumerate(keys)))
+        values = await asyncio.gather(*(batcher.call("GET", key) for key in keys))
+        assert [int(v) for v in values] == list(range(20))
+        assert batcher.pipelines >= 6
+        with pytest.raises(redis.ResponseError):
+            await batcher.call("INCR", keys[0], "too", "many")
+    finally:
+        await batcher.aclose()
+    with pytest.raises(RuntimeError):
+        await batcher.call("PING")
