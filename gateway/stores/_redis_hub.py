@@ -6,7 +6,9 @@ unsubscribes when the last one leaves (reference counting), and pushes each publ
 events into the ``Subscriber`` queues of ``_tail``; ``follow`` then fills gaps from the log.
 
 Two tasks, owned by the hub and stopped by ``aclose``: the reader (connects, resubscribes, reads
-messages and acknowledgements) and the writer (sends SUBSCRIBE / UNSUBSCRIBE in order). A new
+messages and acknowledgements) and the writer (each round, one SUBSCRIBE and one UNSUBSCRIBE for
+the channels whose wanted state changed since the last round, so thousands of tails that start
+together cost a handful of commands). A new
 subscriber is registered only once Redis acknowledged the channel's subscription, so an event is
 either published after that (and delivered) or already in the stream (and read from it).
 
