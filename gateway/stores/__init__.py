@@ -16,6 +16,7 @@ from ._records import (
     ThreadRecord,
     ToolSettledEntry,
 )
+from ._redis import RedisStore
 
 __all__ = [
     "JOURNAL_ADAPTER",
@@ -27,6 +28,7 @@ __all__ = [
     "ModelStepEntry",
     "PlannedCall",
     "PreflightEntry",
+    "RedisStore",
     "RunRecord",
     "RunState",
     "Store",

@@ -200,9 +200,11 @@ class MemoryStore:
         return run.model_copy()
 
     async def renew_lease(self, thread_id: str, run_id: str, *, owner: str, ttl: float) -> bool:
-        """Extend the lease; ``False`` when ``owner`` no longer holds it."""
+        """Extend the lease; ``False`` when ``owner`` no longer holds it (or it lapsed)."""
         lease = self._leases.get(run_id)
-        if lease is None or lease[0] != owner:
+        # A lapsed lease is not held any more: another process may be resuming the run (Redis
+        # drops the expired lease key, so both stores answer alike).
+        if lease is None or lease[0] != owner or lease[1] <= time.time():
             return False
         self._leases[run_id] = (owner, time.time() + ttl)
         return True

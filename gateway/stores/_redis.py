@@ -1,0 +1,576 @@
+"""``RedisStore``: the store that many gateway processes share, on one Redis.
+
+The key layout and record encodings are in ``_redis_layout``; the Lua scripts in
+``_redis_scripts``; the pub/sub hub of live tails in ``_redis_hub``; the batching of concurrent
+commands into pipelines in ``_redis_batch``; URLs, Sentinel and error mapping in ``_redis_client``.
+
+redis-py sends a command again when a connection drops before its reply arrives, though Redis may
+have run it. Writes carry an id the thread remembers (a resent write answers as the first did),
+a resent decision finds itself already made, and a resent token claim finds its own nonce.
+
+Sentinel: a ``redis+sentinel://`` URL (see ``_redis_client.connect``) gives a client that follows
+the master across failovers (redis-py asks the sentinels again when a connection fails or meets a
+demoted master); the call that meets the failover raises ``StoreUnavailableError``.
+
+Cluster: every script touches the keys of one thread, which share the ``{thread_id}`` hash tag,
+and global index updates are separate commands beside the script, so the layout shards by
+thread. Live events use classic PUBLISH, which a cluster delivers on every node. Passing a
+cluster client is not supported yet: redis-py's asyncio cluster client has no pub/sub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, cast
+
+from redis.asyncio import Redis
+
+from .._errors import StoreUnavailableError, ThreadBusyError, ThreadForbiddenError
+from ..events import RunEvent, now_iso
+from ..models import MESSAGE_ADAPTER, AssistantMessage, ToolMessage, UserMessage
+from ._records import (
+    ApprovalRecord,
+    ApprovalState,
+    Batch,
+    ModelStepEntry,
+    PreflightEntry,
+    RunRecord,
+    ThreadRecord,
+    ToolSettledEntry,
+)
+from ._redis_batch import Command, CommandBatcher
+from ._redis_client import connect, describe, guarded, redact
+from ._redis_hub import PubSubHub
+from ._redis_layout import (
+    EVENTS,
+    JOURNAL,
+    NO_SEQ,
+    PENDING_HEAD,
+    RedisKeys,
+    approval_head,
+    approval_json,
+    as_text,
+    index_member,
+    json_array,
+    millis,
+    parse_events,
+    run_parts,
+)
+from ._redis_scripts import APPLY, APPROVALS, CLAIM, LEASE_STATE, RECONCILE, RENEW, SETTLE, run_scripts
+from ._tail import Subscriber, follow
+
+__all__ = ["RedisStore"]
+
+Entry = ModelStepEntry | ToolSettledEntry | PreflightEntry
+Message = UserMessage | AssistantMessage | ToolMessage
+
+
+class RedisStore:
+    """The store of many processes: everything in one Redis (or a Sentinel-managed one).
+
+    Writes are one round trip each (a Lua script over the thread's keys, with global index updates
+    pipelined beside it). Live tails share one pub/sub connection per store. Redis failures raise
+    ``StoreUnavailableError``.
+    """
+
+    def __init__(
+        self,
+        url_or_client: str | Redis,
+        *,
+        prefix: str = "agora",
+        max_connections: int = 128,
+        timeout: float | None = 10.0,
+        heartbeat: float = 15.0,
+        subscribe_timeout: float = 5.0,
+        **client_options: Any,
+    ) -> None:
+        """Connect lazily to Redis.
+
+        Args:
+            url_or_client: A ``redis://``, ``rediss://`` or ``unix://`` URL, a Sentinel URL
+                (``redis+sentinel://host:26379,host2:26379/service[/db]``), or a ready
+                ``redis.asyncio.Redis`` client (the caller keeps closing it).
+            prefix: The namespace of every key (no braces: they delimit the hash tag).
+            max_connections: Connections in the pool of a URL-built client. Commands share
+                connections through batching, at most the pool's size less 16 sends in flight
+                (the rest of the pool serves pub/sub and the rarer calls), for a caller's
+                client too.
+            timeout: Seconds one store call may take before it raises ``StoreUnavailableError``
+                (``None``: no deadline).
+            heartbeat: Seconds of pub/sub silence after which the store pings Redis.
+            subscribe_timeout: Seconds a new live tail waits for the pub/sub connection.
+            **client_options: Passed to the client built from the URL (``socket_timeout``,
+                ``retry``, ``ssl_ca_certs``...).
+        """
+        if not prefix or "{" in prefix or "}" in prefix:
+            raise ValueError(f"prefix must be non-empty and contain no braces: {prefix!r}")
+        self.prefix = prefix
+        self._keys = RedisKeys(prefix)
+        self._closed = False
+        self._timeout = timeout
+        self._extra_clients: list[Redis] = []
+        if isinstance(url_or_client, str):
+            self._where = redact(url_or_client)
+            self._client, self._extra_clients = connect(
+                url_or_client, max_connections=max_connections, options=client_options
+            )
+            self._owns_client = True
+        else:
+            self._where = describe(url_or_client)
+            self._client = url_or_client
+            self._owns_client = False
+        pool_size = getattr(self._client.connection_pool, "max_connections", max_connections)
+        self._batcher = CommandBatcher(self._client, max_in_flight=max(1, pool_size - 16))
+        self._call = self._batcher.call
+        self._hub = PubSubHub(
+            self._client,
+            where=self._where,
+            parse=parse_events,
+            heartbeat=heartbeat,
+            subscribe_timeout=subscribe_timeout,
+        )
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self._where!r}, prefix={self.prefix!r})"
+
+    @property
+    def client(self) -> Redis:
+        """The redis-py client the store uses."""
+        return self._client
+
+    @property
+    def hub(self) -> PubSubHub:
+        """The pub/sub hub that feeds live tails."""
+        return self._hub
+
+    # -- keys ---------------------------------------------------------------------------------------
+
+    def _guard(self) -> guarded:
+        return guarded(self._where, self._timeout)
+
+    def channel(self, thread_id: str) -> bytes:
+        """The pub/sub channel of a thread's live events."""
+        return self._keys.thread(thread_id, "live").encode()
+
+    # -- threads, runs, journal, history ----------------------------------------------------------
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        """The thread, or ``None``."""
+        async with self._guard():
+            raw = await self._call("HGET", self._keys.thread(thread_id, "thread"), "record")
+        return ThreadRecord.model_validate_json(raw) if raw is not None else None
+
+    async def begin_run(
+        self, run: RunRecord, *, thread: ThreadRecord, batch: Batch, lease_owner: str, lease_ttl: float
+    ) -> list[RunEvent]:
+        """Start ``run`` atomically and apply ``batch``, in one round trip.
+
+        Raises:
+            ThreadForbiddenError: The thread exists and belongs to someone else.
+            ThreadBusyError: Another run is running on the thread.
+        """
+        run = run.model_copy(update={"status": "running", "thread_id": thread.thread_id})
+        lease_ms = millis(lease_ttl)
+        member = index_member(run.thread_id, run.run_id)
+        run_index = self._keys.run_index(run.run_id)
+
+        extra = [
+            ("ZADD", self._keys.leases, time.time() * 1000 + lease_ms, member),
+            ("SET", run_index, run.thread_id),
+        ]
+
+        first = await self._apply(
+            thread.thread_id,
+            batch,
+            run=run,
+            begin=(thread.owner_id, thread.model_dump_json(), lease_owner, lease_ms),
+            extra=extra,
+        )
+        if first < 0:
+            async with self._guard():
+                await asyncio.gather(self._call("ZREM", self._keys.leases, member), self._call("DEL", run_index))
+            if first == -2:
+                raise ThreadForbiddenError(f"Thread {thread.thread_id!r} belongs to another actor")
+            raise ThreadBusyError(f"A run is already running on thread {thread.thread_id!r}")
+        return self._written(batch.events, first)
+
+    async def write(self, thread_id: str, batch: Batch) -> list[RunEvent]:
+        """Apply ``batch`` atomically, in one round trip, and return its events with their ``seq``.
+
+        Raises:
+            KeyError: The thread does not exist.
+        """
+        first = await self._apply(thread_id, batch, run=batch.run)
+        if first == -1:
+            if batch.approvals:  # their index entries went out beside the script: take them back
+                async with self._guard():
+                    await run_scripts(
+                        self._batcher.send,
+                        [
+                            command
+                            for approval in batch.approvals
+                            for command in (
+                                ("DEL", self._keys.approval_index(approval.tool_call_id)),
+                                ("ZREM", self._keys.approval_expiry, index_member(thread_id, approval.tool_call_id)),
+                            )
+                        ],
+                        [],
+                    )
+            raise KeyError(f"no thread {thread_id!r}")
+        return self._written(batch.events, first)
+
+    @staticmethod
+    def _written(events: list[RunEvent], first: int) -> list[RunEvent]:
+        return [event.model_copy(update={"seq": first + index}) for index, event in enumerate(events)]
+
+    async def _apply(
+        self,
+        thread_id: str,
+        batch: Batch,
+        *,
+        run: RunRecord | None,
+        begin: tuple[str, str, str, int] | None = None,
+        extra: Sequence[Command] = (),
+    ) -> int:
+        """Run ``APPLY``; returns the first event's seq or a negative refusal code."""
+        run_id = run.run_id if run is not None else ""
+        head, rest = run_parts(run, begin=begin is not None) if run is not None else ("", "")
+        owner, thread_json, lease_owner, lease_ms = begin or ("", "", "", 0)
+        keys = [
+            self._keys.thread(thread_id, "thread"),
+            self._keys.thread(thread_id, "events"),
+            self._keys.thread(thread_id, "messages"),
+            self._keys.thread(thread_id, "runs"),
+            self._keys.thread(thread_id, "run-order"),
+            self._keys.thread(thread_id, f"journal:{run_id}"),
+            self._keys.thread(thread_id, f"lease:{run_id}"),
+            self._keys.thread(thread_id, "approvals"),
+            self._keys.thread(thread_id, "pending"),
+        ]
+        args: list[Any] = [
+            self._keys.thread(thread_id, "live"),
+            "begin" if begin is not None else "write",
+            run_id,
+            head,
+            rest,
+            "1" if batch.release else "0",
+            owner,
+            thread_json,
+            lease_owner,
+            lease_ms,
+            "\n".join([event.model_dump_json(exclude=NO_SEQ) for event in batch.events]),
+            "\n".join([entry.model_dump_json() for entry in batch.journal]),
+            "\n".join([message.model_dump_json() for message in batch.messages]),
+            "\n".join([approval_json(approval) for approval in batch.approvals]),
+            json.dumps([approval.tool_call_id for approval in batch.approvals]) if batch.approvals else "",
+            uuid.uuid4().hex,
+        ]
+        async with self._guard():
+            if not extra and not batch.approvals:
+                return int(await APPLY(self._call, keys, args))
+            commands: list[Command] = [APPLY.command(keys, args), *extra]
+            for approval in batch.approvals:
+                commands.append(("SET", self._keys.approval_index(approval.tool_call_id), thread_id))
+                member = index_member(thread_id, approval.tool_call_id)
+                commands.append(("ZADD", self._keys.approval_expiry, approval.expires_ts, member))
+            results = await run_scripts(self._batcher.send, commands, [APPLY])
+            return int(results[0])
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or ``None``."""
+        async with self._guard():
+            thread_id = await self._run_thread(run_id)
+            if thread_id is None:
+                return None
+            raw = await self._call("HGET", self._keys.thread(thread_id, "runs"), run_id)
+        return RunRecord.model_validate_json(raw) if raw is not None else None
+
+    async def _run_thread(self, run_id: str) -> str | None:
+        raw = await self._call("GET", self._keys.run_index(run_id))
+        return as_text(raw) if raw is not None else None
+
+    async def thread_runs(self, thread_id: str) -> list[RunRecord]:
+        """The thread's runs, oldest first."""
+        async with self._guard():
+            pipe = self._client.pipeline(transaction=False)
+            pipe.lrange(self._keys.thread(thread_id, "run-order"), 0, -1)
+            pipe.hgetall(self._keys.thread(thread_id, "runs"))
+            order, records = await pipe.execute()
+        return [RunRecord.model_validate_json(records[run_id]) for run_id in order if run_id in records]
+
+    async def read_journal(self, thread_id: str, run_id: str) -> list[Entry]:
+        """The run's journal, in order."""
+        async with self._guard():
+            items = await self._call("LRANGE", self._keys.thread(thread_id, f"journal:{run_id}"), 0, -1)
+        return JOURNAL.validate_json(json_array(items)) if items else []
+
+    async def get_messages(self, thread_id: str) -> list[Message]:
+        """The thread's history, in order."""
+        async with self._guard():
+            items = await self._call("LRANGE", self._keys.thread(thread_id, "messages"), 0, -1)
+        return MESSAGE_ADAPTER.validate_json(json_array(items)) if items else []
+
+    # -- the event log ------------------------------------------------------------------------------
+
+    async def read_events(self, thread_id: str, after_seq: int = 0, limit: int | None = None) -> list[RunEvent]:
+        """Events with ``seq > after_seq``, in order (at most ``limit``), by XRANGE on the stream ids."""
+        if limit is not None and limit <= 0:
+            return []
+        start = f"{after_seq + 1}-0" if after_seq >= 0 else "-"
+        async with self._guard():
+            count = ("COUNT", limit) if limit is not None else ()
+            entries = await self._call("XRANGE", self._keys.thread(thread_id, "events"), start, "+", *count)
+        if not entries:
+            return []
+        return EVENTS.validate_json(
+            json_array([next(iter(cast(dict[Any, Any], fields).values())) for _, fields in entries])
+        )
+
+    async def last_seq(self, thread_id: str) -> int:
+        """The newest ``seq`` of the thread (0 when empty)."""
+        async with self._guard():
+            raw = await self._call("HGET", self._keys.thread(thread_id, "thread"), "seq")
+        return int(raw) if raw is not None else 0
+
+    async def subscribe(self, thread_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
+        """The log after ``after_seq``, then live events, through the store's one pub/sub connection.
+
+        Raises:
+            StoreUnavailableError: Redis cannot be reached to subscribe or read the log.
+        """
+        subscriber = Subscriber()
+        channel = self.channel(thread_id)
+        await self._hub.attach(channel, subscriber)
+        try:
+
+            async def read_after(seq: int) -> list[RunEvent]:
+                return await self.read_events(thread_id, seq)
+
+            async for event in follow(subscriber, read_after, after_seq):
+                yield event
+        finally:
+            self._hub.detach(channel, subscriber)
+
+    # -- leases -------------------------------------------------------------------------------------
+
+    async def claim_run(self, run_id: str, *, owner: str, ttl: float, expect: frozenset[str]) -> RunRecord | None:
+        """Make ``owner`` the run's driver if its status is in ``expect`` and no live lease holds it."""
+        async with self._guard():
+            thread_id = await self._run_thread(run_id)
+            if thread_id is None:
+                return None
+            lease_ms = millis(ttl)
+            keys = [
+                self._keys.thread(thread_id, "thread"),
+                self._keys.thread(thread_id, "runs"),
+                self._keys.thread(thread_id, f"lease:{run_id}"),
+            ]
+            args = [run_id, owner, lease_ms, now_iso(), *sorted(expect)]
+            member = index_member(thread_id, run_id)
+
+            # The index may now point at a run that did not become ours: a check corrects it.
+            commands = [CLAIM.command(keys, args), ("ZADD", self._keys.leases, time.time() * 1000 + lease_ms, member)]
+            raw = (await run_scripts(self._batcher.send, commands, [CLAIM]))[0]
+        return RunRecord.model_validate_json(raw) if raw is not None else None
+
+    async def renew_lease(self, thread_id: str, run_id: str, *, owner: str, ttl: float) -> bool:
+        """Extend the lease (compare and set on its owner); ``False`` when ``owner`` lost it.
+
+        The lease index keeps its older score: the next ``expired_leases`` check moves it.
+        """
+        async with self._guard():
+            renewed = await RENEW(self._call, [self._keys.thread(thread_id, f"lease:{run_id}")], [owner, millis(ttl)])
+        return bool(renewed)
+
+    async def expired_leases(self, limit: int = 100) -> list[tuple[str, str]]:
+        """Running runs whose lease lapsed: index candidates checked against their thread's keys."""
+        async with self._guard():
+            due = cast(
+                list[tuple[bytes | str, float]],
+                await self._client.zrangebyscore(
+                    self._keys.leases, "-inf", time.time() * 1000, start=0, num=limit, withscores=True
+                ),
+            )
+            if not due:
+                return []
+            candidates = [(json.loads(member), member, score) for member, score in due]
+
+            checks = [
+                LEASE_STATE.command(
+                    [self._keys.thread(thread_id, "runs"), self._keys.thread(thread_id, f"lease:{run_id}")], [run_id]
+                )
+                for (thread_id, run_id), _, _ in candidates
+            ]
+            states = await run_scripts(self._batcher.send, checks, [LEASE_STATE])
+            expired: list[tuple[str, str]] = []
+            corrections: list[Any] = []
+            for ((thread_id, run_id), member, score), state in zip(candidates, states, strict=True):
+                if state == 0:
+                    expired.append((thread_id, run_id))
+                else:
+                    corrections.extend([member, score, "" if state < 0 else state])
+            if corrections:
+                await RECONCILE(self._call, [self._keys.leases], corrections)
+        return expired
+
+    # -- approvals ---------------------------------------------------------------------------------
+
+    async def _approval_thread(self, tool_call_id: str) -> str | None:
+        raw = await self._call("GET", self._keys.approval_index(tool_call_id))
+        return as_text(raw) if raw is not None else None
+
+    async def get_approval(self, tool_call_id: str) -> ApprovalRecord | None:
+        """The approval, or ``None``."""
+        async with self._guard():
+            thread_id = await self._approval_thread(tool_call_id)
+            if thread_id is None:
+                return None
+            raw = await self._call("HGET", self._keys.thread(thread_id, "approvals"), tool_call_id)
+        return ApprovalRecord.model_validate_json(raw) if raw is not None else None
+
+    async def settle_approval(
+        self,
+        tool_call_id: str,
+        *,
+        status: ApprovalState,
+        decided_by: str | None,
+        via: str | None,
+        reason: str | None = None,
+        remember: bool = False,
+    ) -> ApprovalRecord | None:
+        """Settle a pending approval atomically (compare and set); ``None`` when not pending."""
+        async with self._guard():
+            thread_id = await self._approval_thread(tool_call_id)
+            if thread_id is None:
+                return None
+            head = approval_head(
+                status=status, decided_by=decided_by, via=via, reason=reason, decided_at=now_iso(), remember=remember
+            )
+            keys = [
+                self._keys.thread(thread_id, "approvals"),
+                self._keys.thread(thread_id, "pending"),
+                self._keys.thread(thread_id, "remembered"),
+            ]
+            args = [tool_call_id, PENDING_HEAD, head, "1" if remember and status == "approved" else "0"]
+            member = index_member(thread_id, tool_call_id)
+
+            # Settled now or before, the approval is not pending: drop it from the expiry index.
+            commands = [SETTLE.command(keys, args), ("ZREM", self._keys.approval_expiry, member)]
+            raw = (await run_scripts(self._batcher.send, commands, [SETTLE]))[0]
+        return ApprovalRecord.model_validate_json(raw) if raw is not None else None
+
+    async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
+        """The thread's pending approvals, oldest first."""
+        async with self._guard():
+            items = await APPROVALS(
+                self._call, [self._keys.thread(thread_id, "approvals"), self._keys.thread(thread_id, "pending")], []
+            )
+        approvals = [ApprovalRecord.model_validate_json(raw) for raw in items if raw is not None]
+        return [approval for approval in approvals if approval.status == "pending"]
+
+    async def expired_approvals(self, now: float, limit: int = 100) -> list[ApprovalRecord]:
+        """Pending approvals past their expiry; index entries of settled ones are dropped on the way."""
+        lapsed: list[ApprovalRecord] = []
+        async with self._guard():
+            for _ in range(8):
+                due = cast(
+                    list[bytes | str],
+                    await self._client.zrangebyscore(self._keys.approval_expiry, "-inf", now, start=0, num=limit),
+                )
+                if not due:
+                    break
+                pairs = [json.loads(member) for member in due]
+                pipe = self._client.pipeline(transaction=False)
+                for thread_id, tool_call_id in pairs:
+                    pipe.hget(self._keys.thread(thread_id, "approvals"), tool_call_id)
+                stale: list[Any] = []
+                for member, raw in zip(due, await pipe.execute(), strict=True):
+                    approval = ApprovalRecord.model_validate_json(raw) if raw is not None else None
+                    if approval is not None and approval.status == "pending" and approval.lapsed(now):
+                        lapsed.append(approval)
+                    else:
+                        stale.append(member)
+                if stale:
+                    await self._client.zrem(self._keys.approval_expiry, *stale)
+                if len(lapsed) >= limit or not stale or len(due) < limit:
+                    break
+        return lapsed[:limit]
+
+    async def is_remembered(self, thread_id: str, tool: str) -> bool:
+        """Whether calls of ``tool`` in the thread are approved without asking."""
+        async with self._guard():
+            found = await self._call("SISMEMBER", self._keys.thread(thread_id, "remembered"), tool)
+        return bool(found)
+
+    # -- confirm tokens -----------------------------------------------------------------------------
+
+    async def claim_confirm_token(self, token_hash: str, expires_at: float) -> bool:
+        """Claim a confirm token once (``SET NX PXAT``: the claim expires with the token)."""
+        key, nonce = self._keys.confirm_token(token_hash), uuid.uuid4().hex
+        async with self._guard():
+            if await self._call("SET", key, nonce, "NX", "PXAT", max(1, int(expires_at * 1000))):
+                return True
+            # A claim sent again after a lost reply finds its own nonce: it was ours.
+            return as_text(await self._call("GET", key) or b"") == nonce
+
+    async def release_confirm_token(self, token_hash: str) -> None:
+        """Undo a claim."""
+        async with self._guard():
+            await self._client.delete(self._keys.confirm_token(token_hash))
+
+    # -- channel state ------------------------------------------------------------------------------
+
+    async def channel_get(self, key: str) -> Any:
+        """A channel's JSON value, or ``None``."""
+        async with self._guard():
+            raw = await self._client.get(self._keys.channel_state(key))
+        return json.loads(raw) if raw is not None else None
+
+    async def channel_set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        """Store a channel's JSON value, optionally expiring after ``ttl`` seconds."""
+        name = self._keys.channel_state(key)
+        async with self._guard():
+            if ttl is not None and ttl <= 0:
+                await self._client.delete(name)
+            else:
+                await self._client.set(name, json.dumps(value), px=millis(ttl) if ttl is not None else None)
+
+    async def channel_claim(self, key: str, *, ttl: float, value: Any = True) -> bool:
+        """Set ``key`` only if absent (``SET NX PX``); True if claimed."""
+        async with self._guard():
+            claimed = await self._client.set(self._keys.channel_state(key), json.dumps(value), nx=True, px=millis(ttl))
+        return bool(claimed)
+
+    async def channel_delete(self, key: str) -> None:
+        """Drop a key."""
+        async with self._guard():
+            await self._client.delete(self._keys.channel_state(key))
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        """Check that Redis answers.
+
+        Raises:
+            StoreUnavailableError: It does not; the message names the URL (password redacted).
+        """
+        try:
+            async with self._guard():
+                await self._client.ping()
+        except StoreUnavailableError as exc:
+            raise StoreUnavailableError(f"Cannot reach Redis at {self._where}: {exc.__cause__}") from exc.__cause__
+
+    async def aclose(self) -> None:
+        """Stop the pub/sub hub and close the connections (those of a client the store built); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._hub.aclose()
+        await self._batcher.aclose()
+        if self._owns_client:
+            for client in (self._client, *self._extra_clients):
+                await client.aclose()

@@ -1,0 +1,156 @@
+"""How ``RedisStore`` lays a thread out in Redis: its keys, and how records are encoded.
+
+Key layout (``P`` is the prefix, ``agora`` by default). The keys of one thread share the hash tag
+``{thread_id}``, so a Redis Cluster keeps a thread on one node and every script touches one slot::
+
+    P:{t}:thread            hash: record (JSON), owner, seq (last event), running (run id),
+                            approvals (insertion counter)
+    P:{t}:events            stream: one entry per event, id ``<seq>-0``, field ``e`` = event JSON
+    P:{t}:live              pub/sub channel: each write publishes its events as a JSON array
+    P:{t}:messages          list of history messages (JSON)
+    P:{t}:runs              hash: run id -> run record (JSON, with a ``status``/``updated_at`` head)
+    P:{t}:run-order         list of run ids, oldest first
+    P:{t}:journal:<run>     list of journal entries (JSON)
+    P:{t}:lease:<run>       string: the lease owner, expiring (PX) with the lease
+    P:{t}:approvals         hash: tool call id -> approval (JSON, with a settle-fields head)
+    P:{t}:pending           sorted set: pending approvals' tool call ids, oldest first
+    P:{t}:remembered        set: tools approved without asking in this thread
+
+Global keys (one per id, so they shard too), written in the same round trip as the script:
+
+    P:run:<run id>          string: thread id (run ids are global)
+    P:approval:<id>         string: thread id (tool call ids are global)
+    P:leases                sorted set: [thread, run] -> when to check the lease (ms)
+    P:approval-expiry       sorted set: [thread, tool call id] -> expiry (s)
+    P:confirm:<hash>        claimed confirm token (expires with the token)
+    P:channel:<key>         channel state (JSON)
+
+The two sorted sets are indexes, not truth: the thread's keys are. A reader checks candidates
+against the thread's keys and corrects the index only where nobody changed it since it looked
+(``RECONCILE``), so an index that lags (a renewal, a crash between two commands) costs a check,
+never a lost run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from pydantic import TypeAdapter
+
+from ..events import RunEvent
+from ._records import ApprovalRecord, JournalEntry, RunRecord
+
+__all__ = [
+    "EVENTS",
+    "JOURNAL",
+    "NO_SEQ",
+    "PENDING_HEAD",
+    "RedisKeys",
+    "approval_head",
+    "approval_json",
+    "json_array",
+    "index_member",
+    "millis",
+    "parse_events",
+    "run_parts",
+    "as_text",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RedisKeys:
+    """The names of a store's keys under its prefix."""
+
+    prefix: str
+
+    def thread(self, thread_id: str, name: str) -> str:
+        """A key of the thread (they share its hash tag)."""
+        return f"{self.prefix}:{{{thread_id}}}:{name}"
+
+    def run_index(self, run_id: str) -> str:
+        """Which thread a run belongs to."""
+        return f"{self.prefix}:run:{run_id}"
+
+    def approval_index(self, tool_call_id: str) -> str:
+        """Which thread an approval belongs to."""
+        return f"{self.prefix}:approval:{tool_call_id}"
+
+    @property
+    def leases(self) -> str:
+        """The lease index: when to check each running run's lease."""
+        return f"{self.prefix}:leases"
+
+    @property
+    def approval_expiry(self) -> str:
+        """The approval index: when each pending approval lapses."""
+        return f"{self.prefix}:approval-expiry"
+
+    def confirm_token(self, token_hash: str) -> str:
+        """A claimed confirm token."""
+        return f"{self.prefix}:confirm:{token_hash}"
+
+    def channel_state(self, key: str) -> str:
+        """A channel's state."""
+        return f"{self.prefix}:channel:{key}"
+
+
+EVENTS: TypeAdapter[list[RunEvent]] = TypeAdapter(list[RunEvent])
+JOURNAL: TypeAdapter[list[JournalEntry]] = TypeAdapter(list[JournalEntry])
+NO_SEQ = {"seq"}
+_RUN_HEAD = frozenset({"status", "updated_at"})
+_RUN_HEAD_FIRST = frozenset({"status", "updated_at", "first_seq"})
+_SETTLE_FIELDS = ("status", "decided_by", "via", "reason", "decided_at", "remember")
+
+
+def approval_head(**fields: Any) -> str:
+    """The settle fields of an approval as the opening of a JSON object."""
+    return json.dumps({name: fields[name] for name in _SETTLE_FIELDS}, separators=(",", ":"))[:-1] + ","
+
+
+PENDING_HEAD = approval_head(status="pending", decided_by=None, via=None, reason=None, decided_at=None, remember=False)
+"""How every pending approval starts; settling swaps this head for the decision's."""
+
+
+def approval_json(approval: ApprovalRecord) -> str:
+    """An approval's JSON, opening with its settle fields (the canonical head when pending)."""
+    if approval.status == "pending":
+        head = PENDING_HEAD
+    else:
+        head = approval_head(**{name: getattr(approval, name) for name in _SETTLE_FIELDS})
+    return head + approval.model_dump_json(exclude=set(_SETTLE_FIELDS))[1:]
+
+
+def run_parts(run: RunRecord, *, begin: bool) -> tuple[str, str]:
+    """The run's head (status and update time, which scripts rewrite) and the rest of its JSON."""
+    body = run.model_dump_json(exclude=set(_RUN_HEAD_FIRST if begin else _RUN_HEAD))
+    return f'{{"status":"{run.status}","updated_at":{json.dumps(run.updated_at)},', body[1:]
+
+
+def as_text(value: bytes | str) -> str:
+    """A reply as text, whether the client decodes responses or not."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def json_array(items: Sequence[bytes | str]) -> bytes | str:
+    """Join JSON values into one JSON array, so one pydantic call parses them all."""
+    if items and isinstance(items[0], str):
+        return "[" + ",".join(cast(Sequence[str], items)) + "]"
+    return b"[" + b",".join(cast(Sequence[bytes], items)) + b"]"
+
+
+def index_member(thread_id: str, item_id: str) -> str:
+    """A global index's member: the thread and the id, as a JSON array."""
+    return json.dumps([thread_id, item_id], separators=(",", ":"))
+
+
+def millis(seconds: float) -> int:
+    """Seconds as Redis milliseconds (at least 1)."""
+    return max(1, int(seconds * 1000))
+
+
+def parse_events(data: bytes | str) -> list[RunEvent]:
+    """Events from a JSON array (a published batch, or joined stream entries)."""
+    return EVENTS.validate_json(data)

@@ -1,0 +1,367 @@
+"""What only ``RedisStore`` promises: key layout, errors, one pub/sub connection, surviving restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import redis.asyncio as redis
+from redis.crc import key_slot
+
+from gateway import StoreUnavailableError
+from gateway.events import RunEvent
+from gateway.stores import Batch, RedisStore
+from gateway.stores._redis_batch import CommandBatcher
+from gateway.stores._redis_client import redact
+from gateway.stores._redis_layout import PENDING_HEAD, approval_head
+from gateway.stores._redis_scripts import SETTLE
+
+from ._helpers import approval, begin, collect, delta, eventually, finish
+from ._server import RedisServer, SentinelServer, free_port
+from .conftest import drop_prefix
+
+pytestmark = pytest.mark.redis
+
+
+async def test_a_threads_keys_share_its_hash_tag(redis_store: RedisStore, redis_url: str, prefix: str) -> None:
+    thread_id = "odd:thread}{id"
+    run, _ = await begin(redis_store, thread_id)
+    record = approval(run)
+    await redis_store.write(thread_id, Batch(run=run, approvals=[record], journal=[]))
+    await redis_store.settle_approval(record.tool_call_id, status="approved", decided_by="u1", via="web", remember=True)
+    await finish(redis_store, run)
+    await redis_store.channel_set("k", 1)
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = sorted([key.decode() async for key in client.scan_iter(match=f"{prefix}:*")])
+    finally:
+        await client.aclose()
+    thread_keys = [key for key in keys if key.startswith(f"{prefix}:{{")]
+    assert {key.rpartition("}:")[2] for key in thread_keys} >= {
+        "thread", "events", "runs", "run-order", "approvals", "remembered",
+    }  # fmt: skip
+    assert all(key.startswith(f"{prefix}:{{{thread_id}}}:") for key in thread_keys)
+    assert len({key_slot(key.encode()) for key in thread_keys}) == 1
+    assert set(keys) - set(thread_keys) == {
+        f"{prefix}:run:{run.run_id}",
+        f"{prefix}:approval:{record.tool_call_id}",
+        f"{prefix}:leases",
+        f"{prefix}:channel:k",
+    }
+
+
+def test_the_prefix_cannot_hold_braces() -> None:
+    with pytest.raises(ValueError, match="braces"):
+        RedisStore("redis://127.0.0.1:6379/0", prefix="a{b}")
+
+
+def test_urls_are_redacted() -> None:
+    assert redact("redis://user:s3cret@host:6379/0") == "redis://user:***@host:6379/0"
+    assert redact("rediss://:s3cret@host:6380") == "rediss://:***@host:6380"
+    assert redact("unix:///run/redis.sock?db=1&password=s3cret") == "unix:///run/redis.sock?db=1&password=***"
+    assert redact("redis://host:6379/0") == "redis://host:6379/0"
+
+
+async def test_ping_names_the_url_without_its_password_when_redis_is_down() -> None:
+    port = free_port()
+    store = RedisStore(f"redis://agora:s3cret@127.0.0.1:{port}/0", prefix="down")
+    try:
+        with pytest.raises(StoreUnavailableError) as caught:
+            await store.ping()
+        message = str(caught.value)
+        assert f"127.0.0.1:{port}" in message and "s3cret" not in message
+        assert isinstance(caught.value.__cause__, redis.ConnectionError)
+        with pytest.raises(StoreUnavailableError):
+            await store.get_thread("t1")
+        with pytest.raises(StoreUnavailableError):
+            await store.write("t1", Batch())
+    finally:
+        await store.aclose()
+
+
+async def test_subscribing_when_redis_is_down_raises() -> None:
+    store = RedisStore(f"redis://127.0.0.1:{free_port()}/0", prefix="down", subscribe_timeout=0.2)
+    try:
+        with pytest.raises(StoreUnavailableError):
+            async with asyncio.timeout(5):
+                await anext(aiter(store.subscribe("t1")))
+        assert store.hub.subscribers(store.channel("t1")) == 0
+    finally:
+        await store.aclose()
+
+
+async def test_a_caller_supplied_client_is_left_open(redis_url: str, prefix: str) -> None:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisStore(client, prefix=prefix)
+    try:
+        thread_id = f"t-{uuid.uuid4().hex[:8]}"
+        run, _ = await begin(store, thread_id)
+        got = await collect(store.subscribe(thread_id), 1)
+        assert got[0].run_id == run.run_id
+        assert [r.run_id for r in await store.thread_runs(thread_id)] == [run.run_id]
+        assert repr(store).startswith("RedisStore('redis://127.0.0.1:")
+        await store.aclose()
+        assert await client.ping()
+    finally:
+        await drop_prefix(redis_url, prefix)
+        await client.aclose()
+
+
+async def test_thousands_of_subscribers_share_one_pubsub_connection(server: RedisServer, prefix: str) -> None:
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix)
+    admin = redis.Redis.from_url(server.url)
+    try:
+        streams = [store.subscribe(f"t{i % 200}") for i in range(1000)]
+        async with asyncio.timeout(10):
+            readers = [asyncio.create_task(collect(stream, 1)) for stream in streams]
+            await eventually(lambda: _numsub(admin, store, 200))
+            runs = [(await begin(store, f"t{i}"))[0] for i in range(200)]
+            results = await asyncio.gather(*readers)
+        assert all(result[0].run_id == runs[i % 200].run_id for i, result in enumerate(results))
+        clients = (await admin.execute_command("CLIENT", "LIST", "TYPE", "pubsub")).decode()
+        assert len(clients.strip().splitlines()) == 1
+        for stream in streams:
+            await stream.aclose()  # type: ignore[attr-defined]
+        await eventually(lambda: _numsub(admin, store, 0))  # the last reader of each thread left
+    finally:
+        await store.aclose()
+        await admin.aclose()
+
+
+async def _numsub(admin: redis.Redis, store: RedisStore, threads: int) -> bool:
+    channels = [store.channel(f"t{i}") for i in range(200)]
+    counts = await admin.pubsub_numsub(*channels)
+    return sum(count for _, count in counts) == threads
+
+
+async def test_scripts_are_reloaded_after_redis_forgets_them(server: RedisServer, prefix: str) -> None:
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix)
+    try:
+        run, _ = await begin(store, "t1")
+        await store.client.script_flush()
+        await store.write("t1", Batch(events=[delta(run)]))  # a lone script call
+        await store.client.script_flush()
+        record = approval(run)
+        await store.write("t1", Batch(run=run, approvals=[record]))  # a script in a pipeline
+        assert await store.last_seq("t1") == 2
+        assert await store.get_approval(record.tool_call_id) == record
+    finally:
+        await store.aclose()
+
+
+async def test_a_restarted_redis_is_used_again_and_live_tails_lose_nothing(server: RedisServer, prefix: str) -> None:
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix)
+    got: list[RunEvent] = []
+    try:
+        run, _ = await begin(store, "t1")
+        await store.write("t1", Batch(events=[delta(run, "before")]))
+        consumer = asyncio.create_task(collect(store.subscribe("t1"), 6, got))
+        await eventually(lambda: _has(got, 2))
+
+        server.kill()
+        with pytest.raises(StoreUnavailableError):
+            await store.write("t1", Batch(events=[delta(run, "lost")]))
+        with pytest.raises(StoreUnavailableError):
+            await store.read_events("t1")
+
+        await server.start()
+        await store.write("t1", Batch(events=[delta(run, "after-1"), delta(run, "after-2")]))
+        await eventually(lambda: _true(store.hub.connected))
+        await store.write("t1", Batch(events=[delta(run, "after-3"), delta(run, "after-4")]))
+        async with asyncio.timeout(10):
+            await consumer
+        assert [e.seq for e in got] == [1, 2, 3, 4, 5, 6]
+        assert [getattr(e, "delta", None) for e in got[1:]] == ["before", "after-1", "after-2", "after-3", "after-4"]
+        assert store.hub.reconnections >= 1
+        await store.ping()
+    finally:
+        await store.aclose()
+
+
+async def _has(events: list[RunEvent], count: int) -> bool:
+    return len(events) >= count
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_a_silent_redis_fails_calls_at_their_deadline(server: RedisServer, prefix: str) -> None:
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix, timeout=0.2)
+    try:
+        await begin(store, "t1")
+        assert server.process is not None
+        server.process.send_signal(signal.SIGSTOP)  # alive, but answers nothing
+        try:
+            with pytest.raises(StoreUnavailableError, match="did not answer within 0.2 s"):
+                await store.last_seq("t1")
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        assert await store.last_seq("t1") == 1
+    finally:
+        await store.aclose()
+
+
+async def test_a_sentinel_url_works_like_a_plain_one(server: RedisServer, tmp_path: Path, prefix: str) -> None:
+    await server.start()
+    sentinel = SentinelServer(tmp_path, server)
+    await sentinel.start()
+    store = RedisStore(sentinel.url, prefix=prefix)
+    try:
+        await store.ping()
+        run, _ = await begin(store, "t1")
+        stream = store.subscribe("t1")
+        async with asyncio.timeout(5):
+            got = await collect(stream, 1)
+            await store.write("t1", Batch(events=[delta(run, "via sentinel")]))
+            await collect(stream, 2, got)
+        await stream.aclose()  # type: ignore[attr-defined]
+        assert [e.seq for e in got] == [1, 2]
+        assert repr(store) == f"RedisStore('{sentinel.url}', prefix='{prefix}')"
+    finally:
+        await store.aclose()
+        sentinel.kill()
+
+
+async def _follow_through(
+    store: RedisStore, admin_action: Callable[[], Awaitable[None]], *, recovered: Callable[[], bool]
+) -> list[RunEvent]:
+    """Tail a thread, disturb the pub/sub connection, write on; return what the tail saw."""
+    got: list[RunEvent] = []
+    run, _ = await begin(store, "t1")
+    consumer = asyncio.create_task(collect(store.subscribe("t1"), 5, got))
+    await eventually(lambda: _has(got, 1))
+    await store.write("t1", Batch(events=[delta(run, "before")]))
+    await eventually(lambda: _has(got, 2))
+    await admin_action()
+    await store.write("t1", Batch(events=[delta(run, "during")]))
+    await eventually(lambda: _true(recovered()))
+    await store.write("t1", Batch(events=[delta(run, "after-1"), delta(run, "after-2")]))
+    async with asyncio.timeout(10):
+        await consumer
+    return got
+
+
+async def test_a_killed_pubsub_connection_is_replaced_without_loss(server: RedisServer, prefix: str) -> None:
+    """redis-py's retry reconnects and resubscribes unasked: the unexpected acks make tails re-read."""
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix)
+    admin = redis.Redis.from_url(server.url)
+    try:
+
+        async def kill_pubsub() -> None:
+            await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+
+        got = await _follow_through(
+            store, kill_pubsub, recovered=lambda: store.hub.subscribers(store.channel("t1")) == 1
+        )
+        assert [e.seq for e in got] == [1, 2, 3, 4, 5]
+        assert store.hub.reconnections == 0  # redis-py reconnected and resubscribed by itself
+        await eventually(lambda: _numsub_of(admin, store.channel("t1"), 1))
+    finally:
+        await store.aclose()
+        await admin.aclose()
+
+
+async def test_a_frozen_redis_is_noticed_by_the_heartbeat(server: RedisServer, prefix: str) -> None:
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix, heartbeat=0.05)
+    assert server.process is not None
+    process = server.process
+    try:
+
+        async def freeze_then_thaw() -> None:
+            process.send_signal(signal.SIGSTOP)
+            try:
+                await eventually(lambda: _true(not store.hub.connected))
+            finally:
+                process.send_signal(signal.SIGCONT)
+
+        got = await _follow_through(store, freeze_then_thaw, recovered=lambda: store.hub.connected)
+        assert [e.seq for e in got] == [1, 2, 3, 4, 5]
+        assert store.hub.reconnections >= 1
+    finally:
+        await store.aclose()
+
+
+async def _numsub_of(admin: redis.Redis, channel: bytes, expected: int) -> bool:
+    return dict(await admin.pubsub_numsub(channel)).get(channel) == expected
+
+
+async def test_a_refused_write_leaves_no_index_behind(redis_store: RedisStore, redis_url: str, prefix: str) -> None:
+    run, _ = await begin(redis_store, "t1")
+    orphan = approval(run).model_copy(update={"thread_id": "nowhere"})
+    with pytest.raises(KeyError):
+        await redis_store.write("nowhere", Batch(approvals=[orphan]))
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = {key.decode() async for key in client.scan_iter(match=f"{prefix}:*")}
+    finally:
+        await client.aclose()
+    assert not any("nowhere" in key or orphan.tool_call_id in key for key in keys)
+    assert await redis_store.client.zcard(f"{prefix}:approval-expiry") == 0
+
+
+async def test_a_write_sent_twice_is_applied_once(redis_store: RedisStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """redis-py resends a command whose reply was lost; the write's id makes the second a no-op."""
+    run, _ = await begin(redis_store, "t1")
+    record = approval(run)
+    fixed = uuid.uuid4()
+    monkeypatch.setattr(uuid, "uuid4", lambda: fixed)
+    batch = Batch(run=run, events=[delta(run, "once"), delta(run, "only")], messages=[], approvals=[record])
+    first = await redis_store.write("t1", batch)
+    again = await redis_store.write("t1", batch)
+    monkeypatch.undo()
+    assert [e.seq for e in first] == [e.seq for e in again] == [2, 3]
+    assert await redis_store.last_seq("t1") == 3
+    assert [a.tool_call_id for a in await redis_store.pending_approvals("t1")] == [record.tool_call_id]
+    later = await redis_store.write("t1", Batch(events=[delta(run, "next")]))
+    assert [e.seq for e in later] == [4]
+
+
+async def test_a_decision_sent_twice_is_still_the_winner(redis_store: RedisStore) -> None:
+    run, _ = await begin(redis_store, "t1")
+    record = approval(run)
+    await redis_store.write("t1", Batch(run=run, approvals=[record]))
+    keys = [redis_store._keys.thread("t1", name) for name in ("approvals", "pending", "remembered")]
+    head = approval_head(status="approved", decided_by="u1", via="web", reason=None, decided_at="now", remember=False)
+    args = [record.tool_call_id, PENDING_HEAD, head, "0"]
+    first = await SETTLE(redis_store._call, keys, args)
+    assert first is not None
+    assert await SETTLE(redis_store._call, keys, args) == first
+    other = head.replace('"u1"', '"u2"')
+    assert await SETTLE(redis_store._call, keys, [record.tool_call_id, PENDING_HEAD, other, "0"]) is None
+
+
+async def test_concurrent_calls_share_pipelines(redis_store: RedisStore) -> None:
+    run, _ = await begin(redis_store, "t1")
+    await redis_store.write("t1", Batch(events=[delta(run)]))
+    before = redis_store._batcher.pipelines
+    answers = await asyncio.gather(*(redis_store.last_seq("t1") for _ in range(50)))
+    assert answers == [2] * 50
+    assert redis_store._batcher.pipelines > before
+
+
+async def test_the_batcher_keeps_to_its_connection_budget(redis_store: RedisStore) -> None:
+    batcher = CommandBatcher(redis_store.client, max_in_flight=1, max_batch=3)
+    try:
+        keys = [f"{redis_store.prefix}:budget:{i}" for i in range(20)]
+        await asyncio.gather(*(batcher.call("SET", key, i) for i, key in enumerate(keys)))
+        values = await asyncio.gather(*(batcher.call("GET", key) for key in keys))
+        assert [int(v) for v in values] == list(range(20))
+        assert batcher.pipelines >= 6
+        with pytest.raises(redis.ResponseError):
+            await batcher.call("INCR", keys[0], "too", "many")
+    finally:
+        await batcher.aclose()
+    with pytest.raises(RuntimeError):
+        await batcher.call("PING")
