@@ -65,7 +65,11 @@ class Store(Protocol):
         ...
 
     async def write(self, thread_id: str, batch: Batch) -> list[RunEvent]:
-        """Apply ``batch`` atomically and return its events with their ``seq``."""
+        """Apply ``batch`` atomically and return its events with their ``seq``.
+
+        The events are the writer's own fresh objects: a store may set ``seq`` on them in place
+        (``MemoryStore`` does, and returns them) or return copies (``RedisStore``).
+        """
         ...
 
     async def read_journal(
