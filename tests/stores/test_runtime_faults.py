@@ -1,0 +1,161 @@
+"""Faults at the runtime level, with real processes and a real Redis: a gateway process killed
+mid-run, and Redis stopped and started under a running run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as redis
+from pydantic import BaseModel
+
+from gateway import Runtime, Turn
+from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest
+from gateway.stores import RedisStore
+from tools import Actor, ToolContext, define_tool
+
+from ._crash_tools import quick_lookup, script, slow_lookup
+from ._server import RedisServer
+from .conftest import drop_prefix
+
+pytestmark = pytest.mark.redis
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def effects(url: str, prefix: str, kind: str) -> list[str]:
+    client = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        return list(await client.lrange(f"{prefix}:effects:{kind}", 0, -1))
+    finally:
+        await client.aclose()
+
+
+async def test_a_killed_process_run_is_resumed_elsewhere_without_rerunning_settled_tools(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    thread_id = f"t-{uuid.uuid4().hex[:10]}"
+    env = {**os.environ, "AGORA_TEST_REDIS_URL": redis_url, "AGORA_TEST_PREFIX": prefix, "AGORA_TEST_HANG": "1"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.stores._crash_child", thread_id], cwd=ROOT, env=env, stdout=subprocess.PIPE
+    )
+    store = RedisStore(redis_url, prefix=prefix)
+    monkeypatch.setenv("AGORA_TEST_REDIS_URL", redis_url)
+    monkeypatch.setenv("AGORA_TEST_PREFIX", prefix)
+    survivor = Runtime(
+        tools=[quick_lookup, slow_lookup],
+        model=ScriptedModel(script),
+        store=store,
+        lease_ttl=0.5,
+        instance_id="survivor",
+    )
+    try:
+        assert child.stdout is not None
+        run_id = (await asyncio.to_thread(child.stdout.readline)).decode().strip()
+        async with asyncio.timeout(20):
+            while not await effects(redis_url, prefix, "slow"):  # the child is inside slow_lookup now
+                await asyncio.sleep(0.02)
+        child.send_signal(signal.SIGKILL)  # no cleanup at all: only its lease, lapsing, tells
+        await asyncio.to_thread(child.wait, 10)
+        run = await store.get_run(run_id)
+        assert run is not None and run.status == "running"
+
+        async with asyncio.timeout(20):
+            while True:  # the survivor's maintenance pass finds the lapsed lease and takes the run over
+                await survivor.sweep()
+                run = await store.get_run(run_id)
+                if run_id in survivor._tasks or (run is not None and run.status != "running"):
+                    break
+                await asyncio.sleep(0.05)
+        assert await survivor.wait(run_id, timeout=20) == "completed"
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+        if child.stdout is not None:
+            child.stdout.close()
+        await survivor.aclose()
+        await store.aclose()
+    quick, slow = await effects(redis_url, prefix, "quick"), await effects(redis_url, prefix, "slow")
+    assert len(quick) == 1, "a settled tool never runs twice"
+    assert len(slow) == 2 and slow[0] == slow[1] == f"{run_id}:{slow[0].split(':', 1)[1]}", "same idempotency key"
+    check = RedisStore(redis_url, prefix=prefix)
+    try:
+        kinds = [e.type for e in await check.read_events(thread_id)]
+    finally:
+        await check.aclose()
+        await drop_prefix(redis_url, prefix)
+    assert kinds.count("tool-completed") == 2 and kinds[-1] == "run-finished"
+
+
+class KeyInput(BaseModel):
+    key: str
+
+
+async def test_redis_stopped_and_started_mid_run(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path)
+    await server.start()
+    attempts: list[str] = []
+    effects_by_key: dict[str, int] = {}
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @define_tool(name="charge", description="Charges once per idempotency key.", input=KeyInput)
+    async def charge(input: KeyInput, ctx: ToolContext) -> dict[str, Any]:
+        attempts.append(ctx.idempotency_key)
+        started.set()
+        await release.wait()
+        effects_by_key[ctx.idempotency_key] = 1  # idempotent: a retry with the same key adds nothing
+        return {"charged": input.key}
+
+    @define_tool(name="look", description="Settles before the outage.", input=KeyInput)
+    async def look(input: KeyInput, ctx: ToolContext) -> dict[str, Any]:
+        attempts.append(f"look:{ctx.idempotency_key}")
+        return {"seen": input.key}
+
+    def plan(request: ModelRequest, index: int) -> ScriptStep:
+        if request.step == 0:
+            return ScriptStep(tool_calls=[ToolCallRequest(name="look", args={"key": "a"})])
+        if request.step == 1:
+            return ScriptStep(tool_calls=[ToolCallRequest(name="charge", args={"key": "a"})])
+        return ScriptStep(text="Charged.")
+
+    store = RedisStore(server.url, prefix="faults")
+    runtime = Runtime(
+        tools=[charge, look], model=ScriptedModel(plan), store=store, lease_ttl=0.5, maintenance_interval=0.1
+    )
+    try:
+        run_id = await runtime.start_turn(Turn(thread_id="t-outage", actor=Actor(id="u1"), text="charge"))
+        async with asyncio.timeout(10):
+            await started.wait()
+        server.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]  # a clean stop: the AOF is complete
+        await asyncio.to_thread(server.process.wait, 10)  # type: ignore[union-attr]
+        server.process = None
+        release.set()  # the tool finishes while Redis is away: its result cannot be written
+        async with asyncio.timeout(10):
+            while run_id in runtime._tasks:
+                await asyncio.sleep(0.02)
+        await server.start()  # same port, same data
+        async with asyncio.timeout(20):
+            while True:
+                run = await store.get_run(run_id)
+                if run is not None and run.status == "completed":
+                    break
+                await asyncio.sleep(0.05)
+        kinds = [e.type for e in await store.read_events("t-outage")]
+    finally:
+        release.set()
+        await runtime.aclose()
+        await store.aclose()
+        server.kill()
+    looks = [a for a in attempts if a.startswith("look:")]
+    charges = [a for a in attempts if not a.startswith("look:")]
+    assert len(looks) == 1, "the call settled before the outage did not run again"
+    assert len(charges) == 2 and charges[0] == charges[1], "the unsettled call ran again with the same key"
+    assert len(effects_by_key) == 1, "so an idempotent tool charged once"
+    assert kinds.count("tool-completed") == 2 and kinds[-2:] == ["text-end", "run-finished"]
