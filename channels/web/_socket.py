@@ -34,6 +34,9 @@ logger = logging.getLogger("channels.web")
 WEB_DEFAULT_CAPABILITIES = UiCapabilities(formats=["html"])
 """What a web client gets when its ``hello`` declares nothing."""
 
+_ROOMY_BUFFER = 32 * 1024
+"""Below this many unsent bytes a web-socket send never waits (the transport pauses at 64 KiB)."""
+
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_TOO_SLOW = 4408
@@ -61,7 +64,21 @@ class _Closed(Exception):
 class WebSession:
     """One socket: its actor, thread, capabilities and the task following the thread."""
 
-    def __init__(self, services: GatewayServices, ws: web.WebSocketResponse, actor: Actor | None) -> None:
+    __slots__ = (
+        "_follower",
+        "_frames_out",
+        "_lock",
+        "_transport",
+        "actor",
+        "capabilities",
+        "services",
+        "thread_id",
+        "ws",
+    )
+
+    def __init__(
+        self, services: GatewayServices, ws: web.WebSocketResponse, actor: Actor | None, transport: Any = None
+    ) -> None:
         self.services = services
         self.ws = ws
         self.actor = actor
@@ -69,23 +86,36 @@ class WebSession:
         self.capabilities = WEB_DEFAULT_CAPABILITIES
         self._lock = asyncio.Lock()
         self._follower: asyncio.Task[None] | None = None
+        self._transport = transport
+        self._frames_out = services.metrics.frames.labels("out")
 
     async def send(self, frame: dict[str, Any]) -> None:
         """Send one frame; a client that cannot take it in time is disconnected."""
-        data = json.dumps(frame, ensure_ascii=False)
+        await self.send_text(json.dumps(frame, ensure_ascii=False))
+
+    async def send_text(self, data: str) -> None:
+        """Send one JSON text frame; a client that cannot take it in time is disconnected.
+
+        While the socket's write buffer has room a send cannot wait, so only sends into a full
+        buffer carry the ``ws_send_timeout`` scope (one timer per frame adds up under load).
+        """
         async with self._lock:
             if self.ws.closed:
                 raise _Closed
             try:
-                async with asyncio.timeout(self.services.settings.ws_send_timeout):
+                transport = self._transport
+                if transport is not None and transport.get_write_buffer_size() < _ROOMY_BUFFER:
                     await self.ws.send_str(data)
+                else:
+                    async with asyncio.timeout(self.services.settings.ws_send_timeout):
+                        await self.ws.send_str(data)
             except TimeoutError:
                 logger.info("closing a web socket that stopped reading")
                 await self.ws.close(code=CLOSE_TOO_SLOW, message=b"too slow", drain=False)
                 raise _Closed from None
             except ConnectionError:
                 raise _Closed from None
-        self.services.metrics.frames.labels("out").inc()
+        self._frames_out.inc()
 
     async def error(self, code: str, message: str, frame_id: str | None = None, **extra: Any) -> None:
         """Send an ``error`` frame."""
@@ -228,11 +258,13 @@ class WebSession:
 
     async def _follow(self, thread_id: str, after_seq: int) -> None:
         try:
-            async for event in self.services.runtime.events(thread_id, after_seq, follow=True):
-                frame = RUN_EVENT_ADAPTER.dump_python(event, mode="json")
+            async for event in self.services.runtime.store.subscribe(thread_id, after_seq):
                 if isinstance(event, UiEvent):
+                    frame = RUN_EVENT_ADAPTER.dump_python(event, mode="json")
                     frame.update(await self.services.deliver_ui(event, self.capabilities))
-                await self.send(frame)
+                    await self.send(frame)
+                else:
+                    await self.send_text(event.model_dump_json())
         except _Closed:
             return
         except asyncio.CancelledError:
@@ -264,7 +296,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     await ws.prepare(request)
     services.metrics.sockets.inc()
     try:
-        await WebSession(services, ws, actor).run()
+        await WebSession(services, ws, actor, request.transport).run()
     finally:
         services.metrics.sockets.dec()
         if not ws.closed:

@@ -15,7 +15,7 @@ QUEUE_LIMIT = 1024
 """Events a slow subscriber may have waiting before it falls back to reading the log."""
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class Subscriber:
     """One live reader of a thread: the store pushes events into it without ever blocking."""
 
