@@ -17,6 +17,7 @@ from ._errors import (
     ThreadBusyError,
     ThreadForbiddenError,
     ThreadNotFoundError,
+    ThreadParkedError,
     UnknownAgentError,
 )
 from ._identity import (
@@ -66,6 +67,7 @@ __all__ = [
     "ThreadBusyError",
     "ThreadForbiddenError",
     "ThreadNotFoundError",
+    "ThreadParkedError",
     "TrustedHeaderResolver",
     "Turn",
     "UnauthenticatedError",

@@ -128,7 +128,7 @@ _EVENT_DEFAULTS: dict[type[Any], dict[str, Any]] = {
 class RunDriver:
     """Drives one run on this process. The runtime creates one per run it drives."""
 
-    def __init__(self, runtime: Runtime, run: RunRecord, agent: Agent) -> None:
+    def __init__(self, runtime: Runtime, run: RunRecord, agent: Agent, *, history: list[Message] | None = None) -> None:
         self.rt = runtime
         self.store = runtime.store
         self.run = run
@@ -147,6 +147,8 @@ class RunDriver:
         self._preflights: dict[tuple[str, str], PreflightEntry] = {}
         self._step_messages: dict[int, list[AssistantMessage | ToolMessage]] = {}
         self._offered: list[ToolDefinition] | None = None
+        self._history = history
+        """The thread's history as the run began (read from the store when not given)."""
         self._started = time.perf_counter()
 
     # -- plumbing -----------------------------------------------------------------------------------
@@ -251,7 +253,7 @@ class RunDriver:
             return await self.finish("failed", error=("internal_error", "The run failed unexpectedly."))
 
     async def _loop(self) -> RunStatus:
-        history = await self.store.get_messages(self.run.thread_id)
+        history = self._history if self._history is not None else await self.store.get_messages(self.run.thread_id)
         step = 0
         while True:
             if self.cancel_requested:

@@ -12,6 +12,7 @@ The tree (``AgoraError`` and ``UserError`` come from ``tools``)::
         ├── ThreadNotFoundError        404
         ├── ThreadForbiddenError       403  someone else's thread
         ├── ThreadBusyError            409  a run is already running on the thread
+        ├── ThreadParkedError          409  a run waits for an approval (the runtime supersedes it)
         ├── RunNotFoundError           404
         ├── RunNotActiveError          409  the run already ended
         ├── UnknownAgentError          404
@@ -37,6 +38,7 @@ __all__ = [
     "RunNotFoundError",
     "StoreUnavailableError",
     "ThreadBusyError",
+    "ThreadParkedError",
     "ThreadForbiddenError",
     "ThreadNotFoundError",
     "UnknownAgentError",
@@ -95,6 +97,16 @@ class ThreadBusyError(GatewayError):
     """A run is already running on this thread; wait for it or cancel it."""
 
     status, code = 409, "thread_busy"
+
+
+class ThreadParkedError(GatewayError):
+    """A run on this thread waits for an approval; ``Store.begin_run`` refuses until it is settled.
+
+    The runtime answers by superseding the parked run (its pending actions are rejected), then
+    begins the new run.
+    """
+
+    status, code = 409, "thread_parked"
 
 
 class RunNotFoundError(GatewayError):

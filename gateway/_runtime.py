@@ -26,12 +26,14 @@ from ._errors import (
     RunNotActiveError,
     RunNotFoundError,
     StoreUnavailableError,
+    ThreadBusyError,
     ThreadForbiddenError,
     ThreadNotFoundError,
+    ThreadParkedError,
     UnknownAgentError,
 )
 from .events import ApprovalSettledEvent, RunEvent, RunFinishedEvent, RunStartedEvent, RunStatus, Turn, new_id
-from .models import Model, UserMessage
+from .models import AssistantMessage, Model, ToolMessage, UserMessage
 from .stores import ApprovalRecord, Batch, MemoryStore, RunRecord, Store, ThreadRecord
 
 __all__ = ["Runtime", "RuntimeObserver"]
@@ -231,11 +233,6 @@ class Runtime:
         """
         self._ensure_open()
         agent = self.agent(turn.agent)
-        thread = await self.store.get_thread(turn.thread_id)
-        if thread is not None:
-            if thread.owner_id != turn.actor.id:
-                raise ThreadForbiddenError(f"Thread {turn.thread_id!r} belongs to another actor")
-            await self._supersede_parked(turn.thread_id)
         run = RunRecord(run_id=new_id("run"), thread_id=turn.thread_id, agent=agent.name, turn=turn)
         batch = Batch(
             events=[RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name)],
@@ -244,17 +241,32 @@ class Runtime:
         record = ThreadRecord(
             thread_id=turn.thread_id, owner_id=turn.actor.id, tenant_ref=turn.actor.tenant_ref, channel=turn.channel
         )
-        events = await self.store.begin_run(
-            run, thread=record, batch=batch, lease_owner=self.instance_id, lease_ttl=self.lease_ttl
-        )
-        run.first_seq = events[0].seq if events else 0
+        for _ in range(3):
+            try:
+                begun = await self.store.begin_run(
+                    run, thread=record, batch=batch, lease_owner=self.instance_id, lease_ttl=self.lease_ttl
+                )
+                break
+            except ThreadParkedError:
+                # The owner (the store checked) moved on while a run waited for an approval.
+                await self._supersede_parked(turn.thread_id)
+        else:
+            raise ThreadBusyError(f"Thread {turn.thread_id!r} keeps waiting for an approval")
+        run.first_seq = begun.events[0].seq if begun.events else 0
         for observer in self.observers:
-            observer.events_written(turn.thread_id, events)
-        self._spawn(run, agent, resume=False)
+            observer.events_written(turn.thread_id, begun.events)
+        self._spawn(run, agent, resume=False, history=begun.history)
         return run.run_id
 
-    def _spawn(self, run: RunRecord, agent: Agent, *, resume: bool) -> None:
-        driver = RunDriver(self, run, agent)
+    def _spawn(
+        self,
+        run: RunRecord,
+        agent: Agent,
+        *,
+        resume: bool,
+        history: list[UserMessage | AssistantMessage | ToolMessage] | None = None,
+    ) -> None:
+        driver = RunDriver(self, run, agent, history=history)
         self._drivers[run.run_id] = driver
         task = asyncio.create_task(driver.drive(resume=resume), name=f"agora-run-{run.run_id}")
         self._tasks[run.run_id] = task

@@ -10,13 +10,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import ThreadBusyError, ThreadForbiddenError
+from .._errors import ThreadBusyError, ThreadForbiddenError, ThreadParkedError
 from ..events import RunEvent, now_iso
 from ..models import AssistantMessage, ToolMessage, UserMessage
 from ._records import (
     ApprovalRecord,
     ApprovalState,
     Batch,
+    Begun,
     ModelStepEntry,
     PreflightEntry,
     RunRecord,
@@ -39,6 +40,8 @@ class _Thread:
     runs: list[str] = field(default_factory=list)
     running: str | None = None
     remembered: set[str] = field(default_factory=set)
+    pending: set[str] = field(default_factory=set)
+    """Tool call ids of the thread's pending approvals."""
     subscribers: set[Subscriber] = field(default_factory=set)
 
 
@@ -69,7 +72,7 @@ class MemoryStore:
 
     async def begin_run(
         self, run: RunRecord, *, thread: ThreadRecord, batch: Batch, lease_owner: str, lease_ttl: float
-    ) -> list[RunEvent]:
+    ) -> Begun:
         """Start ``run`` atomically and apply ``batch``."""
         state = self._threads.get(thread.thread_id)
         if state is None:
@@ -80,13 +83,16 @@ class MemoryStore:
             raise ThreadForbiddenError(f"Thread {thread.thread_id!r} belongs to another actor")
         if state.running is not None:
             raise ThreadBusyError(f"A run is already running on thread {thread.thread_id!r}")
+        if state.pending:
+            raise ThreadParkedError(f"A run on thread {thread.thread_id!r} waits for an approval")
         state.running = run.run_id
         state.runs.append(run.run_id)
         run.first_seq = len(state.events) + 1
         run.status = "running"
         self._leases[run.run_id] = (lease_owner, time.time() + lease_ttl)
         batch.run = run
-        return self._apply(state, batch)
+        events = self._apply(state, batch)
+        return Begun(events=events, history=list(state.messages))
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""
@@ -126,6 +132,8 @@ class MemoryStore:
         state.messages.extend(batch.messages)
         for approval in batch.approvals:
             self._approvals[approval.tool_call_id] = approval.model_copy()
+            if approval.status == "pending":
+                state.pending.add(approval.tool_call_id)
         for subscriber in state.subscribers:
             for event in written:
                 subscriber.push(event)
@@ -241,6 +249,7 @@ class MemoryStore:
         if approval is None or approval.status != "pending":
             return None
         approval.status = status
+        self._threads[approval.thread_id].pending.discard(tool_call_id)
         approval.decided_by = decided_by
         approval.via = via
         approval.reason = reason

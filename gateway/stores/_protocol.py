@@ -11,6 +11,7 @@ from ._records import (
     ApprovalRecord,
     ApprovalState,
     Batch,
+    Begun,
     ModelStepEntry,
     PreflightEntry,
     RunRecord,
@@ -44,15 +45,17 @@ class Store(Protocol):
         batch: Batch,
         lease_owner: str,
         lease_ttl: float,
-    ) -> list[RunEvent]:
+    ) -> Begun:
         """Start ``run`` atomically and apply ``batch`` (its user message and first events).
 
         Creates ``thread`` if it does not exist, takes the thread's running slot and the run's
-        lease, sets ``run.first_seq``.
+        lease, sets ``run.first_seq``. Answers the events with their ``seq`` and the thread's
+        history (the new message included), so a turn starts in one round trip.
 
         Raises:
             ThreadForbiddenError: The thread exists and belongs to someone else.
             ThreadBusyError: Another run is running on the thread.
+            ThreadParkedError: A run on the thread waits for an approval (nothing was written).
         """
         ...
 

@@ -18,6 +18,7 @@ __all__ = [
     "ApprovalRecord",
     "ApprovalState",
     "Batch",
+    "Begun",
     "JournalEntry",
     "ModelStepEntry",
     "PlannedCall",
@@ -184,3 +185,13 @@ class Batch:
     """Pending approvals to record."""
     release: bool = False
     """The run stops running here (it parked or ended): free the thread and drop the lease."""
+
+
+@dataclass(kw_only=True)
+class Begun:
+    """What ``Store.begin_run`` answers: the run's first events and the thread's history."""
+
+    events: list[RunEvent]
+    """The batch's events, with their ``seq``."""
+    history: list[UserMessage | AssistantMessage | ToolMessage]
+    """The thread's messages, the new turn's included: what the run's first model step reads."""

@@ -29,13 +29,14 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from .._errors import StoreUnavailableError, ThreadBusyError, ThreadForbiddenError
+from .._errors import StoreUnavailableError, ThreadBusyError, ThreadForbiddenError, ThreadParkedError
 from ..events import RunEvent, now_iso
 from ..models import MESSAGE_ADAPTER, AssistantMessage, ToolMessage, UserMessage
 from ._records import (
     ApprovalRecord,
     ApprovalState,
     Batch,
+    Begun,
     ModelStepEntry,
     PreflightEntry,
     RunRecord,
@@ -166,12 +167,13 @@ class RedisStore:
 
     async def begin_run(
         self, run: RunRecord, *, thread: ThreadRecord, batch: Batch, lease_owner: str, lease_ttl: float
-    ) -> list[RunEvent]:
-        """Start ``run`` atomically and apply ``batch``, in one round trip.
+    ) -> Begun:
+        """Start ``run`` atomically and apply ``batch``, and read the history, in one round trip.
 
         Raises:
             ThreadForbiddenError: The thread exists and belongs to someone else.
             ThreadBusyError: Another run is running on the thread.
+            ThreadParkedError: A run on the thread waits for an approval.
         """
         run = run.model_copy(update={"status": "running", "thread_id": thread.thread_id})
         lease_ms = millis(lease_ttl)
@@ -181,9 +183,11 @@ class RedisStore:
         extra = [
             ("ZADD", self._keys.leases, time.time() * 1000 + lease_ms, member),
             ("SET", run_index, run.thread_id),
+            # After the script in the same pipeline: the history with the new message in it.
+            ("LRANGE", self._keys.thread(thread.thread_id, "messages"), 0, -1),
         ]
 
-        first = await self._apply(
+        first, results = await self._apply_with(
             thread.thread_id,
             batch,
             run=run,
@@ -195,8 +199,12 @@ class RedisStore:
                 await asyncio.gather(self._call("ZREM", self._keys.leases, member), self._call("DEL", run_index))
             if first == -2:
                 raise ThreadForbiddenError(f"Thread {thread.thread_id!r} belongs to another actor")
+            if first == -4:
+                raise ThreadParkedError(f"A run on thread {thread.thread_id!r} waits for an approval")
             raise ThreadBusyError(f"A run is already running on thread {thread.thread_id!r}")
-        return self._written(batch.events, first)
+        items = results[-1]
+        history = MESSAGE_ADAPTER.validate_json(json_array(items)) if items else []
+        return Begun(events=self._written(batch.events, first), history=history)
 
     async def write(self, thread_id: str, batch: Batch) -> list[RunEvent]:
         """Apply ``batch`` atomically, in one round trip, and return its events with their ``seq``.
@@ -227,7 +235,12 @@ class RedisStore:
     def _written(events: list[RunEvent], first: int) -> list[RunEvent]:
         return [event.model_copy(update={"seq": first + index}) for index, event in enumerate(events)]
 
-    async def _apply(
+    async def _apply(self, thread_id: str, batch: Batch, *, run: RunRecord | None) -> int:
+        """Run ``APPLY``; returns the first event's seq or a negative refusal code."""
+        first, _ = await self._apply_with(thread_id, batch, run=run)
+        return first
+
+    async def _apply_with(
         self,
         thread_id: str,
         batch: Batch,
@@ -235,8 +248,11 @@ class RedisStore:
         run: RunRecord | None,
         begin: tuple[str, str, str, int] | None = None,
         extra: Sequence[Command] = (),
-    ) -> int:
-        """Run ``APPLY``; returns the first event's seq or a negative refusal code."""
+    ) -> tuple[int, list[Any]]:
+        """Run ``APPLY`` with ``extra`` commands after it in the same round trip.
+
+        Returns the first event's seq (or a negative refusal code) and every command's result.
+        """
         run_id = run.run_id if run is not None else ""
         head, rest = run_parts(run, begin=begin is not None) if run is not None else ("", "")
         owner, thread_json, lease_owner, lease_ms = begin or ("", "", "", 0)
@@ -271,14 +287,15 @@ class RedisStore:
         ]
         async with self._guard():
             if not extra and not batch.approvals:
-                return int(await APPLY(self._call, keys, args))
-            commands: list[Command] = [APPLY.command(keys, args), *extra]
+                return int(await APPLY(self._call, keys, args)), []
+            commands: list[Command] = [APPLY.command(keys, args)]
             for approval in batch.approvals:
                 commands.append(("SET", self._keys.approval_index(approval.tool_call_id), thread_id))
                 member = index_member(thread_id, approval.tool_call_id)
                 commands.append(("ZADD", self._keys.approval_expiry, approval.expires_ts, member))
+            commands.extend(extra)
             results = await run_scripts(self._batcher.send, commands, [APPLY])
-            return int(results[0])
+            return int(results[0]), results
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""

@@ -100,7 +100,7 @@ APPLY = LuaScript(
 --       newline-joined list (compact JSON never holds a raw newline), 15 approval ids (JSON array),
 --       16 this write's id (32 hex digits).
 -- Returns the seq of the first event (last seq + 1 when there are none), or
--- -1 no such thread, -2 someone else's thread, -3 a run is running.
+-- -1 no such thread, -2 someone else's thread, -3 a run is running, -4 a run waits for an approval.
 --
 -- redis-py sends a command again when the connection drops before the reply came, though Redis
 -- may have run it: the thread remembers its last writes' ids ('recent': "<id>:<first>;" each), and
@@ -124,6 +124,9 @@ if mode == 'begin' then
   end
   if redis.call('HEXISTS', thread, 'running') == 1 then
     return -3
+  end
+  if redis.call('ZCARD', KEYS[9]) > 0 then
+    return -4
   end
   redis.call('HSET', thread, 'running', run_id)
   redis.call('RPUSH', KEYS[5], run_id)

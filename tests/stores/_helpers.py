@@ -43,9 +43,10 @@ async def begin(
     run = new_run(thread_id, owner)
     if batch is None:
         batch = Batch(events=[RunStartedEvent(thread_id=thread_id, run_id=run.run_id, agent="default")])
-    events = await store.begin_run(
+    begun = await store.begin_run(
         run, thread=thread_of(thread_id, owner), batch=batch, lease_owner=lease_owner, lease_ttl=ttl
     )
+    events = begun.events
     stored = await store.get_run(run.run_id)
     assert stored is not None
     return stored, events

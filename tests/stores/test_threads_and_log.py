@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gateway import ThreadBusyError, ThreadForbiddenError
+from gateway import ThreadBusyError, ThreadForbiddenError, ThreadParkedError
 from gateway.events import (
     RunFinishedEvent,
     RunStartedEvent,
@@ -25,7 +25,7 @@ from gateway.stores import (
     ToolSettledEntry,
 )
 
-from ._helpers import begin, delta, finish, new_run, thread_of
+from ._helpers import approval, begin, delta, finish, new_run, thread_of
 
 
 def test_both_stores_satisfy_the_protocol(store: Store) -> None:
@@ -39,9 +39,11 @@ async def test_begin_run_creates_the_thread_and_numbers_events_from_one(store: S
         events=[RunStartedEvent(thread_id=thread_id, run_id=run.run_id, agent="default"), delta(run, "a")],
         messages=[UserMessage(content="hello")],
     )
-    events = await store.begin_run(run, thread=thread_of(thread_id), batch=batch, lease_owner="p1", lease_ttl=30)
+    begun = await store.begin_run(run, thread=thread_of(thread_id), batch=batch, lease_owner="p1", lease_ttl=30)
+    events = begun.events
 
     assert [e.seq for e in events] == [1, 2]
+    assert begun.history == [UserMessage(content="hello")]
     assert [e.type for e in events] == ["run-started", "text-delta"]
     thread = await store.get_thread(thread_id)
     assert thread is not None and thread.owner_id == "u1" and thread.channel == "web"
@@ -212,3 +214,19 @@ async def test_releasing_frees_the_slot_only_for_its_own_run(store: Store, threa
         await begin(store, thread_id)
     await finish(store, run)
     await begin(store, thread_id)
+
+
+async def test_begin_run_refuses_a_thread_whose_run_waits_for_an_approval(store: Store, thread_id: str) -> None:
+    run, _ = await begin(store, thread_id)
+    await store.write(
+        thread_id,
+        Batch(run=run.model_copy(update={"status": "awaiting-approval"}), approvals=[approval(run)], release=True),
+    )
+    second = new_run(thread_id)
+    with pytest.raises(ThreadParkedError):
+        await store.begin_run(second, thread=thread_of(thread_id), batch=Batch(), lease_owner="p1", lease_ttl=30)
+    assert [r.run_id for r in await store.thread_runs(thread_id)] == [run.run_id], "nothing was written"
+    (pending,) = await store.pending_approvals(thread_id)
+    await store.settle_approval(pending.tool_call_id, status="rejected", decided_by=None, via="superseded")
+    begun = await store.begin_run(second, thread=thread_of(thread_id), batch=Batch(), lease_owner="p1", lease_ttl=30)
+    assert begun.history == [] and [r.run_id for r in await store.thread_runs(thread_id)] == [run.run_id, second.run_id]
