@@ -67,8 +67,11 @@ class HtmlEngine:
         self._env = _build_environment()
         self._compiled: dict[ComponentDef[Any], jinja2.Template] = {}
 
-    def fragment(self, definition: ComponentDef[Any], props: BaseModel) -> str:
+    def fragment(self, definition: ComponentDef[Any], props: BaseModel, *, for_print: bool = False) -> str:
         """The component's HTML fragment for validated ``props``, sanitized.
+
+        ``for_print`` prepares it for weasyprint: long unbroken runs of text get invisible break
+        opportunities (see ``sanitize_fragment``).
 
         Raises:
             RenderFailedError: the template failed (an undefined name, a filter raising...).
@@ -85,7 +88,7 @@ class HtmlEngine:
             raise RenderFailedError(
                 f"Template of {definition.name} failed: {type(exc).__name__}: {exc}", component=definition.name
             ) from exc
-        return sanitize_fragment(html).strip()
+        return sanitize_fragment(html, soft_wrap=for_print).strip()
 
     def page(self, fragment: str, *, profile: PageProfile, title: str) -> str:
         """A whole HTML document around ``fragment`` for weasyprint.

@@ -293,10 +293,11 @@ class Renderer:
             text = await asyncio.to_thread(definition.text, model) if in_thread else definition.text(model)
             rendered = Rendered(text, MIME_TYPES["text"])
         else:
+            for_print = fmt != "html"
             fragment = (
-                await asyncio.to_thread(self._html.fragment, definition, model)
+                await asyncio.to_thread(self._html.fragment, definition, model, for_print=for_print)
                 if in_thread
-                else self._html.fragment(definition, model)
+                else self._html.fragment(definition, model, for_print=for_print)
             )
             if fmt == "html":
                 rendered = Rendered(fragment, MIME_TYPES["html"])
