@@ -83,15 +83,15 @@ class Engine:
     """
 
     def __init__(self) -> None:
+        self._log = _CollectedLog()
+        logging.getLogger("weasyprint").addHandler(self._log)
+        logging.getLogger("weasyprint").propagate = False
         self._fonts = FontConfiguration()
         self._fetcher = _LocalOnlyFetcher()
         self._css = weasyprint.CSS(
             filename=str(COMPONENT_STYLESHEET_PATH), font_config=self._fonts, url_fetcher=self._fetcher
         )
         self._base_url = STATIC_DIR.resolve().as_uri() + "/"
-        self._log = _CollectedLog()
-        logging.getLogger("weasyprint").addHandler(self._log)
-        logging.getLogger("weasyprint").propagate = False
 
     def pdf(self, html: str, *, max_pages: int) -> tuple[bytes, int, list[str]]:
         """Lay ``html`` out and write it as a PDF.

@@ -61,14 +61,6 @@ class RenderStats:
     """Renders actually carried out, by format."""
 
 
-@dataclass(kw_only=True, eq=False)
-class _Flight:
-    """A render in progress, shared by every caller asking for the same key meanwhile."""
-
-    task: asyncio.Task[Rendered]
-    waiters: int = 0
-
-
 class Renderer:
     """Renders catalog components as HTML, PNG, PDF or text.
 
@@ -129,7 +121,10 @@ class Renderer:
         self._workers = workers
         self._html = HtmlEngine()
         self._state = _State.OPEN
-        self._inflight: dict[str, _Flight] = {}
+        self._media_slots: asyncio.Semaphore | None = None
+        """PNG/PDF renders being prepared or in a worker: at most one per worker."""
+        self._inflight: dict[str, asyncio.Task[Rendered]] = {}
+        """Renders in progress by key; concurrent callers of one key share its task."""
         self._template_hashes: dict[ComponentDef[Any], str] = {}
         self._salt = hashlib.sha256(f"{_KEY_SCHEMA}|{image_width}|{component_stylesheet()}".encode()).hexdigest()
         self._warned_harfbuzz = False
@@ -147,7 +142,7 @@ class Renderer:
         if self._state is _State.CLOSED:
             return
         self._state = _State.CLOSED
-        flights = [flight.task for flight in self._inflight.values()]
+        flights = list(self._inflight.values())
         for task in flights:
             task.cancel()
         await asyncio.gather(*flights, return_exceptions=True)
@@ -261,29 +256,33 @@ class Renderer:
         digest.update(canonical)
         return digest.hexdigest()
 
+    @property
+    def in_flight(self) -> int:
+        """Renders in progress (each possibly shared by several callers)."""
+        return len(self._inflight)
+
     async def _shared(self, key: str, produce: Callable[[], Awaitable[Rendered]]) -> Rendered:
-        flight = self._inflight.get(key)
-        if flight is None:
-            flight = _Flight(task=asyncio.get_running_loop().create_task(_awaited(produce)))
-            self._inflight[key] = flight
-            flight.task.add_done_callback(lambda _: self._landed(key, flight))
+        """Run ``produce`` once per key at a time; every caller of that key meanwhile awaits it.
+
+        A caller that is cancelled leaves the render running: it finishes (within ``timeout``)
+        and fills the cache for the next caller. Cancelling it instead would kill a worker
+        process mid-render, and restarting one costs more than finishing the render.
+        ``aclose`` cancels whatever is still running.
+        """
+        task = self._inflight.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(_awaited(produce))
+            self._inflight[key] = task
+            task.add_done_callback(lambda done: self._landed(key, done))
         else:
             self.stats.shared += 1
-        flight.waiters += 1
-        try:
-            return await asyncio.shield(flight.task)
-        except asyncio.CancelledError:
-            if flight.waiters == 1 and not flight.task.done():
-                flight.task.cancel()  # the last caller left: nobody wants this render any more
-            raise
-        finally:
-            flight.waiters -= 1
+        return await asyncio.shield(task)
 
-    def _landed(self, key: str, flight: _Flight) -> None:
-        if self._inflight.get(key) is flight:
+    def _landed(self, key: str, task: asyncio.Task[Rendered]) -> None:
+        if self._inflight.get(key) is task:
             del self._inflight[key]
-        if not flight.task.cancelled():
-            flight.task.exception()  # retrieved here too, in case every caller was cancelled
+        if not task.cancelled():
+            task.exception()  # marks it retrieved: every caller may have left before it ended
 
     async def _produce(
         self, key: str, definition: ComponentDef[Any], model: BaseModel, fmt: RenderFormat, size: int
@@ -292,21 +291,28 @@ class Renderer:
         if fmt == "text":
             text = await asyncio.to_thread(definition.text, model) if in_thread else definition.text(model)
             rendered = Rendered(text, MIME_TYPES["text"])
+        elif fmt == "html":
+            fragment = await self._fragment(definition, model, in_thread=in_thread, for_print=False)
+            rendered = Rendered(fragment, MIME_TYPES["html"])
         else:
-            for_print = fmt != "html"
-            fragment = (
-                await asyncio.to_thread(self._html.fragment, definition, model, for_print=for_print)
-                if in_thread
-                else self._html.fragment(definition, model, for_print=for_print)
-            )
-            if fmt == "html":
-                rendered = Rendered(fragment, MIME_TYPES["html"])
-            else:
+            if self._media_slots is None:
+                self._media_slots = asyncio.Semaphore(self.pool.size)
+            # Prepare the page only when a worker can take it: fifty queued renders then cost
+            # the event loop one jinja render at a time instead of fifty in one go.
+            async with self._media_slots:
+                fragment = await self._fragment(definition, model, in_thread=in_thread, for_print=True)
                 rendered = await self._render_media(definition, model, fragment, fmt)
         self.stats.produced[fmt] += 1
         if self.cache is not None:
             await self.cache.set(key, rendered)
         return rendered
+
+    async def _fragment(
+        self, definition: ComponentDef[Any], model: BaseModel, *, in_thread: bool, for_print: bool
+    ) -> str:
+        if in_thread:
+            return await asyncio.to_thread(self._html.fragment, definition, model, for_print=for_print)
+        return self._html.fragment(definition, model, for_print=for_print)
 
     async def _render_media(
         self, definition: ComponentDef[Any], model: BaseModel, fragment: str, fmt: RenderFormat
