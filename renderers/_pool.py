@@ -446,14 +446,19 @@ class RenderPool:
         result_out.close()
         job_in.close()
         read_file, write_file = os.fdopen(read_fd, "rb", 0), os.fdopen(write_fd, "wb", 0)
+        read_transport: asyncio.ReadTransport | None = None
         try:
             reader = asyncio.StreamReader()
             read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), read_file)
             transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, write_file)
-        except BaseException:
+        except BaseException:  # cancelled by aclose() mid-launch, most likely
             process.kill()
-            read_file.close()
+            if read_transport is not None:
+                read_transport.close()
+            else:
+                read_file.close()
             write_file.close()
+            await asyncio.shield(asyncio.to_thread(process.join))
             raise
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
         return _Worker(process=process, reader=reader, read_transport=read_transport, writer=writer)

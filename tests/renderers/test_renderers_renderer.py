@@ -208,6 +208,7 @@ async def test_render_ui_follows_the_negotiated_delivery(renderer: Renderer) -> 
         await renderer.render_ui(ui, "props")
 
 
+@pytest.mark.redis
 async def test_renders_are_shared_between_processes_through_redis(
     shared_pool: RenderPool, redis_client: Redis, redis_prefix: str
 ) -> None:
@@ -227,6 +228,7 @@ async def test_renders_are_shared_between_processes_through_redis(
     assert len(ttls) == 2 and all(0 < ttl <= 60_000 for ttl in ttls)
 
 
+@pytest.mark.redis
 async def test_redis_cache_misbehaving_is_a_miss_not_a_failure(redis_prefix: str) -> None:
     dead = Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
     cache = RedisRenderCache(dead, prefix=redis_prefix)
