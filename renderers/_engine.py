@@ -154,7 +154,7 @@ def rasterize(pdf: bytes, *, width: int) -> list[bytes]:
     return images
 
 
-_PROBE_SCALE = 0.25
+_PROBE_SCALE = 0.5
 
 
 def _content_bottom(page: pdfium.PdfPage) -> float:
@@ -164,4 +164,4 @@ def _content_bottom(page: pdfium.PdfPage) -> float:
     box = ImageChops.difference(probe, Image.new("RGB", probe.size, background)).getbbox()
     if box is None:
         return float(page.get_height())
-    return (box[3] + 1) / _PROBE_SCALE  # one probe pixel of slack: 4 points
+    return (box[3] + 1) / _PROBE_SCALE  # one probe pixel of slack: 2 points
