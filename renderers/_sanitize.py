@@ -56,39 +56,18 @@ _ATTRS = frozenset(
     ).split()
 )
 _URL_ATTRS = frozenset({"href", "src", "xlink:href", "cite"})
+_PAINT_ATTRS = frozenset({"fill", "stroke", "clip-path", "mask", "marker-start", "marker-mid", "marker-end"})
 _SAFE_SCHEMES = frozenset({"http", "https", "mailto", "tel"})
 _DATA_IMAGE = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[a-z0-9+/=]*$")
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):")
 _INVISIBLE = re.compile(r"[\x00-\x20\x7f-\x9f\u200b-\u200f\u2028\u2029\ufeff]+")
 _URL_FUNCTION = re.compile(r"url\s*\(\s*['\"]?\s*#[A-Za-z][\w\-.:]*\s*['\"]?\s*\)", re.IGNORECASE)
-_LONG_RUN = re.compile(r"[^\s\u200b]{36,}")
-_SOFT_BREAK_EVERY = 24
-
-
-def _soft_wrap(text: str) -> str:
-    """A zero-width space every 24 characters inside runs of 36 or more non-space characters."""
-
-    def split(match: re.Match[str]) -> str:
-        run = match.group(0)
-        return "\u200b".join(run[i : i + _SOFT_BREAK_EVERY] for i in range(0, len(run), _SOFT_BREAK_EVERY))
-
-    return _LONG_RUN.sub(split, text) if len(text) >= 36 else text
-
-
 _BAD_STYLE = re.compile(r"url\s*\(|expression|javascript|vbscript|@import|\\|behavior|binding|image-set|src\s*\(|[<>]")
 
 
-def sanitize_fragment(html: str, *, soft_wrap: bool = False) -> str:
-    """Return ``html`` reduced to the allow-list, with balanced tags.
-
-    Args:
-        html: A fragment.
-        soft_wrap: Give runs of 36 or more non-space characters an invisible break opportunity
-            every 24 characters. For weasyprint pages only: it sizes table columns by their
-            longest unbreakable run and lays out a 10,000-character word very slowly (over 10
-            s); runs of up to 35 characters (IBANs, UUIDs) are left whole.
-    """
-    cleaner = _Cleaner(soft_wrap=soft_wrap)
+def sanitize_fragment(html: str) -> str:
+    """Return ``html`` reduced to the allow-list, with balanced tags."""
+    cleaner = _Cleaner()
     cleaner.feed(html)
     cleaner.close()
     return cleaner.result()
@@ -111,16 +90,15 @@ def _safe_value(name: str, value: str, tag: str) -> bool:
         return _safe_url(value, name=name, tag=tag)
     if name == "style":
         return _BAD_STYLE.search(_INVISIBLE.sub("", value).lower()) is None
-    if "url" in value.lower():
+    if name in _PAINT_ATTRS:
         # fill="url(#g)" and friends may point inside the fragment, nowhere else.
-        return _URL_FUNCTION.sub("", value).lower().find("url") == -1
+        return "url" not in _URL_FUNCTION.sub("", value).lower()
     return True
 
 
 class _Cleaner(HTMLParser):
-    def __init__(self, *, soft_wrap: bool) -> None:
+    def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self._soft_wrap = soft_wrap
         self._out: list[str] = []
         self._open: list[str] = []
         self._skip: list[str] = []
@@ -176,4 +154,4 @@ class _Cleaner(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         if not self._skip:
-            self._out.append(escape(_soft_wrap(data) if self._soft_wrap else data, quote=False))
+            self._out.append(escape(data, quote=False))

@@ -46,6 +46,8 @@ def test_component_def_takes_positional_or_keyword_arguments() -> None:
     keyword = ComponentDef(name="Badge", props=BadgeProps, template="<b>{{ props.label }}</b>")
     assert positional.name == keyword.name == "Badge"
     assert keyword.version == 1 and keyword.media == "image" and keyword.fallback_text is None
+    assert keyword.sanitize is True  # only audited templates (the built-ins) skip the sanitizer
+    assert not any(definition.sanitize for definition in default_catalog())
 
 
 @pytest.mark.parametrize(

@@ -237,3 +237,12 @@ async def test_redis_cache_misbehaving_is_a_miss_not_a_failure(redis_prefix: str
     await dead.aclose()
     with pytest.raises(UserError, match="decode_responses=False"):
         RedisRenderCache(Redis(decode_responses=True))
+
+
+async def test_layouts_past_the_page_limit_are_refused(shared_pool: RenderPool) -> None:
+    rows = [{"n": f"entry {i}"} for i in range(120)]
+    props = {"columns": [{"key": "n", "label": "Entry"}], "rows": rows}
+    async with Renderer(pool=shared_pool, max_pages=1, timeout=120) as renderer:
+        with pytest.raises(RenderFailedError, match=r"pages, more than the limit of 1") as raised:
+            await renderer.render("DataTable", props, "pdf")
+    assert raised.value.component == "DataTable"
