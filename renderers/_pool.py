@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
-from tools import AgoraError
+from tools import AgoraError, UserError
 
 from ._errors import RenderFailedError, RenderTimeoutError
 
@@ -182,9 +182,10 @@ class RenderPool:
             ``info`` and is passed to ``on_ready`` in the parent.
         on_ready: Called in the parent with each new worker's ``info``.
         start_timeout: Seconds a worker may take to become ready.
-        nice: Added to the workers' niceness (Unix). Rendering is background work: the default
-            10 lets the parent's event loop take a core at once when it needs one, even with
-            every core busy rendering (measured: worst loop lag 320 ms at 0, see the tests).
+        nice: Added to the workers' niceness (Unix). Rendering is background work: with every
+            core busy rendering, the default 10 lets the parent's event loop (sockets, webhooks)
+            have a core as soon as it wakes instead of waiting for its share of a time slice.
+            On an otherwise idle host it costs renders nothing.
         name: Prefix of the worker process names.
     """
 
@@ -199,7 +200,7 @@ class RenderPool:
         name: str = "agora-render",
     ) -> None:
         if workers is not None and workers < 1:
-            raise ValueError("workers must be at least 1")
+            raise UserError("RenderPool needs at least 1 worker")
         self.size = workers or default_worker_count()
         """How many worker processes the pool keeps."""
         self._initializer = initializer

@@ -7,7 +7,7 @@ import enum
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -261,7 +261,7 @@ class Renderer:
         """Renders in progress (each possibly shared by several callers)."""
         return len(self._inflight)
 
-    async def _shared(self, key: str, produce: Callable[[], Awaitable[Rendered]]) -> Rendered:
+    async def _shared(self, key: str, produce: Callable[[], Coroutine[Any, Any, Rendered]]) -> Rendered:
         """Run ``produce`` once per key at a time; every caller of that key meanwhile awaits it.
 
         A caller that is cancelled leaves the render running: it finishes (within ``timeout``)
@@ -271,7 +271,7 @@ class Renderer:
         """
         task = self._inflight.get(key)
         if task is None:
-            task = asyncio.get_running_loop().create_task(_awaited(produce))
+            task = asyncio.get_running_loop().create_task(produce())  # a factory: no coroutine left unawaited
             self._inflight[key] = task
             task.add_done_callback(lambda done: self._landed(key, done))
         else:
@@ -338,10 +338,6 @@ class Renderer:
         for warning in warnings:
             logger.debug("weasyprint, rendering %s: %s", definition.name, warning)
         return rendered
-
-
-async def _awaited(produce: Callable[[], Awaitable[Rendered]]) -> Rendered:
-    return await produce()
 
 
 def _unknown_text(component: str, props: Mapping[str, Any] | BaseModel) -> str:
