@@ -149,6 +149,8 @@ class _Worker:
     writer: asyncio.StreamWriter
     info: Any = None
     """What the initializer returned."""
+    calls: int = 0
+    """Calls served."""
 
     @property
     def pid(self) -> int:
@@ -182,6 +184,8 @@ class RenderPool:
             ``info`` and is passed to ``on_ready`` in the parent.
         on_ready: Called in the parent with each new worker's ``info``.
         start_timeout: Seconds a worker may take to become ready.
+        max_calls: Retire a worker after this many calls and start a fresh one (``None``: never).
+            A bound on native memory that creeps up in long-lived workers.
         nice: Added to the workers' niceness (Unix). Rendering is background work: with every
             core busy rendering, the default 10 lets the parent's event loop (sockets, webhooks)
             have a core as soon as it wakes instead of waiting for its share of a time slice.
@@ -196,6 +200,7 @@ class RenderPool:
         initializer: Callable[[], Any] | None = None,
         on_ready: Callable[[Any], None] | None = None,
         start_timeout: float = 60.0,
+        max_calls: int | None = None,
         nice: int = 10,
         name: str = "agora-render",
     ) -> None:
@@ -206,6 +211,7 @@ class RenderPool:
         self._initializer = initializer
         self._on_ready = on_ready
         self._start_timeout = start_timeout
+        self._max_calls = max_calls
         self._nice = nice
         self._name = name
         self._context = multiprocessing.get_context("spawn")
@@ -360,11 +366,20 @@ class RenderPool:
 
     def _release(self, worker: _Worker) -> None:
         self._busy.discard(worker)
+        worker.calls += 1
         if self._state is _State.CLOSED:
             self._discard(worker)
-            return
-        self._idle.append(worker)
-        self._wake()
+        elif self._max_calls is not None and worker.calls >= self._max_calls:
+            self._retire(worker)
+        else:
+            self._idle.append(worker)
+            self._wake()
+
+    def _retire(self, worker: _Worker) -> None:
+        """Stop a healthy worker after its last call, and start its replacement."""
+        worker.writer.write(self._frame(("stop",)))
+        _spawn(self._reaps, self._reap(worker, grace=5.0))
+        self._ensure_capacity()
 
     def _discard(self, worker: _Worker) -> None:
         """Kill ``worker`` (it may be mid-call or dead already), reap it, start a replacement."""

@@ -70,3 +70,10 @@ async def test_a_closed_pool_stops_its_workers_and_refuses_calls() -> None:
             os.kill(pid, 0)  # exited and reaped
     with pytest.raises(RuntimeError, match="closed RenderPool"):
         await pool.run(abs, 1)
+
+
+async def test_workers_are_recycled_after_max_calls() -> None:
+    async with RenderPool(1, max_calls=3) as pool:
+        pids = [await pool.run(os.getpid) for _ in range(6)]
+        assert pids[0] == pids[1] == pids[2] != pids[3] == pids[4] == pids[5]
+        assert pool.workers_started >= 2
