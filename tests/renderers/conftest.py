@@ -58,6 +58,6 @@ async def redis_prefix(redis_client: Redis) -> AsyncIterator[str]:
     """A key prefix no other test uses; its keys are deleted afterwards (never FLUSHDB)."""
     prefix = f"test:renderers:{uuid.uuid4().hex}:"
     yield prefix
-    keys = [key async for key in redis_client.scan_iter(match=prefix + "*")]
+    keys = [key async for key in redis_client.scan_iter(match=prefix + "*", count=1000)]
     if keys:
         await redis_client.delete(*keys)

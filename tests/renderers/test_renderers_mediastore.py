@@ -123,7 +123,7 @@ async def test_redis_backend_serves_media_to_another_process(redis_client: Redis
     try:
         reader = MediaStore(SECRET, backend=RedisMediaBackend(other_client, prefix=redis_prefix))
         assert await reader.get(token) == MediaItem(PNG, "image/png", "chart.png")
-        keys = [key async for key in other_client.scan_iter(match=redis_prefix + "*")]
+        keys = [key async for key in other_client.scan_iter(match=redis_prefix + "*", count=1000)]
         assert len(keys) == 1
         ttl = await other_client.pttl(keys[0])
         assert 110_000 < ttl <= 122_000  # the bytes expire with the token

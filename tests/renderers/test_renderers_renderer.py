@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from renderers_support import SAMPLES, png_image
 
 from renderers import (
@@ -224,13 +226,13 @@ async def test_renders_are_shared_between_processes_through_redis(
         again = await second.render("Checklist", SAMPLES["Checklist"], "png")
     assert found == made and found_text == text and again is found
     assert second.stats.produced == {"html": 0, "png": 0, "pdf": 0, "text": 0} and second.stats.hits == 3
-    ttls = [await redis_client.pttl(key) async for key in redis_client.scan_iter(match=redis_prefix + "*")]
+    ttls = [await redis_client.pttl(key) async for key in redis_client.scan_iter(match=redis_prefix + "*", count=1000)]
     assert len(ttls) == 2 and all(0 < ttl <= 60_000 for ttl in ttls)
 
 
 @pytest.mark.redis
 async def test_redis_cache_misbehaving_is_a_miss_not_a_failure(redis_prefix: str) -> None:
-    dead = Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    dead = Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     cache = RedisRenderCache(dead, prefix=redis_prefix)
     assert await cache.get("k") is None
     await cache.set("k", Rendered("x", "text/plain"))
