@@ -3,6 +3,20 @@
 ``Renderer(catalog).render(component, props, fmt)`` draws a catalog component; ``negotiate``
 decides which form a client gets; ``MediaStore`` keeps rendered media behind signed URLs.
 Importing this package is cheap: weasyprint, pypdfium2 and Pillow load only in render workers.
+
+A channel delivering a ``ui`` event::
+
+    delivery = negotiate(event, capabilities, renderer.catalog)
+    if delivery == "props":
+        send_props(event)                                   # the client draws it
+    else:
+        rendered = await renderer.render_ui(event, delivery)
+        if delivery in ("image", "pdf"):                    # WhatsApp: media with a caption
+            for page in rendered.pages:
+                token = await media.put(page, rendered.mime)
+                send_media(f"{public_base_url}/media/{token}")
+        else:
+            send(rendered.data)                             # an HTML fragment, or text
 """
 
 from ._cache import MemoryRenderCache, RedisRenderCache, RenderCache, TieredRenderCache

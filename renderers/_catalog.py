@@ -69,6 +69,11 @@ class ComponentDef(Generic[P]):
     """Extra template variables computed from the props in Python (chart geometry, formatted cells)."""
     description: str = field(default="")
     """One line for tool authors and catalogs; not rendered."""
+    sanitize: bool = field(default=True)
+    """Pass the rendered HTML through the allow-list sanitizer (``script``, event handlers,
+    ``javascript:`` URLs and CSS ``url()`` removed, tags balanced). Keep it on unless the template
+    is audited never to put a prop in a URL, ``style`` or event attribute, as the built-ins are
+    (their tests render hostile props without it and check the output)."""
 
     def __init__(
         self,
@@ -81,6 +86,7 @@ class ComponentDef(Generic[P]):
         *,
         context: Callable[[P], Mapping[str, Any]] | None = None,
         description: str = "",
+        sanitize: bool = True,
     ) -> None:
         if not isinstance(name, str) or _NAME.fullmatch(name) is None:
             raise ComponentDefinitionError(f"Component name {name!r} does not match {COMPONENT_NAME_PATTERN}.")
@@ -105,6 +111,7 @@ class ComponentDef(Generic[P]):
             ("media", media),
             ("context", context),
             ("description", description),
+            ("sanitize", sanitize),
         ):
             object.__setattr__(self, attr, value)
 

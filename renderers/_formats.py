@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Literal
 
-__all__ = ["ValueFormat", "breakable", "format_value", "is_numeric_format", "to_decimal"]
+__all__ = ["ValueFormat", "format_value", "is_numeric_format", "to_decimal"]
 
 ValueFormat = Literal["text", "number", "currency", "percent", "date"]
 """How a value is shown: as given, ``1,234.5``, ``$1,234.50``, ``12.5%`` or ``Mar 5, 2024``."""
 
-_LONG_RUN = re.compile(r"\S{25,}")
-_ZWSP = "\u200b"
 
 _SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£", "BRL": "R$", "JPY": "¥", "INR": "₹", "CNY": "¥", "KRW": "₩"}
 _ZERO_DECIMAL = frozenset({"JPY", "KRW", "CLP", "VND", "ISK"})
@@ -122,21 +119,3 @@ def _format_date(value: object) -> str:
     if isinstance(moment, dt.datetime) and (moment.hour, moment.minute, moment.second) != (0, 0, 0):
         return f"{day}, {moment:%H:%M}"
     return day
-
-
-def breakable(text: str, *, every: int = 20) -> str:
-    """Give long unbroken runs of ``text`` invisible break opportunities.
-
-    A zero-width space goes every ``every`` characters inside runs of 25 or more non-space
-    characters (URLs, ids, a 10,000-character word). Table columns are sized by their longest
-    unbreakable run: this keeps one hostile or unlucky value from stretching a table off the
-    page, and is invisible otherwise.
-    """
-    if len(text) < 25:
-        return text
-
-    def split(match: re.Match[str]) -> str:
-        run = match.group(0)
-        return _ZWSP.join(run[i : i + every] for i in range(0, len(run), every))
-
-    return _LONG_RUN.sub(split, text)

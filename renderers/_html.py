@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from html import escape
 from pathlib import Path
 from typing import Any, Literal
@@ -46,7 +47,30 @@ def component_stylesheet() -> str:
     return COMPONENT_STYLESHEET_PATH.read_text(encoding="utf-8")
 
 
-def _build_environment() -> jinja2.Environment:
+_LONG_RUN = re.compile(r"[^\s\u200b]{36,}")
+_SOFT_BREAK_EVERY = 24
+
+
+def soft_wrap(value: Any) -> Any:
+    """Give text runs of 36 or more non-space characters a zero-width space every 24 characters.
+
+    The print environment's ``finalize``: it sees every ``{{ value }}`` a template prints, and so
+    every piece of text that came from props, before escaping; markup (macros, ``Markup``) and
+    non-text values pass untouched. weasyprint sizes table columns by their longest unbreakable
+    run and lays a 10,000-character word out very slowly; runs of up to 35 characters (IBANs,
+    UUIDs) stay whole, so they still copy and paste as they are.
+    """
+    if type(value) is not str or len(value) < 36:
+        return value
+
+    def split(match: re.Match[str]) -> str:
+        run = match.group(0)
+        return "\u200b".join(run[i : i + _SOFT_BREAK_EVERY] for i in range(0, len(run), _SOFT_BREAK_EVERY))
+
+    return _LONG_RUN.sub(split, value)
+
+
+def _build_environment(*, for_print: bool) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
         autoescape=True,
@@ -54,6 +78,7 @@ def _build_environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         auto_reload=False,
+        finalize=soft_wrap if for_print else None,
     )
     env.globals["zip"] = zip
     env.filters["format_value"] = format_value
@@ -61,21 +86,30 @@ def _build_environment() -> jinja2.Environment:
 
 
 class HtmlEngine:
-    """Renders component templates. One per ``Renderer``; compiled templates are kept per definition."""
+    """Renders component templates. One per ``Renderer``; compiled templates are kept per definition.
+
+    Two jinja2 environments: one for the web (text as it is) and one for weasyprint pages, whose
+    ``finalize`` gives long unbroken runs invisible break opportunities (see ``soft_wrap``).
+    """
 
     def __init__(self) -> None:
-        self._env = _build_environment()
-        self._compiled: dict[ComponentDef[Any], jinja2.Template] = {}
+        self._envs = {False: _build_environment(for_print=False), True: _build_environment(for_print=True)}
+        self._compiled: dict[tuple[ComponentDef[Any], bool], jinja2.Template] = {}
 
-    def fragment(self, definition: ComponentDef[Any], props: BaseModel) -> str:
+    def fragment(self, definition: ComponentDef[Any], props: BaseModel, *, for_print: bool = False) -> str:
         """The component's HTML fragment for validated ``props``, sanitized.
+
+        ``for_print`` prepares it for weasyprint: long unbroken runs of text get invisible break
+        opportunities (see ``soft_wrap``). Templates of definitions with ``sanitize`` (every
+        component but the audited built-ins) go through ``sanitize_fragment``.
 
         Raises:
             RenderFailedError: the template failed (an undefined name, a filter raising...).
         """
-        template = self._compiled.get(definition)
+        template = self._compiled.get((definition, for_print))
         if template is None:
-            template = self._compiled[definition] = self._env.from_string(definition.template)
+            template = self._envs[for_print].from_string(definition.template)
+            self._compiled[(definition, for_print)] = template
         context: dict[str, Any] = {"props": props, "component": definition.name}
         try:
             if definition.context is not None:
@@ -85,7 +119,7 @@ class HtmlEngine:
             raise RenderFailedError(
                 f"Template of {definition.name} failed: {type(exc).__name__}: {exc}", component=definition.name
             ) from exc
-        return sanitize_fragment(html).strip()
+        return (sanitize_fragment(html) if definition.sanitize else html).strip()
 
     def page(self, fragment: str, *, profile: PageProfile, title: str) -> str:
         """A whole HTML document around ``fragment`` for weasyprint.

@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
-from tools import AgoraError
+from tools import AgoraError, UserError
 
 from ._errors import RenderFailedError, RenderTimeoutError
 
@@ -104,9 +104,11 @@ def _read_exactly(fd: int, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _serve(jobs: Connection, results: Connection, initializer: Callable[[], Any] | None) -> None:
+def _serve(jobs: Connection, results: Connection, initializer: Callable[[], Any] | None, nice: int) -> None:
     """A worker's whole life: initialise, report ready, run calls until told to stop or orphaned."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    if nice and hasattr(os, "nice"):
+        os.nice(nice)
     job_fd, result_fd = jobs.fileno(), results.fileno()
     try:
         info = initializer() if initializer is not None else None
@@ -147,6 +149,8 @@ class _Worker:
     writer: asyncio.StreamWriter
     info: Any = None
     """What the initializer returned."""
+    calls: int = 0
+    """Calls served."""
 
     @property
     def pid(self) -> int:
@@ -180,6 +184,12 @@ class RenderPool:
             ``info`` and is passed to ``on_ready`` in the parent.
         on_ready: Called in the parent with each new worker's ``info``.
         start_timeout: Seconds a worker may take to become ready.
+        max_calls: Retire a worker after this many calls and start a fresh one (``None``: never).
+            A bound on native memory that creeps up in long-lived workers.
+        nice: Added to the workers' niceness (Unix). Rendering is background work: with every
+            core busy rendering, the default 10 lets the parent's event loop (sockets, webhooks)
+            have a core as soon as it wakes instead of waiting for its share of a time slice.
+            On an otherwise idle host it costs renders nothing.
         name: Prefix of the worker process names.
     """
 
@@ -190,15 +200,19 @@ class RenderPool:
         initializer: Callable[[], Any] | None = None,
         on_ready: Callable[[Any], None] | None = None,
         start_timeout: float = 60.0,
+        max_calls: int | None = None,
+        nice: int = 10,
         name: str = "agora-render",
     ) -> None:
         if workers is not None and workers < 1:
-            raise ValueError("workers must be at least 1")
+            raise UserError("RenderPool needs at least 1 worker")
         self.size = workers or default_worker_count()
         """How many worker processes the pool keeps."""
         self._initializer = initializer
         self._on_ready = on_ready
         self._start_timeout = start_timeout
+        self._max_calls = max_calls
+        self._nice = nice
         self._name = name
         self._context = multiprocessing.get_context("spawn")
         self._state = _State.NEW
@@ -256,6 +270,10 @@ class RenderPool:
     def worker_pids(self) -> list[int]:
         """Process ids of the workers that are ready (idle or busy)."""
         return sorted(w.pid for w in (*self._idle, *self._busy))
+
+    def worker_info(self) -> dict[int, Any]:
+        """What each ready worker's initializer returned, by process id."""
+        return {w.pid: w.info for w in (*self._idle, *self._busy)}
 
     @property
     def workers_started(self) -> int:
@@ -348,11 +366,20 @@ class RenderPool:
 
     def _release(self, worker: _Worker) -> None:
         self._busy.discard(worker)
+        worker.calls += 1
         if self._state is _State.CLOSED:
             self._discard(worker)
-            return
-        self._idle.append(worker)
-        self._wake()
+        elif self._max_calls is not None and worker.calls >= self._max_calls:
+            self._retire(worker)
+        else:
+            self._idle.append(worker)
+            self._wake()
+
+    def _retire(self, worker: _Worker) -> None:
+        """Stop a healthy worker after its last call, and start its replacement."""
+        worker.writer.write(self._frame(("stop",)))
+        _spawn(self._reaps, self._reap(worker, grace=5.0))
+        self._ensure_capacity()
 
     def _discard(self, worker: _Worker) -> None:
         """Kill ``worker`` (it may be mid-call or dead already), reap it, start a replacement."""
@@ -422,7 +449,7 @@ class RenderPool:
         result_out, result_in = self._context.Pipe(duplex=False)
         process = self._context.Process(
             target=_serve,
-            args=(job_out, result_in, self._initializer),
+            args=(job_out, result_in, self._initializer, self._nice),
             name=f"{self._name}-{self._started + self._starting}",
             daemon=True,
         )
@@ -435,14 +462,19 @@ class RenderPool:
         result_out.close()
         job_in.close()
         read_file, write_file = os.fdopen(read_fd, "rb", 0), os.fdopen(write_fd, "wb", 0)
+        read_transport: asyncio.ReadTransport | None = None
         try:
             reader = asyncio.StreamReader()
             read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), read_file)
             transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, write_file)
-        except BaseException:
+        except BaseException:  # cancelled by aclose() mid-launch, most likely
             process.kill()
-            read_file.close()
+            if read_transport is not None:
+                read_transport.close()
+            else:
+                read_file.close()
             write_file.close()
+            await asyncio.shield(asyncio.to_thread(process.join))
             raise
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
         return _Worker(process=process, reader=reader, read_transport=read_transport, writer=writer)

@@ -37,6 +37,10 @@ def default_catalog() -> Catalog:
 
     ``DataTable``, ``Chart``, ``KpiCards``, ``Callout``, ``Checklist``, ``Timeline``,
     ``CodeBlock`` and ``Document``. Add your own with ``default_catalog().extend([...])``.
+
+    The built-in templates skip the sanitizer (``sanitize=False``): they are autoescaped, and no
+    prop reaches a URL, a ``style`` or an event attribute (the only inline style is a percentage
+    computed in Python); the hostile-props tests check their output without it.
     """
     return Catalog(
         [
@@ -48,6 +52,7 @@ def default_catalog() -> Catalog:
                 datatable_text,
                 datatable_media,
                 context=datatable_context,
+                sanitize=False,
                 description="A table: 1-12 columns with alignment and formats, up to 500 rows.",
             ),
             ComponentDef(
@@ -58,6 +63,7 @@ def default_catalog() -> Catalog:
                 chart_text,
                 "image",
                 context=chart_context,
+                sanitize=False,
                 description="A bar or line chart of one or more series, drawn as SVG.",
             ),
             ComponentDef(
@@ -68,6 +74,7 @@ def default_catalog() -> Catalog:
                 kpi_text,
                 "image",
                 context=kpi_context,
+                sanitize=False,
                 description="Headline numbers with their unit and change.",
             ),
             ComponentDef(
@@ -77,6 +84,7 @@ def default_catalog() -> Catalog:
                 _template("callout"),
                 callout_text,
                 "image",
+                sanitize=False,
                 description="A message in a tone: info, success, warning or danger.",
             ),
             ComponentDef(
@@ -87,6 +95,7 @@ def default_catalog() -> Catalog:
                 checklist_text,
                 "image",
                 context=checklist_context,
+                sanitize=False,
                 description="Items done or still to do, with progress.",
             ),
             ComponentDef(
@@ -97,6 +106,7 @@ def default_catalog() -> Catalog:
                 timeline_text,
                 "image",
                 context=timeline_context,
+                sanitize=False,
                 description="Dated events in order.",
             ),
             ComponentDef(
@@ -107,6 +117,7 @@ def default_catalog() -> Catalog:
                 code_text,
                 code_media,
                 context=code_context,
+                sanitize=False,
                 description="Source code, escaped, in monospace.",
             ),
             ComponentDef(
@@ -117,6 +128,7 @@ def default_catalog() -> Catalog:
                 document_text,
                 "pdf",
                 context=document_context,
+                sanitize=False,
                 description="A document of several pages: title, sections, tables and totals.",
             ),
         ]

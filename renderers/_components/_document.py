@@ -94,6 +94,7 @@ def document_context(props: DocumentProps) -> dict[str, Any]:
         for s in props.sections
     ]
     return {
+        "wide": any(section.table is not None and section.table.wide for section in sections),
         "sections": sections,
         "meta": [(m.label, props.value_text(m.value)) for m in props.meta],
         "totals": [(t.label, props.value_text(t.value)) for t in props.totals],

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PlainValidator, WithJsonSchema, model_validator
+from pydantic_core import PydanticCustomError
 
 from renderers._catalog import MediaKind
-from renderers._formats import ValueFormat, breakable, format_value, is_numeric_format
+from renderers._formats import ValueFormat, format_value, is_numeric_format
 from renderers._props import ComponentProps, at_most
 from renderers._textform import bold, fixed_table
 
@@ -40,8 +42,34 @@ _CHAR = 7.2
 """Average advance of a character at the table's 13 px, in CSS px."""
 _CELL_PADDING = 20.0
 
-CellValue = Annotated[str, Field(max_length=10_000)] | int | float | Decimal | bool | dt.datetime | dt.date | None
-"""What a cell holds: a JSON scalar (strings up to 10,000 characters), a ``Decimal`` or a date."""
+MAX_CELL_CHARS = 1_000
+
+
+def _cell(value: object) -> object:
+    if isinstance(value, str):
+        if len(value) > MAX_CELL_CHARS:
+            raise PydanticCustomError(
+                "string_too_long", "String should have at most {max_length} characters", {"max_length": MAX_CELL_CHARS}
+            )
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PydanticCustomError("finite_number", "Input should be a finite number")
+    if value is None or isinstance(value, bool | int | float | Decimal | dt.date):
+        return value
+    raise PydanticCustomError(
+        "cell_type",
+        "A cell holds text, a number, a boolean, a date or null, not {kind}",
+        {"kind": type(value).__name__},
+    )
+
+
+CellValue = Annotated[
+    object,
+    PlainValidator(_cell),
+    WithJsonSchema({"type": ["string", "number", "boolean", "null"], "maxLength": MAX_CELL_CHARS}),
+]
+"""What a cell holds: text (up to 1,000 characters), a number, a boolean, null, a ``Decimal`` or a
+date. One check instead of a union, so an error names the cell once."""
 
 
 class Column(ComponentProps):
@@ -116,13 +144,10 @@ class TableView:
 
 
 def table_view(columns: list[Column], rows: list[dict[str, Any]], empty: str) -> TableView:
-    """Format every cell of a table for the template.
-
-    Long unbroken runs in cells get invisible break opportunities (see ``breakable``).
-    """
+    """Format every cell of a table for the template."""
     views = [
         ColumnView(
-            label=breakable(c.label),
+            label=c.label,
             align=c.alignment,
             css=f"ag-al-{c.alignment}" + (" ag-num" if is_numeric_format(c.format) else ""),
         )
@@ -130,7 +155,7 @@ def table_view(columns: list[Column], rows: list[dict[str, Any]], empty: str) ->
     ]
     cells = [[c.cell(row.get(c.key)) for c in columns] for row in rows]
     wide = _natural_width(columns, cells) > _PHONE_WIDTH
-    return TableView(columns=views, rows=[[breakable(v) for v in row] for row in cells], empty=empty, wide=wide)
+    return TableView(columns=views, rows=cells, empty=empty, wide=wide)
 
 
 def _natural_width(columns: list[Column], cells: list[list[str]]) -> float:
