@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pydantic import BaseModel  # noqa: E402
 
 from gateway import Runtime, Turn  # noqa: E402
+from gateway.cli import tune_gc  # noqa: E402
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest  # noqa: E402
 from gateway.stores import MemoryStore  # noqa: E402
 from tools import Actor, ToolPresentation, define_tool  # noqa: E402
@@ -120,49 +121,90 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+async def drop_keys(url: str, prefix: str) -> None:
+    import redis.asyncio as redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
+        for start in range(0, len(keys), 1000):
+            await client.delete(*keys[start : start + 1000])
+    finally:
+        await client.aclose()
+
+
+def set_gc(mode: str) -> None:
+    gc.unfreeze()
+    gc.collect()
+    if mode == "tuned":
+        tune_gc()
+    else:
+        gc.set_threshold(700, 10, 10)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--no-redis", action="store_true")
+    parser.add_argument("--gc", choices=["default", "tuned", "both"], default="both")
     args = parser.parse_args()
 
     bare = await measure_bare()
     print(f"bare model calls per turn (2 ScriptedModel streams): {bare * 1e6:.1f} µs")
+    print("gc: 'default' is CPython's (700, 10, 10); 'tuned' is what `agora-gateway serve` sets (gateway.cli.tune_gc)")
     print(
-        f"{'store':<8} {'scenario':<10} {'clients':>7} {'turns/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'added p50 ms':>13}"
+        f"{'store':<7} {'gc':<8} {'scenario':<10} {'clients':>7} {'turns/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
+        f" {'added p50 ms':>13} {'CPU µs/turn':>12}"
     )
+    prefixes: list[str] = []
     stores: list[tuple[str, Any]] = [("memory", MemoryStore)]
     if not args.no_redis:
-        try:
-            from gateway.stores import RedisStore  # type: ignore[attr-defined]
+        from gateway.stores import RedisStore
 
-            def redis_store() -> Any:
-                return RedisStore(args.redis, prefix=f"bench-{uuid.uuid4().hex[:8]}")
+        def redis_store() -> Any:
+            prefixes.append(f"bench-{uuid.uuid4().hex[:8]}")
+            return RedisStore(args.redis, prefix=prefixes[-1])
 
-            stores.append(("redis", redis_store))
-        except ImportError:
-            print("(RedisStore not available in this checkout; memory only)")
-    results: dict[tuple[str, str, int], float] = {}
-    for store_name, factory in stores:
-        for scenario, with_ui in (("tool+text", False), ("tool+ui", True)):
-            for clients in (1, args.concurrency):
-                store = factory()
-                rate, latencies, cpu = await run_case(store, with_ui=with_ui, turns=args.turns, concurrency=clients)
-                await store.aclose()
-                results[(store_name, scenario, clients)] = rate
-                p50, p99 = pct(latencies, 0.5), pct(latencies, 0.99)
-                print(
-                    f"{store_name:<8} {scenario:<10} {clients:>7} {rate:>9.0f} {p50 * 1e3:>8.2f} {p99 * 1e3:>8.2f}"
-                    f" {(p50 - bare) * 1e3:>13.2f} {cpu * 1e6:>12.0f}"
-                )
+        stores.append(("redis", redis_store))
+    results: dict[tuple[str, str, str, int], float] = {}
+    modes = ["default", "tuned"] if args.gc == "both" else [args.gc]
+    try:
+        for store_name, factory in stores:
+            for mode in modes:
+                set_gc(mode)
+                for scenario, with_ui in (("tool+text", False), ("tool+ui", True)):
+                    for clients in (1, args.concurrency):
+                        store = factory()
+                        rate, latencies, cpu = await run_case(
+                            store, with_ui=with_ui, turns=args.turns, concurrency=clients
+                        )
+                        await store.aclose()
+                        results[(store_name, mode, scenario, clients)] = rate
+                        p50, p99 = pct(latencies, 0.5), pct(latencies, 0.99)
+                        print(
+                            f"{store_name:<7} {mode:<8} {scenario:<10} {clients:>7} {rate:>9.0f} {p50 * 1e3:>8.2f}"
+                            f" {p99 * 1e3:>8.2f} {(p50 - bare) * 1e3:>13.2f} {cpu * 1e6:>12.0f}"
+                        )
+    finally:
+        set_gc("default")
+        for prefix in prefixes:
+            await drop_keys(args.redis, prefix)
     print()
-    mem = results[("memory", "tool+text", 1)]
-    print(f"target: memory, sequential >= 2,900 turns/s (10x the OpenAI Agents SDK's 289): {mem:,.0f} turns/s")
-    if ("redis", "tool+text", 1) in results:
-        red = results[("redis", "tool+text", 1)]
-        print(f"target: redis >= half of memory ({mem / 2:,.0f}): {red:,.0f} turns/s ({red / mem:.0%} of memory)")
+    for mode in modes:
+        mem = results[("memory", mode, "tool+text", 1)]
+        print(f"[gc {mode}] memory, sequential: {mem:,.0f} turns/s (target >= 2,900: 10x the OpenAI Agents SDK's 289)")
+        if ("redis", mode, "tool+text", 1) in results:
+            for clients in (1, args.concurrency):
+                red, mem_c = (
+                    results[("redis", mode, "tool+text", clients)],
+                    results[("memory", mode, "tool+text", clients)],
+                )
+                print(
+                    f"[gc {mode}] redis, {clients} client(s): {red:,.0f} turns/s = {red / mem_c:.0%} of memory's"
+                    f" {mem_c:,.0f} (target >= 50%)"
+                )
 
 
 if __name__ == "__main__":

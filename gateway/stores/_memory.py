@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +42,8 @@ class _Thread:
     remembered: set[str] = field(default_factory=set)
     pending: set[str] = field(default_factory=set)
     """Tool call ids of the thread's pending approvals."""
+    approvals: set[str] = field(default_factory=set)
+    """Tool call ids of all the thread's approvals."""
     subscribers: set[Subscriber] = field(default_factory=set)
 
 
@@ -51,10 +53,18 @@ class MemoryStore:
     Records are values: readers get (shallow) copies of run records and approvals, since their
     owners replace fields; events, journal entries and messages never change once written, so
     they are shared as they are.
+
+    Memory stays bounded: beyond ``max_threads`` threads, the least recently active idle ones
+    (no run running, nothing waiting for approval, nobody following) are forgotten with their
+    runs, journals and approvals. Use ``RedisStore`` to keep conversations for good.
     """
 
-    def __init__(self) -> None:
-        self._threads: dict[str, _Thread] = {}
+    def __init__(self, *, max_threads: int = 10_000) -> None:
+        """Args: max_threads: threads kept before the least recently active idle ones go."""
+        if max_threads < 1:
+            raise ValueError("max_threads must be at least 1")
+        self.max_threads = max_threads
+        self._threads: OrderedDict[str, _Thread] = OrderedDict()
         self._runs: dict[str, RunRecord] = {}
         self._journals: dict[str, list[Entry]] = defaultdict(list)
         self._leases: dict[str, tuple[str, float]] = {}
@@ -79,7 +89,11 @@ class MemoryStore:
             state = _Thread(record=thread.model_copy())
             state.subscribers = self._waiting_subscribers.pop(thread.thread_id, set())
             self._threads[thread.thread_id] = state
-        elif state.record.owner_id != thread.owner_id:
+            if len(self._threads) > self.max_threads:
+                self._evict()
+        else:
+            self._threads.move_to_end(thread.thread_id)
+        if state.record.owner_id != thread.owner_id:
             raise ThreadForbiddenError(f"Thread {thread.thread_id!r} belongs to another actor")
         if state.running is not None:
             raise ThreadBusyError(f"A run is already running on thread {thread.thread_id!r}")
@@ -93,6 +107,24 @@ class MemoryStore:
         batch.run = run
         events = self._apply(state, batch)
         return Begun(events=events, history=list(state.messages))
+
+    def _evict(self) -> None:
+        """Forget the least recently active idle threads until ``max_threads`` remain."""
+        excess = len(self._threads) - self.max_threads
+        for thread_id in list(self._threads):
+            if excess <= 0:
+                return
+            state = self._threads[thread_id]
+            if state.running is not None or state.pending or state.subscribers:
+                continue
+            del self._threads[thread_id]
+            for run_id in state.runs:
+                self._runs.pop(run_id, None)
+                self._journals.pop(run_id, None)
+                self._leases.pop(run_id, None)
+            for call_id in state.approvals:
+                self._approvals.pop(call_id, None)
+            excess -= 1
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""
@@ -132,6 +164,7 @@ class MemoryStore:
         state.messages.extend(batch.messages)
         for approval in batch.approvals:
             self._approvals[approval.tool_call_id] = approval.model_copy()
+            state.approvals.add(approval.tool_call_id)
             if approval.status == "pending":
                 state.pending.add(approval.tool_call_id)
         for subscriber in state.subscribers:

@@ -230,3 +230,18 @@ async def test_begin_run_refuses_a_thread_whose_run_waits_for_an_approval(store:
     await store.settle_approval(pending.tool_call_id, status="rejected", decided_by=None, via="superseded")
     begun = await store.begin_run(second, thread=thread_of(thread_id), batch=Batch(), lease_owner="p1", lease_ttl=30)
     assert begun.history == [] and [r.run_id for r in await store.thread_runs(thread_id)] == [run.run_id, second.run_id]
+
+
+async def test_a_memory_store_forgets_its_least_recent_idle_threads_beyond_its_bound() -> None:
+    from gateway.stores import MemoryStore
+
+    store = MemoryStore(max_threads=3)
+    busy, _ = await begin(store, "t-busy")  # still running: never forgotten
+    done = []
+    for name in ("t-1", "t-2", "t-3"):
+        run, _ = await begin(store, name)
+        done.append(await finish(store, run))
+    assert await store.get_thread("t-1") is None and await store.get_run(done[0].run_id) is None
+    assert await store.get_thread("t-busy") is not None and await store.get_thread("t-3") is not None
+    await begin(store, "t-4")
+    assert await store.get_thread("t-2") is None and await store.get_thread("t-busy") is not None
