@@ -70,6 +70,7 @@ def serve_gateway(port: int, loop: str) -> None:
     from pydantic import BaseModel
 
     from gateway import Runtime, Settings, create_app
+    from gateway.cli import tune_gc
     from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
     from tools import ToolPresentation, define_tool
 
@@ -94,6 +95,7 @@ def serve_gateway(port: int, loop: str) -> None:
     runtime = Runtime(tools=[get_weather], model=model)
     app = create_app(settings, runtime=runtime)
     _use_loop(loop)
+    tune_gc()  # as `agora-gateway serve` does
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096)
 
 

@@ -66,6 +66,7 @@ class WebSession:
 
     __slots__ = (
         "_follower",
+        "_frames_in",
         "_frames_out",
         "_lock",
         "_transport",
@@ -88,6 +89,7 @@ class WebSession:
         self._follower: asyncio.Task[None] | None = None
         self._transport = transport
         self._frames_out = services.metrics.frames.labels("out")
+        self._frames_in = services.metrics.frames.labels("in")
 
     async def send(self, frame: dict[str, Any]) -> None:
         """Send one frame; a client that cannot take it in time is disconnected."""
@@ -142,7 +144,7 @@ class WebSession:
                     await self._follower
 
     async def _on_message(self, message: Any) -> None:
-        self.services.metrics.frames.labels("in").inc()
+        self._frames_in.inc()
         if message.type is WSMsgType.BINARY:
             await self.error("binary_not_supported", "Send JSON text frames")
             return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import time
 from collections import OrderedDict, defaultdict
 from collections.abc import AsyncIterator
@@ -196,30 +197,27 @@ class MemoryStore:
         state = self._threads.get(thread_id)
         return len(state.events) if state else 0
 
-    async def subscribe(self, thread_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
+    def subscribe(self, thread_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
         """The log after ``after_seq``, then live events."""
         subscriber = Subscriber()
-        state = self._threads.get(thread_id)
-        registry = state.subscribers if state else self._waiting_subscribers[thread_id]
-        registry.add(subscriber)
-        try:
 
-            async def read_after(seq: int) -> list[RunEvent]:
-                return await self.read_events(thread_id, seq)
+        async def attach() -> None:
+            state = self._threads.get(thread_id)
+            (state.subscribers if state else self._waiting_subscribers[thread_id]).add(subscriber)
 
-            async for event in follow(subscriber, read_after, after_seq):
-                yield event
-        finally:
+        def detach() -> None:
             current = self._threads.get(thread_id)
-            for group in (
-                registry,
-                current.subscribers if current else set(),
-                self._waiting_subscribers.get(thread_id),
-            ):
-                if group is not None:
-                    group.discard(subscriber)
-            if not self._waiting_subscribers.get(thread_id, True):
-                self._waiting_subscribers.pop(thread_id, None)
+            if current is not None:
+                current.subscribers.discard(subscriber)
+            waiting = self._waiting_subscribers.get(thread_id)
+            if waiting is not None:
+                waiting.discard(subscriber)
+                if not waiting:
+                    del self._waiting_subscribers[thread_id]
+
+        return follow(
+            subscriber, functools.partial(self.read_events, thread_id), after_seq, attach=attach, detach=detach
+        )
 
     # -- leases -------------------------------------------------------------------------------------
 

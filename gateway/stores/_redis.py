@@ -21,6 +21,7 @@ cluster client is not supported yet: redis-py's asyncio cluster client has no pu
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import uuid
@@ -353,7 +354,7 @@ class RedisStore:
             raw = await self._call("HGET", self._keys.thread(thread_id, "thread"), "seq")
         return int(raw) if raw is not None else 0
 
-    async def subscribe(self, thread_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
+    def subscribe(self, thread_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
         """The log after ``after_seq``, then live events, through the store's one pub/sub connection.
 
         Raises:
@@ -361,16 +362,13 @@ class RedisStore:
         """
         subscriber = Subscriber()
         channel = self.channel(thread_id)
-        await self._hub.attach(channel, subscriber)
-        try:
-
-            async def read_after(seq: int) -> list[RunEvent]:
-                return await self.read_events(thread_id, seq)
-
-            async for event in follow(subscriber, read_after, after_seq):
-                yield event
-        finally:
-            self._hub.detach(channel, subscriber)
+        return follow(
+            subscriber,
+            functools.partial(self.read_events, thread_id),
+            after_seq,
+            attach=functools.partial(self._hub.attach, channel, subscriber),
+            detach=functools.partial(self._hub.detach, channel, subscriber),
+        )
 
     # -- leases -------------------------------------------------------------------------------------
 

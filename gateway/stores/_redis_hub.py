@@ -289,9 +289,9 @@ class PubSubHub:
         if sent == 0 or channel in self._resync:
             self._resync.discard(channel)
             for subscriber in self._subs.get(channel, ()):
-                subscriber.pending.clear()
-                subscriber.overflowed = True
-                subscriber.ready.set()
+                if subscriber.pending is not None:
+                    subscriber.pending.clear()
+                subscriber.mark_overflowed()
 
     # -- the writer ---------------------------------------------------------------------------------
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 
 from ..events import RunEvent
 
@@ -15,59 +14,99 @@ QUEUE_LIMIT = 1024
 """Events a slow subscriber may have waiting before it falls back to reading the log."""
 
 
-@dataclass(kw_only=True, eq=False, slots=True)
 class Subscriber:
-    """One live reader of a thread: the store pushes events into it without ever blocking."""
+    """One live reader of a thread: the store pushes events into it without ever blocking.
 
-    pending: deque[RunEvent] = field(default_factory=deque)
-    overflowed: bool = False
-    """Set when ``pending`` filled up: the reader re-reads the log instead."""
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    Kept small, since a process may follow thousands of idle threads: the queue exists only once
+    something arrives, and a waiting reader holds a single future.
+    """
+
+    __slots__ = ("overflowed", "pending", "_waiter")
+
+    def __init__(self) -> None:
+        self.pending: deque[RunEvent] | None = None
+        self.overflowed = False
+        """Set when the queue filled up (or the feed was interrupted): the reader re-reads the log."""
+        self._waiter: asyncio.Future[None] | None = None
 
     def push(self, event: RunEvent) -> None:
         """Offer an event; a full queue marks the subscriber overflowed instead of growing."""
         if not self.overflowed:
+            if self.pending is None:
+                self.pending = deque()
             if len(self.pending) >= QUEUE_LIMIT:
                 self.pending.clear()
                 self.overflowed = True
             else:
                 self.pending.append(event)
-        self.ready.set()
+        self.wake()
+
+    def mark_overflowed(self) -> None:
+        """The feed may have missed events: make the reader re-read the log."""
+        self.overflowed = True
+        self.wake()
+
+    def wake(self) -> None:
+        """Wake the reader if it waits."""
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Return once there is something to read (events, or an overflow)."""
+        if self.pending or self.overflowed:
+            return
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
 
 
 async def follow(
     subscriber: Subscriber,
     read_after: Callable[[int], Awaitable[list[RunEvent]]],
     after_seq: int,
+    *,
+    attach: Callable[[], Awaitable[None]] | None = None,
+    detach: Callable[[], None] | None = None,
 ) -> AsyncIterator[RunEvent]:
     """Yield the log after ``after_seq``, then live events from ``subscriber``.
 
-    The subscriber must be registered before calling, so nothing written meanwhile is missed.
+    ``attach`` registers the subscriber with its feed before the log is read, so nothing written
+    meanwhile is missed; ``detach`` unregisters it when the reader stops. (A store returns this
+    generator itself: one frame per follower, which matters with thousands of idle sockets.)
     Duplicates (an event both in the log and the queue) are dropped by ``seq``; a gap (events
     published out of order, or an overflow) is filled from the log.
     """
-    last = after_seq
-    for event in await read_after(last):
-        yield event
-        last = event.seq
-    while True:
-        await subscriber.ready.wait()
-        subscriber.ready.clear()
-        if subscriber.overflowed:
-            subscriber.overflowed = False
-            for event in await read_after(last):
-                yield event
-                last = event.seq
-            continue
-        while subscriber.pending:
-            event = subscriber.pending.popleft()
-            if event.seq <= last:
-                continue
-            if event.seq > last + 1:
-                for missed in await read_after(last):
-                    if missed.seq >= event.seq:
-                        break
-                    yield missed
-                    last = missed.seq
+    if attach is not None:
+        await attach()
+    try:
+        last = after_seq
+        for event in await read_after(last):
             yield event
             last = event.seq
+        while True:
+            await subscriber.wait()
+            if subscriber.overflowed:
+                subscriber.overflowed = False
+                for event in await read_after(last):
+                    yield event
+                    last = event.seq
+                continue
+            pending = subscriber.pending
+            while pending:
+                event = pending.popleft()
+                if event.seq <= last:
+                    continue
+                if event.seq > last + 1:
+                    for missed in await read_after(last):
+                        if missed.seq >= event.seq:
+                            break
+                        yield missed
+                        last = missed.seq
+                yield event
+                last = event.seq
+    finally:
+        if detach is not None:
+            detach()
