@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Metric, generate_latest
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from ._runtime import RuntimeObserver
 from .events import RunStatus
@@ -11,6 +15,21 @@ from .stores import RunRecord
 __all__ = ["Metrics"]
 
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class FrameCounts(Collector):
+    """Counts web-socket frames with plain integers (a labelled counter locks on every frame)."""
+
+    def __init__(self) -> None:
+        self.incoming = 0
+        self.outgoing = 0
+
+    def collect(self) -> Iterable[Metric]:
+        """The two counts, as ``agora_websocket_frames_total{direction}``."""
+        family = CounterMetricFamily("agora_websocket_frames", "Web-socket frames.", labels=["direction"])
+        family.add_metric(["in"], self.incoming)
+        family.add_metric(["out"], self.outgoing)
+        yield family
 
 
 class Metrics(RuntimeObserver):
@@ -39,7 +58,9 @@ class Metrics(RuntimeObserver):
             "agora_render_seconds", "Render latency, by format.", ["format"], buckets=_LATENCY, registry=r
         )
         self.sockets = Gauge("agora_websockets_open", "Open web sockets.", registry=r)
-        self.frames = Counter("agora_websocket_frames_total", "Web-socket frames.", ["direction"], registry=r)
+        self.frames = FrameCounts()
+        """Web-socket frames in and out: plain integers, read when Prometheus scrapes."""
+        r.register(self.frames)
         self.http = Counter("agora_http_requests_total", "HTTP requests.", ["route", "status"], registry=r)
         self.http_seconds = Histogram(
             "agora_http_request_seconds", "HTTP request latency.", ["route"], buckets=_LATENCY, registry=r

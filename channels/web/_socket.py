@@ -66,8 +66,7 @@ class WebSession:
 
     __slots__ = (
         "_follower",
-        "_frames_in",
-        "_frames_out",
+        "_frames",
         "_lock",
         "_transport",
         "actor",
@@ -88,8 +87,7 @@ class WebSession:
         self._lock = asyncio.Lock()
         self._follower: asyncio.Task[None] | None = None
         self._transport = transport
-        self._frames_out = services.metrics.frames.labels("out")
-        self._frames_in = services.metrics.frames.labels("in")
+        self._frames = services.metrics.frames
 
     async def send(self, frame: dict[str, Any]) -> None:
         """Send one frame; a client that cannot take it in time is disconnected."""
@@ -117,7 +115,7 @@ class WebSession:
                 raise _Closed from None
             except ConnectionError:
                 raise _Closed from None
-        self._frames_out.inc()
+        self._frames.outgoing += 1
 
     async def error(self, code: str, message: str, frame_id: str | None = None, **extra: Any) -> None:
         """Send an ``error`` frame."""
@@ -144,7 +142,7 @@ class WebSession:
                     await self._follower
 
     async def _on_message(self, message: Any) -> None:
-        self._frames_in.inc()
+        self._frames.incoming += 1
         if message.type is WSMsgType.BINARY:
             await self.error("binary_not_supported", "Send JSON text frames")
             return
