@@ -12,6 +12,7 @@ from renderers import MediaStore, RedisMediaBackend, Renderer, default_catalog
 from tools import Tool, UserError, discover_tools
 
 from ._agents import Agent
+from ._errors import StoreUnavailableError
 from ._http import add_routes, error_middleware
 from ._identity import AnonymousCookieResolver, ChainResolver, SignedTokenResolver, TrustedHeaderResolver
 from ._metrics import Metrics
@@ -156,6 +157,18 @@ def create_app(
     a2a.setup(app)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        try:
+            # Fail at start-up, with the store's own words, rather than on the first turn.
+            await runtime.store.ping()
+        except StoreUnavailableError:
+            logger.error("cannot start: the store is unavailable (check AGORA_REDIS_URL)")
+            await services.renderer.aclose()
+            if media_redis is not None:
+                await media_redis.aclose()
+            if owns_runtime:
+                await runtime.aclose()
+                await _close_models(runtime)
+            raise
         await runtime.start()
         try:
             yield

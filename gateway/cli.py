@@ -84,16 +84,19 @@ def _serve(args: argparse.Namespace) -> int:
         runner = uvloop.new_event_loop()
     store = "redis" if settings.redis_url else "memory"
 
-    async def announce(_: web.Application) -> None:
+    async def settle_memory(_: web.Application) -> None:
         tune_gc()
+
+    def announce(*_: object) -> None:
+        # run_app calls this once the listening sockets are bound: the URL answers from now on.
         print(
             f"agora-gateway listening on {settings.base_url()}/  (model: {settings.model}, store: {store}, "
             f"loop: {loop_name})",
             flush=True,
         )
 
-    app.on_startup.append(announce)
-    web.run_app(app, host=settings.host, port=settings.port, print=None, loop=runner, access_log=None)
+    app.on_startup.append(settle_memory)
+    web.run_app(app, host=settings.host, port=settings.port, print=announce, loop=runner, access_log=None)
     return 0
 
 

@@ -160,7 +160,9 @@ async def test_health_and_metrics(make_client: Any) -> None:
     assert 'agora_tool_calls_total{status="completed",tool="get_weather"} 1.0' in text
     assert 'agora_runs_finished_total{status="completed"} 1.0' in text
     assert "agora_websockets_open 1.0" in text
-    frames_out = next(line for line in text.splitlines() if line.startswith('agora_websocket_frames_total{direction="out"}'))
+    frames_out = next(
+        line for line in text.splitlines() if line.startswith('agora_websocket_frames_total{direction="out"}')
+    )
     assert float(frames_out.split()[-1]) >= 6  # welcome, and the turn's events
     assert 'agora_renders_total{format="html"}' in text
     assert "agora_tool_seconds_bucket" in text and "agora_http_request_seconds_bucket" in text
