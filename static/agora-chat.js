@@ -167,6 +167,18 @@
    * asks only for what came after `seq`; `users` maps run ids to what the person typed (the
    * event log does not carry it). Storage failures (quota, privacy mode) only cost a full replay.
    */
+  /** The `id` (or `sub`) claim of an actor token, read without verifying it (only for naming). */
+  function tokenSubject(token) {
+    if (!token) return "";
+    try {
+      const part = token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+      const claims = JSON.parse(atob(part + "=".repeat((4 - (part.length % 4)) % 4)));
+      return String(claims.id ?? claims.sub ?? "");
+    } catch {
+      return "";
+    }
+  }
+
   class TranscriptCache {
     constructor(key) {
       this.key = STORAGE_PREFIX + key;
@@ -1184,8 +1196,11 @@
     // -- the conversation's state -------------------------------------------------------------------
 
     #cacheKey() {
+      // One transcript per endpoint, thread and identity: a page that switches users must never
+      // show the previous user's conversation, even for the moment before the server refuses it.
       const thread = this.getAttribute("thread");
-      return `${this.#endpoint().href}${thread ? `#${thread}` : ""}`;
+      const who = tokenSubject(this.getAttribute("token"));
+      return `${this.#endpoint().href}${thread ? `#${thread}` : ""}${who ? `@${who}` : ""}`;
     }
 
     /** Show the cached transcript (if any) and remember where the server should resume. */

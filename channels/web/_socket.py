@@ -228,16 +228,22 @@ class WebSession:
             await self.error("unauthenticated", "Send a signed actor token", frame.id)
             await self.ws.close(code=CLOSE_UNAUTHENTICATED, message=b"unauthenticated")
             raise _Closed
-        thread_id = frame.thread_id or f"web-{uuid.uuid4().hex}"
+        # A socket follows only a thread that exists and that its actor may read, or a fresh one
+        # with an unguessable id the server makes. Asking for an id that does not exist (yet)
+        # gets a fresh thread instead: following it would show whoever creates it later.
+        after_seq = frame.after_seq
+        thread_id = f"web-{uuid.uuid4().hex}"
         if frame.thread_id is not None:
-            thread = await self.services.runtime.store.get_thread(thread_id)
-            if thread is not None:
+            if await self.services.runtime.store.get_thread(frame.thread_id) is not None:
                 try:
-                    await self.services.runtime.check_thread_access(thread_id, self.actor)
+                    await self.services.runtime.check_thread_access(frame.thread_id, self.actor)
                 except GatewayError as exc:
                     await self.error(exc.code, str(exc), frame.id)
                     await self.ws.close(code=CLOSE_FORBIDDEN, message=b"forbidden")
                     raise _Closed from None
+                thread_id = frame.thread_id
+            else:
+                after_seq = 0
         self.thread_id = thread_id
         self.capabilities = frame.ui_capabilities or WEB_DEFAULT_CAPABILITIES
         runtime = self.services.runtime
@@ -251,10 +257,10 @@ class WebSession:
                 "demo": self.services.settings.model == "demo"
                 and runtime.model is not None
                 and runtime.model.name == "demo",
-                "after_seq": frame.after_seq,
+                "after_seq": after_seq,
             }
         )
-        self._follower = asyncio.create_task(self._follow(thread_id, frame.after_seq), name=f"agora-ws-{thread_id}")
+        self._follower = asyncio.create_task(self._follow(thread_id, after_seq), name=f"agora-ws-{thread_id}")
 
     async def _follow(self, thread_id: str, after_seq: int) -> None:
         try:

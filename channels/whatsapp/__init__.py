@@ -11,6 +11,7 @@ from ._identity import (
     SettingsSenderResolver,
     ThreadNamer,
     WhatsAppSender,
+    keyed_thread_namer,
     language_for,
     thread_per_sender,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "WhatsAppSender",
     "WhatsAppTexts",
     "button_title",
+    "keyed_thread_namer",
     "language_for",
     "parse_decision",
     "setup",

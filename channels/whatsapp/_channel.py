@@ -12,7 +12,7 @@ from aiohttp import web
 from gateway import SERVICES, GatewayServices, Settings
 
 from ._approvals import ApprovalButtons
-from ._identity import SenderResolver, SettingsSenderResolver, ThreadNamer, thread_per_sender
+from ._identity import SenderResolver, SettingsSenderResolver, ThreadNamer, keyed_thread_namer
 from ._inbound import InboundHandler, InboundOptions
 from ._outbound import DeliveryOptions, WhatsAppDelivery
 from ._sender import JsonAsyncTwilioHttpClient, RetryPolicy, TwilioSender
@@ -84,7 +84,7 @@ class WhatsAppChannel:
         self._owned_http: Any = None
         self._started = False
         self.resolver: SenderResolver = resolver or SettingsSenderResolver.from_settings(settings)
-        self.thread_for: ThreadNamer = thread_for or thread_per_sender
+        self.thread_for: ThreadNamer = thread_for or keyed_thread_namer(services.secret)
         self.texts: Mapping[str, WhatsAppTexts] = dict(texts or TEXTS)
         self._build()
 
@@ -208,7 +208,7 @@ def setup(
         twilio_client: A ready ``twilio.rest.Client``; one over an async HTTP client is built
             from the settings otherwise.
         resolver: Maps senders to actors (``SettingsSenderResolver`` by default).
-        thread_for: Names a sender's thread (``thread_per_sender`` by default).
+        thread_for: Names a sender's thread (``keyed_thread_namer(secret)`` by default).
         texts: The channel's sentences by language (``TEXTS`` by default).
         options: Retries, delivery timing, inbound limits.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -105,8 +107,26 @@ open it too."""
 
 
 def thread_per_sender(actor: Actor, sender: WhatsAppSender) -> str:
-    """One thread per sender: ``whatsapp-15551234567``."""
+    """One thread per sender, named by the number: ``whatsapp-15551234567``.
+
+    Predictable: another channel could open that thread first. Only for deployments where no
+    other channel lets people choose thread ids; the default is ``keyed_thread_namer``.
+    """
     return f"whatsapp-{sender.e164.lstrip('+')}"
+
+
+def keyed_thread_namer(secret: bytes) -> ThreadNamer:
+    """One thread per sender, named by an HMAC of the number: ``whatsapp-<24 hex digits>``.
+
+    Nobody who lacks the gateway's secret can guess a sender's thread id, so no other channel
+    (a web socket, an AG-UI or A2A caller choosing ids) can open it before the sender does.
+    """
+
+    def name(actor: Actor, sender: WhatsAppSender) -> str:
+        digest = hmac.new(secret, f"whatsapp-thread:{sender.e164}".encode(), hashlib.sha256).hexdigest()
+        return f"whatsapp-{digest[:24]}"
+
+    return name
 
 
 _CALLING_CODES = {"55": "pt-BR"}

@@ -271,3 +271,12 @@ async def make_gateway(aiohttp_client: Any) -> AsyncIterator[MakeGateway]:
     yield make
     for runtime in runtimes:
         await runtime.aclose()
+
+
+def thread_of(number: str) -> str:
+    """The thread the channel gives a sender: an HMAC of the number under the test secret."""
+    from channels.whatsapp import WhatsAppSender, keyed_thread_namer
+    from tools import Actor
+
+    sender = WhatsAppSender(address=f"whatsapp:{number}", e164=number)
+    return keyed_thread_namer(SECRET.encode())(Actor(id=f"whatsapp:{number}"), sender)

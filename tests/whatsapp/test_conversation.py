@@ -14,9 +14,22 @@ from gateway.events import ToolCompletedEvent
 from gateway.stores import MemoryStore
 from tools import Actor
 
-from .conftest import ALICE, BRUNA, CONTENT_URL, FROM, MEDIA, PUBLIC, SECRET, Gateway, MakeGateway, Recorded, button
+from .conftest import (
+    ALICE,
+    BRUNA,
+    CONTENT_URL,
+    FROM,
+    MEDIA,
+    PUBLIC,
+    SECRET,
+    Gateway,
+    MakeGateway,
+    Recorded,
+    button,
+    thread_of,
+)
 
-THREAD = f"whatsapp-{ALICE.lstrip('+')}"
+THREAD = thread_of(ALICE)
 
 
 def approval_message(gw: Gateway) -> Recorded:

@@ -17,9 +17,9 @@ from gateway.events import Turn
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from tools import Actor, ToolContext, ToolPresentation, define_tool
 
-from .conftest import ALICE, BRUNA, MESSAGES_URL, Gateway, MakeGateway, RecordingHttp, inbound
+from .conftest import ALICE, BRUNA, MESSAGES_URL, Gateway, MakeGateway, RecordingHttp, inbound, thread_of
 
-THREAD = f"whatsapp-{ALICE.lstrip('+')}"
+THREAD = thread_of(ALICE)
 TEMPLATE = "HX" + "e" * 32
 ALICE_ACTOR = Actor(id=f"whatsapp:{ALICE}", roles=["member"])
 
@@ -224,7 +224,7 @@ async def test_media_we_do_not_read_long_messages_and_unknown_senders(make_gatew
     assert [(r.data["To"], r.data["Body"]) for r in refusals] == [
         (f"whatsapp:{BRUNA}", "Desculpe, este número não está habilitado para falar com o assistente.")
     ]
-    assert await runtime.store.get_thread(f"whatsapp-{BRUNA.lstrip('+')}") is None
+    assert await runtime.store.get_thread(thread_of(BRUNA)) is None
 
 
 async def test_a_message_while_the_previous_turn_runs(make_gateway: MakeGateway) -> None:

@@ -9,9 +9,9 @@ from twilio.request_validator import RequestValidator
 
 from channels.whatsapp import EMPTY_TWIML, WebhookVerifier
 
-from .conftest import ALICE, AUTH_TOKEN, INBOUND_URL, PUBLIC, STATUS_URL, Gateway, MakeGateway, inbound, sign
+from .conftest import ALICE, AUTH_TOKEN, INBOUND_URL, PUBLIC, STATUS_URL, Gateway, MakeGateway, inbound, sign, thread_of
 
-THREAD = f"whatsapp-{ALICE.lstrip('+')}"
+THREAD = thread_of(ALICE)
 TEMPLATE = "HX" + "f" * 32
 
 
