@@ -16,7 +16,7 @@ from typing import Any
 from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, UserError
 
 from ._agents import Agent
-from ._approvals import ApprovalPolicy
+from ._approvals import REQUESTER, ApprovalPolicy
 from ._driver import RunDriver
 from ._errors import (
     ApprovalExpiredError,
@@ -380,18 +380,33 @@ class Runtime:
         if approval.lapsed():
             await self._expire(approval)
             raise ApprovalExpiredError("The approval has expired")
-        settled = await self.store.settle_approval(
-            tool_call_id,
-            status="approved" if approve else "rejected",
-            decided_by=actor.id,
-            via=via,
-            reason=reason,
-            remember=remember and approve and self.approval_policy.allow_remember,
-        )
+        # The run is claimed before the approval is settled: a new turn cannot slip in between
+        # (the thread is busy from here on), and a crash leaves a running run whose lapsing
+        # lease brings it back, to act on the decision or to ask again.
+        run = await self._claim_parked(approval.run_id)
+        if run is None:
+            current = await self.store.get_approval(tool_call_id)
+            if current is None or current.status != "pending":
+                raise ApprovalSettledError("The approval was already decided")
+            raise ThreadBusyError("The run is busy right now; try again in a moment")
+        try:
+            settled = await self.store.settle_approval(
+                tool_call_id,
+                status="approved" if approve else "rejected",
+                decided_by=actor.id,
+                via=via,
+                reason=reason,
+                remember=remember
+                and approve
+                and self.approval_policy.allow_remember
+                and approval.approver == REQUESTER,  # a four-eyes rule is never remembered
+            )
+            if settled is not None:
+                await self._announce(settled)
+        finally:
+            self._spawn(run, self._agent_of(run), resume=True)  # it acts on whatever was decided
         if settled is None:
             raise ApprovalSettledError("The approval was already decided")
-        await self._announce(settled)
-        await self._resume(approval.run_id, expect=frozenset({"awaiting-approval"}))
         return settled
 
     async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
@@ -399,13 +414,17 @@ class Runtime:
         return await self.store.pending_approvals(thread_id)
 
     async def _expire(self, approval: ApprovalRecord) -> None:
-        settled = await self.store.settle_approval(
-            approval.tool_call_id, status="expired", decided_by=None, via="expiry"
-        )
-        if settled is None:
-            return
-        await self._announce(settled)
-        await self._resume(approval.run_id, expect=frozenset({"awaiting-approval"}))
+        run = await self._claim_parked(approval.run_id)
+        if run is None:
+            return  # being driven: its driver finds the approval lapsed and says so itself
+        try:
+            settled = await self.store.settle_approval(
+                approval.tool_call_id, status="expired", decided_by=None, via="expiry"
+            )
+            if settled is not None:
+                await self._announce(settled)
+        finally:
+            self._spawn(run, self._agent_of(run), resume=True)
 
     async def _announce(self, settled: ApprovalRecord) -> None:
         """Write the ``approval-settled`` event of a decision (or an expiry) to its thread."""
@@ -419,16 +438,24 @@ class Runtime:
         )
         await self.write(settled.thread_id, Batch(events=[event]))
 
+    async def _claim_parked(self, run_id: str) -> RunRecord | None:
+        """Take a parked run for this process (it becomes ``running`` with our lease)."""
+        return await self.store.claim_run(
+            run_id, owner=self.instance_id, ttl=self.lease_ttl, expect=frozenset({"awaiting-approval"})
+        )
+
+    def _agent_of(self, run: RunRecord) -> Agent:
+        agent = self.agents.get(run.agent)
+        if agent is None:
+            logger.error("run %s names agent %r, which this process does not serve", run.run_id, run.agent)
+            return self.default_agent
+        return agent
+
     async def _resume(self, run_id: str, *, expect: frozenset[str]) -> bool:
         run = await self.store.claim_run(run_id, owner=self.instance_id, ttl=self.lease_ttl, expect=expect)
         if run is None:
             return False
-        try:
-            agent = self.agent(run.agent)
-        except UnknownAgentError:
-            logger.error("run %s names agent %r, which this process does not serve", run_id, run.agent)
-            agent = self.default_agent
-        self._spawn(run, agent, resume=True)
+        self._spawn(run, self._agent_of(run), resume=True)
         return True
 
     async def _supersede_parked(self, thread_id: str) -> None:
@@ -437,7 +464,10 @@ class Runtime:
             await self._end_parked(run_id, "The person moved on without deciding.", via="superseded")
 
     async def _end_parked(self, run_id: str, reason: str, *, via: str) -> None:
-        for approval in await self.store.pending_approvals((await self.get_run(run_id)).thread_id):
+        run = await self._claim_parked(run_id)
+        if run is None:
+            return  # not parked any more
+        for approval in await self.store.pending_approvals(run.thread_id):
             if approval.run_id != run_id:
                 continue
             settled = await self.store.settle_approval(
@@ -445,11 +475,7 @@ class Runtime:
             )
             if settled is not None:
                 await self._announce(settled)
-        run = await self.store.claim_run(
-            run_id, owner=self.instance_id, ttl=self.lease_ttl, expect=frozenset({"awaiting-approval"})
-        )
-        if run is not None:
-            await RunDriver(self, run, self.agents.get(run.agent, self.default_agent)).supersede(reason)
+        await RunDriver(self, run, self._agent_of(run)).supersede(reason)
 
     # -- cancellation -------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -15,6 +16,7 @@ from gateway import (
     ApprovalPolicy,
     ApprovalRule,
     ApprovalSettledError,
+    ThreadBusyError,
 )
 from gateway.events import ApprovalRequestedEvent, ApprovalSettledEvent, ToolCompletedEvent, ToolDeniedEvent
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest, ToolMessage
@@ -258,3 +260,109 @@ async def test_a_new_turn_supersedes_a_parked_run(make_runtime: Any) -> None:
     roles = [m.role for m in model.requests[1].messages]
     assert roles == ["user", "assistant", "tool", "user"]
     assert executed == []
+
+
+def purge_on_request(request: Any, index: int) -> ScriptStep:
+    if request.step == 0 and request.last_user_text.startswith("purge"):
+        return ScriptStep(tool_calls=[ToolCallRequest(name="purge_cache", args={"key": "k"})])
+    return ScriptStep(text="ok")
+
+
+async def test_a_decision_racing_a_new_turn_never_strands_the_run(make_runtime: Any) -> None:
+    executed: list[str] = []
+    runtime = make_runtime(tools=[purge_tool(executed)], model=ScriptedModel(purge_on_request))
+    outcomes = set()
+    for _ in range(12):
+        thread = new_thread()
+        run_id, requested = await park(runtime, thread)
+        decided, started = await asyncio.gather(
+            runtime.decide(requested.tool_call_id, ALICE),
+            runtime.start_turn(turn(thread, "something else")),
+            return_exceptions=True,
+        )
+        final = await runtime.wait(run_id, timeout=5)
+        approval = await runtime.store.get_approval(requested.tool_call_id)
+        if approval.status == "approved":  # the decision won: the action ran, the turn was refused
+            assert final == "completed" and isinstance(started, ThreadBusyError)
+            outcomes.add("decided")
+        else:  # the turn won: the parked run was superseded and the decision refused
+            assert (approval.status, approval.via, final) == ("rejected", "superseded", "cancelled")
+            assert isinstance(decided, ApprovalSettledError)
+            await runtime.wait(started, timeout=5)
+            outcomes.add("superseded")
+    decided_runs = [k for k in executed]
+    assert len(decided_runs) == len(set(decided_runs)), "no approved action ran twice"
+    assert outcomes, "each race ended one way or the other"
+
+
+async def test_a_process_dying_between_claim_and_decision_leaves_the_approval_askable() -> None:
+    from gateway import Runtime
+    from gateway.stores import MemoryStore
+
+    store = MemoryStore()
+    executed: list[str] = []
+    model = ScriptedModel(purge_on_request)
+    a = Runtime(tools=[purge_tool(executed)], model=model, store=store, lease_ttl=0.1)
+    try:
+        thread = new_thread()
+        run_id, requested = await park(a, thread)
+        # Another process claims the parked run to decide it, then dies before it settles.
+        assert await store.claim_run(run_id, owner="dead", ttl=0.1, expect=frozenset({"awaiting-approval"}))
+
+        async def asked_again() -> bool:
+            await a.sweep()
+            run = await store.get_run(run_id)
+            return run is not None and run.status == "awaiting-approval"
+
+        await until(asked_again)
+        assert (await store.get_approval(requested.tool_call_id)).status == "pending"
+        await a.decide(requested.tool_call_id, ALICE)
+        assert await a.wait(run_id, timeout=5) == "completed"
+        assert len(executed) == 1
+    finally:
+        await a.aclose()
+
+
+async def test_remember_is_refused_for_a_four_eyes_rule(make_runtime: Any) -> None:
+    executed: list[str] = []
+    policy = ApprovalPolicy(rules={"purge_cache": ApprovalRule(approver="ops")})
+    runtime = make_runtime(tools=[purge_tool(executed)], model=ScriptedModel(purge_on_request), approval_policy=policy)
+    thread = new_thread()
+    run_id, requested = await park(runtime, thread)
+    carol = Actor(id="carol", roles=["ops"])
+    settled = await runtime.decide(requested.tool_call_id, carol, remember=True)
+    assert settled.remember is False
+    assert await runtime.wait(run_id, timeout=5) == "completed"
+    second, _ = await park(runtime, thread)  # asked again: one approval never covers the next call
+    assert await runtime.wait(second, timeout=5) == "awaiting-approval"
+
+
+@pytest.mark.redis
+async def test_a_decision_racing_a_new_turn_on_redis(make_runtime: Any, redis_url: str) -> None:
+    import uuid
+
+    from gateway.stores import RedisStore
+
+    from tests.stores.conftest import drop_prefix
+
+    prefix = f"race-{uuid.uuid4().hex[:8]}"
+    store = RedisStore(redis_url, prefix=prefix)
+    executed: list[str] = []
+    runtime = make_runtime(tools=[purge_tool(executed)], model=ScriptedModel(purge_on_request), store=store)
+    try:
+        for _ in range(10):
+            thread = new_thread()
+            run_id, requested = await park(runtime, thread)
+            await asyncio.gather(
+                runtime.decide(requested.tool_call_id, ALICE),
+                runtime.start_turn(turn(thread, "something else")),
+                return_exceptions=True,
+            )
+            final = await runtime.wait(run_id, timeout=10)
+            approval = await store.get_approval(requested.tool_call_id)
+            assert (approval.status, final) in {("approved", "completed"), ("rejected", "cancelled")}
+        assert len(executed) == len(set(executed))
+    finally:
+        await runtime.aclose()
+        await store.aclose()
+        await drop_prefix(redis_url, prefix)
