@@ -55,7 +55,12 @@ class ApprovalPolicy:
         return self.rules.get(tool.name, self.default)
 
     def can_decide(self, actor: Actor, approval: ApprovalRecord) -> bool:
-        """Whether ``actor`` may decide ``approval``."""
+        """Whether ``actor`` may decide ``approval``.
+
+        The requester may, or a member of the approver role; in the requester's tenant either way.
+        """
+        if actor.tenant_ref != approval.requester_tenant:
+            return False
         if approval.approver == REQUESTER:
             return actor.id == approval.requester_id
         return approval.approver in actor.roles

@@ -639,6 +639,7 @@ class RunDriver:
             tool=tool.name,
             input=data,
             requester_id=self.run.turn.actor.id,
+            requester_tenant=self.run.turn.actor.tenant_ref,
             approver=rule.approver,
             confirmation=confirmation,
             tone=tool.presentation.tone if tool.presentation else None,

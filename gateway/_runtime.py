@@ -336,7 +336,10 @@ class Runtime:
         return run
 
     async def check_thread_access(self, thread_id: str, actor: Actor) -> ThreadRecord:
-        """The thread, when ``actor`` may read it: its owner, or a member of an approver role.
+        """The thread, when ``actor`` may read it.
+
+        Its owner may (same id, same tenant); so may a member of a role that must decide one of
+        the thread's pending approvals, in the requester's tenant, for as long as it is pending.
 
         Raises:
             ThreadNotFoundError: No such thread.
@@ -345,9 +348,13 @@ class Runtime:
         thread = await self.store.get_thread(thread_id)
         if thread is None:
             raise ThreadNotFoundError(f"No thread {thread_id!r}")
-        if thread.owner_id != actor.id and self.approval_policy.approver_roles().isdisjoint(actor.roles):
-            raise ThreadForbiddenError(f"Thread {thread_id!r} belongs to another actor")
-        return thread
+        if thread.owned_by(actor):
+            return thread
+        if not self.approval_policy.approver_roles().isdisjoint(actor.roles):
+            for approval in await self.store.pending_approvals(thread_id):
+                if self.approval_policy.can_decide(actor, approval):
+                    return thread
+        raise ThreadForbiddenError(f"Thread {thread_id!r} belongs to another actor")
 
     # -- approvals ----------------------------------------------------------------------------------
 
@@ -491,7 +498,9 @@ class Runtime:
             RunNotActiveError: The run already ended.
         """
         run = await self.get_run(run_id)
-        await self.check_thread_access(run.thread_id, actor)
+        thread = await self.store.get_thread(run.thread_id)
+        if thread is None or not thread.owned_by(actor):  # only the owner stops a run
+            raise ThreadForbiddenError(f"Run {run_id!r} belongs to another actor")
         if run.status in _ENDED:
             raise RunNotActiveError(f"The run already ended ({run.status})")
         if run.status == "awaiting-approval":

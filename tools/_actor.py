@@ -24,3 +24,11 @@ class Actor(PositionalModel):
     """Roles the gates intersect with a tool's ``roles``."""
     tenant_ref: str | None = None
     """The tenant the actor belongs to, when the app is multi-tenant."""
+
+    @property
+    def key(self) -> str:
+        """Who this is across tenants: the id, qualified by the tenant when there is one.
+
+        Ownership compares keys, not ids: apps often reuse user ids across tenants.
+        """
+        return self.id if self.tenant_ref is None else f"{self.tenant_ref}\x1f{self.id}"

@@ -130,7 +130,7 @@ class GatewayRequestHandler(RequestHandler):
     # -- reading tasks ------------------------------------------------------------------------------
 
     async def _record(self, task_id: str, actor: Actor) -> TaskRecord:
-        record = await self.book.owned(task_id, actor.id) if task_id else None
+        record = await self.book.owned(task_id, actor.key) if task_id else None
         if record is None:
             raise TaskNotFoundError(f"Task {task_id} not found")
         return record
@@ -190,7 +190,7 @@ class GatewayRequestHandler(RequestHandler):
         return await self._start(params, actor)
 
     async def _replayed(self, task_id: str, actor: Actor) -> TaskRecord:
-        record = await self.book.owned(task_id, actor.id)
+        record = await self.book.owned(task_id, actor.key)
         if record is None:
             # The first request with this messageId is still starting its run (or failed on a
             # process that stopped before it could release the claim).
@@ -204,7 +204,7 @@ class GatewayRequestHandler(RequestHandler):
             raise InvalidParamsError(message="contextId must match ^[A-Za-z0-9_.:-]{1,200}$")
         text = turn_text(message)
         task_id = str(uuid.uuid4())
-        claimed = await self.book.claim_message(actor.id, message.message_id, task_id)
+        claimed = await self.book.claim_message(actor.key, message.message_id, task_id)
         if claimed is not None:
             return await self._replayed(claimed, actor)
         modes = list(params.configuration.accepted_output_modes)
@@ -222,12 +222,12 @@ class GatewayRequestHandler(RequestHandler):
                 run_id = await self.services.start_turn(turn)
                 run = await self.services.runtime.get_run(run_id)
         except BaseException:
-            await self.book.release_message(actor.id, message.message_id)
+            await self.book.release_message(actor.key, message.message_id)
             raise
         record = TaskRecord(
             task_id=task_id,
             context_id=context_id,
-            owner_id=actor.id,
+            owner_id=actor.key,
             run_id=run_id,
             output_modes=modes,
             messages=[CallerMessage(after_seq=run.first_seq - 1, message=_stored(message, task_id, context_id))],
@@ -242,7 +242,7 @@ class GatewayRequestHandler(RequestHandler):
                 message=f"Context {message.context_id} does not match context {record.context_id} of task"
                 f" {record.task_id}"
             )
-        claimed = await self.book.claim_message(actor.id, message.message_id, record.task_id)
+        claimed = await self.book.claim_message(actor.key, message.message_id, record.task_id)
         if claimed is not None:
             if claimed != record.task_id:
                 raise InvalidParamsError(message="This messageId was already used for another task")
@@ -250,7 +250,7 @@ class GatewayRequestHandler(RequestHandler):
         try:  # any failure, cancellation included, frees the messageId for a retry
             after = await self._decide(record, message, actor)
         except BaseException:
-            await self.book.release_message(actor.id, message.message_id)
+            await self.book.release_message(actor.key, message.message_id)
             raise
         record.messages.append(
             CallerMessage(after_seq=after, message=_stored(message, record.task_id, record.context_id))
@@ -349,7 +349,7 @@ class GatewayRequestHandler(RequestHandler):
         actor = _actor(context)
         page: list[TaskRecord] = []
         total, next_token, last_slot = 0, "", 0
-        async for slot, record in self.book.tasks_of(actor.id):
+        async for slot, record in self.book.tasks_of(actor.key):
             if not await self._listed(record, params):
                 continue
             total += 1

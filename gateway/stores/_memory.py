@@ -94,7 +94,7 @@ class MemoryStore:
                 self._evict()
         else:
             self._threads.move_to_end(thread.thread_id)
-        if state.record.owner_id != thread.owner_id:
+        if state.record.owner_key != thread.owner_key:
             raise ThreadForbiddenError(f"Thread {thread.thread_id!r} belongs to another actor")
         if state.running is not None:
             raise ThreadBusyError(f"A run is already running on thread {thread.thread_id!r}")

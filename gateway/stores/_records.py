@@ -46,6 +46,15 @@ class ThreadRecord(BaseModel):
     channel: str | None = None
     created_at: str = Field(default_factory=now_iso)
 
+    @property
+    def owner_key(self) -> str:
+        """The owner's ``Actor.key``: the id, qualified by the tenant when there is one."""
+        return self.owner_id if self.tenant_ref is None else f"{self.tenant_ref}\x1f{self.owner_id}"
+
+    def owned_by(self, actor: Actor) -> bool:
+        """Whether ``actor`` (same id, same tenant) owns the thread."""
+        return self.owner_key == actor.key
+
 
 class RunRecord(BaseModel):
     """One run: the work a turn causes, from its first model step to its end."""
@@ -147,6 +156,8 @@ class ApprovalRecord(BaseModel):
     tool: str
     input: dict[str, Any]
     requester_id: str
+    requester_tenant: str | None = None
+    """The requester's tenant: deciders must belong to it."""
     approver: str = "requester"
     """``"requester"``, or the role whose members may decide."""
     confirmation: Confirmation

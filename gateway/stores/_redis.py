@@ -192,7 +192,7 @@ class RedisStore:
             thread.thread_id,
             batch,
             run=run,
-            begin=(thread.owner_id, thread.model_dump_json(), lease_owner, lease_ms),
+            begin=(thread.owner_key, thread.model_dump_json(), lease_owner, lease_ms),
             extra=extra,
         )
         if first < 0:

@@ -342,7 +342,6 @@ async def test_a_decision_racing_a_new_turn_on_redis(make_runtime: Any, redis_ur
     import uuid
 
     from gateway.stores import RedisStore
-
     from tests.stores.conftest import drop_prefix
 
     prefix = f"race-{uuid.uuid4().hex[:8]}"

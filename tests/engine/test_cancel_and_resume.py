@@ -165,3 +165,66 @@ async def test_a_run_whose_process_stopped_is_resumed_without_rerunning_settled_
         assert types(events)[-1] == "run-finished"
     finally:
         await b.aclose()
+
+
+async def test_tenants_never_share_threads_or_approvals(make_runtime: Any) -> None:
+    from gateway import ApprovalForbiddenError
+    from tools import Actor
+
+    executed: list[str] = []
+    model = ScriptedModel(
+        lambda request, i: (
+            ScriptStep(tool_calls=[ToolCallRequest(name="purge_cache", args={"key": "k"})])
+            if request.step == 0 and request.last_user_text == "purge"
+            else ScriptStep(text="ok")
+        )
+    )
+    runtime = make_runtime(tools=[purge_tool(executed)], model=model)
+    acme = Actor(id="42", roles=["member"], tenant_ref="acme")
+    globex = Actor(id="42", roles=["member"], tenant_ref="globex")
+    thread = new_thread()
+    run_id = await runtime.start_turn(turn(thread, "purge", actor=acme))
+    assert await runtime.wait(run_id, timeout=5) == "awaiting-approval"
+    with pytest.raises(ThreadForbiddenError):
+        await runtime.check_thread_access(thread, globex)
+    with pytest.raises(ThreadForbiddenError):
+        await runtime.start_turn(turn(thread, "hello", actor=globex))
+    (pending,) = await runtime.pending_approvals(thread)
+    with pytest.raises(ApprovalForbiddenError):
+        await runtime.decide(pending.tool_call_id, globex)
+    with pytest.raises(ThreadForbiddenError):
+        await runtime.cancel(run_id, globex)
+    await runtime.decide(pending.tool_call_id, acme)
+    assert await runtime.wait(run_id, timeout=5) == "completed" and len(executed) == 1
+
+
+async def test_an_approver_role_reads_only_threads_waiting_for_it_and_never_stops_runs(make_runtime: Any) -> None:
+    from gateway import ApprovalPolicy, ApprovalRule
+    from tools import Actor
+
+    executed: list[str] = []
+    model = ScriptedModel(
+        lambda request, i: (
+            ScriptStep(tool_calls=[ToolCallRequest(name="purge_cache", args={"key": "k"})])
+            if request.step == 0 and request.last_user_text == "purge"
+            else ScriptStep(text="ok")
+        )
+    )
+    policy = ApprovalPolicy(rules={"purge_cache": ApprovalRule(approver="ops")})
+    runtime = make_runtime(tools=[purge_tool(executed)], model=model, approval_policy=policy)
+    ops = Actor(id="olga", roles=["ops"])
+    quiet = new_thread()
+    await runtime.wait(await runtime.start_turn(turn(quiet, "hello")), timeout=5)
+    with pytest.raises(ThreadForbiddenError):
+        await runtime.check_thread_access(quiet, ops)  # nothing there for ops to decide
+    waiting = new_thread()
+    run_id = await runtime.start_turn(turn(waiting, "purge"))
+    assert await runtime.wait(run_id, timeout=5) == "awaiting-approval"
+    assert (await runtime.check_thread_access(waiting, ops)).owner_id == "alice"
+    with pytest.raises(ThreadForbiddenError):
+        await runtime.cancel(run_id, ops)
+    (pending,) = await runtime.pending_approvals(waiting)
+    await runtime.decide(pending.tool_call_id, ops)
+    assert await runtime.wait(run_id, timeout=5) == "completed"
+    with pytest.raises(ThreadForbiddenError):
+        await runtime.check_thread_access(waiting, ops)  # decided: the thread is private again
