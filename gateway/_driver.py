@@ -459,9 +459,18 @@ class RunDriver:
 
     async def _execute_all(self, admitted: list[tuple[PlannedCall, Tool, BaseModel, ToolContext]]) -> None:
         """Run a step's read calls concurrently: the step costs its slowest call."""
-        async with asyncio.TaskGroup() as group:
-            for item in admitted:
-                group.create_task(self._execute(*item, guarded=False))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for item in admitted:
+                    group.create_task(self._execute(*item, guarded=False))
+        except BaseExceptionGroup as failed:
+            # Calls settle their own tool errors, so what reaches here is the store failing or
+            # the run stopping: surface it as itself, as a single call would.
+            for kind in (asyncio.CancelledError, StoreUnavailableError):
+                match = failed.subgroup(kind)
+                if match is not None:
+                    raise match.exceptions[0] from failed
+            raise
 
     async def _execute(
         self, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext, *, guarded: bool = True

@@ -59,7 +59,7 @@ from ._registry import (
     ToolDefinition,
     ToolRegistry,
 )
-from ._retry import TransientRetry, call_with_transient_retry, is_transient_error
+from ._retry import TransientRetry, call_with_transient_retry, is_transient_database_error, is_transient_error
 from ._schema import input_json_schema
 from ._template import fill_template, read_path
 from ._tool import (
@@ -152,6 +152,7 @@ __all__ = [
     "fill_template",
     "humanize_tool_name",
     "input_json_schema",
+    "is_transient_database_error",
     "is_transient_error",
     "narrate_done",
     "narrate_running",

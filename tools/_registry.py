@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import inspect
 import json
 import logging
@@ -374,15 +375,18 @@ class ToolRegistry:
         async def once() -> Any:
             return await tool.execute(input, ctx)
 
+        retry = self.transient_retry
+        if retry is not None and tool.kind == "action":
+            retry = dataclasses.replace(retry, classify=retry.classify_action)
         if tool.timeout is None:
-            return await call_with_transient_retry(once, self.transient_retry)
+            return await call_with_transient_retry(once, retry)
 
         # The scope turns its own cancellation into TimeoutError in __aexit__, so the expiry can
         # only be seen outside the ``async with``; a TimeoutError the tool raises itself passes.
         scope = asyncio.timeout(tool.timeout)
         try:
             async with scope:
-                return await call_with_transient_retry(once, self.transient_retry)
+                return await call_with_transient_retry(once, retry)
         except TimeoutError:
             if scope.expired():
                 raise ToolTimeoutError(

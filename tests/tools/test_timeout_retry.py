@@ -317,3 +317,37 @@ async def test_cancellation_is_never_retried() -> None:
 def test_is_transient_error_refuses_what_is_not_an_exception(value: Any) -> None:
     with pytest.raises(TypeError, match="needs an exception"):
         tools.is_transient_error(value)
+
+
+class _CodedError(Exception):
+    def __init__(self, message: str, sqlstate: str) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize(
+    ("kind", "error", "calls"),
+    [
+        ("read", RuntimeError("upstream said: lock timeout, try later"), 3),  # reads: words are enough
+        ("action", RuntimeError("upstream said: lock timeout, try later"), 1),  # a payment is not retried on words
+        ("action", _CodedError("could not serialize access", "40001"), 3),  # a database's own code is
+    ],
+)
+async def test_actions_retry_only_on_database_error_codes(kind: str, error: Exception, calls: int) -> None:
+    seen: list[int] = []
+
+    from pydantic import BaseModel
+
+    class Args(BaseModel):
+        key: str
+
+    @tools.define_tool(name=f"flaky_{kind}", description="Fails.", input=Args, kind=kind)
+    async def flaky(input: Args, ctx: tools.ToolContext) -> None:
+        seen.append(1)
+        raise error
+
+    registry = tools.ToolRegistry([flaky], transient_retry=tools.TransientRetry(backoff=0))
+    ctx = tools.ToolContext(actor=tools.Actor(id="u1"))
+    with pytest.raises(type(error)):
+        await registry.execute(registry.get(f"flaky_{kind}"), Args(key="k"), ctx)  # type: ignore[arg-type]
+    assert len(seen) == calls
