@@ -54,6 +54,8 @@ class UiCollector:
         events, self.pending = self.pending, []
         if events:
             await self.write(Batch(events=list[RunEvent](events)))
+        if self.pending and self.timer is None:  # pushed while this flush was writing
+            self.timer = self.loop.call_later(UI_FLUSH_SECONDS, self._start_flush)
 
     async def drain(self) -> list[UiEvent]:
         """Stop live flushing; return what is still unwritten (for the call's last write)."""

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from tools import Actor, UserError
 
@@ -56,25 +56,31 @@ def _unb64(text: str) -> bytes:
 _HEADER = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
 
 
-def sign_actor_token(actor: Actor, secret: str | bytes, ttl: float = 3600) -> str:
+def _key(secret: str | bytes | SecretStr) -> bytes:
+    if isinstance(secret, SecretStr):
+        secret = secret.get_secret_value()
+    if not isinstance(secret, str | bytes) or not secret:
+        raise UserError("an actor token needs a non-empty secret (str, bytes or SecretStr)")
+    return secret.encode("utf-8") if isinstance(secret, str) else secret
+
+
+def sign_actor_token(actor: Actor, secret: str | bytes | SecretStr, ttl: float = 3600) -> str:
     """A signed token for ``actor`` that expires in ``ttl`` seconds (a JWT, HS256).
 
     Give it to the widget (``<agora-chat token="...">``) or send it as ``Authorization: Bearer``.
     """
     if not isinstance(actor, Actor):
         raise UserError("sign_actor_token() needs an Actor")
-    if not secret:
-        raise UserError("sign_actor_token() needs a non-empty secret")
+    key = _key(secret)
     if ttl <= 0:
         raise UserError("sign_actor_token() needs a positive ttl")
-    key = secret.encode("utf-8") if isinstance(secret, str) else secret
     claims = {"id": actor.id, "roles": list(actor.roles), "tenant": actor.tenant_ref, "exp": int(time.time() + ttl)}
     payload = _b64(json.dumps(claims, separators=(",", ":")).encode())
     signature = _b64(hmac.new(key, f"{_HEADER}.{payload}".encode(), hashlib.sha256).digest())
     return f"{_HEADER}.{payload}.{signature}"
 
 
-def verify_actor_token(token: str, secret: str | bytes, *, now: float | None = None) -> Actor:
+def verify_actor_token(token: str, secret: str | bytes | SecretStr, *, now: float | None = None) -> Actor:
     """The actor a token speaks for.
 
     Raises:
@@ -83,7 +89,7 @@ def verify_actor_token(token: str, secret: str | bytes, *, now: float | None = N
     if not isinstance(token, str) or len(token) > _MAX_TOKEN or token.count(".") != 2:
         raise InvalidTokenError("Malformed token")
     header, payload, signature = token.split(".")
-    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    key = _key(secret)
     try:
         if json.loads(_unb64(header)).get("alg") != "HS256":
             raise InvalidTokenError("Unsupported token algorithm")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 import os
@@ -296,8 +295,14 @@ class Runtime:
         async with asyncio.timeout(timeout):
             task = self._tasks.get(run_id)
             if task is not None:
-                with contextlib.suppress(StoreUnavailableError):
+                try:
                     return await asyncio.shield(task)
+                except StoreUnavailableError:
+                    pass
+                except asyncio.CancelledError:
+                    if not task.cancelled():
+                        raise  # the waiter itself is being cancelled
+                    # The local driver stopped (lease lost, shutting down): ask the store.
             run = await self.store.get_run(run_id)
             if run is None:
                 raise RunNotFoundError(f"No run {run_id!r}")
@@ -310,7 +315,7 @@ class Runtime:
                     return event.status
         raise RunNotFoundError(f"No run {run_id!r}")  # pragma: no cover - the subscription never ends
 
-    async def events(self, thread_id: str, after_seq: int = 0, *, follow: bool = False) -> AsyncIterator[RunEvent]:
+    async def events(self, thread_id: str, after_seq: int = 0, follow: bool = False) -> AsyncIterator[RunEvent]:
         """The thread's events after ``after_seq``; with ``follow`` keep yielding live ones."""
         if follow:
             async for event in self.store.subscribe(thread_id, after_seq):
@@ -531,16 +536,25 @@ class Runtime:
         It renews leases, honours remote Stops, resumes runs whose process died and expires
         lapsed approvals. Runs every ``maintenance_interval``; tests may call it directly.
         """
-        for run_id, driver in list(self._drivers.items()):
-            held = await self.store.renew_lease(
-                driver.run.thread_id, run_id, owner=self.instance_id, ttl=self.lease_ttl
+        drivers = list(self._drivers.items())
+        # One round trip for all: the store batches concurrent calls (a lease renewed late is a
+        # run another process may take over).
+        held = await asyncio.gather(
+            *(
+                self.store.renew_lease(driver.run.thread_id, run_id, owner=self.instance_id, ttl=self.lease_ttl)
+                for run_id, driver in drivers
             )
+        )
+        flags = await asyncio.gather(
+            *(self.store.channel_get(_CANCEL_KEY.format(run_id=run_id)) for run_id, _ in drivers)
+        )
+        for (run_id, driver), still_held, cancel_flag in zip(drivers, held, flags, strict=True):
             task = self._tasks.get(run_id)
-            if not held and task is not None and driver.run.status == "running":
+            if not still_held and task is not None and driver.run.status == "running":
                 logger.warning("lost the lease of run %s; stopping here", run_id)
                 task.cancel()
                 continue
-            if not driver.cancel_requested and await self.store.channel_get(_CANCEL_KEY.format(run_id=run_id)):
+            if cancel_flag and not driver.cancel_requested:
                 driver.request_cancel()
         for _thread_id, run_id in await self.store.expired_leases():
             if run_id not in self._tasks and await self._resume(run_id, expect=frozenset({"running"})):

@@ -34,7 +34,7 @@ class HelloFrame(_Frame):
 
     type: Literal["hello"]
     thread_id: str | None = Field(default=None, pattern=_ID)
-    after_seq: int = Field(default=0, ge=0)
+    after_seq: int = Field(default=0, ge=0, le=2**53)
     ui_capabilities: UiCapabilities | None = None
     token: str | None = Field(default=None, max_length=4096)
 

@@ -65,6 +65,9 @@ from ._redis_layout import (
 from ._redis_scripts import APPLY, APPROVALS, CLAIM, LEASE_STATE, RECONCILE, RENEW, SETTLE, run_scripts
 from ._tail import Subscriber, follow
 
+_MAX_SEQ = 2**53
+"""No thread gets this far: a larger ``after_seq`` reads nothing (and is no stream id)."""
+
 __all__ = ["RedisStore"]
 
 Entry = ModelStepEntry | ToolSettledEntry | PreflightEntry
@@ -336,7 +339,7 @@ class RedisStore:
 
     async def read_events(self, thread_id: str, after_seq: int = 0, limit: int | None = None) -> list[RunEvent]:
         """Events with ``seq > after_seq``, in order (at most ``limit``), by XRANGE on the stream ids."""
-        if limit is not None and limit <= 0:
+        if (limit is not None and limit <= 0) or after_seq >= _MAX_SEQ:
             return []
         start = f"{after_seq + 1}-0" if after_seq >= 0 else "-"
         async with self._guard():
