@@ -72,16 +72,23 @@ class GatewayServices:
             raise UnauthenticatedError("Sign in: send a signed actor token")
         return actor
 
-    async def start_turn(self, turn: Turn) -> str:
-        """Start a turn for a channel, after the actor's rate limit.
+    async def start_turn(self, turn: Turn, *, client: str | None = None) -> str:
+        """Start a turn for a channel, after the rate limits.
+
+        Every actor has a bucket; anonymous actors also share one per ``client`` (the remote
+        address), since dropping a cookie makes a new anonymous actor.
 
         Raises:
-            RateLimitedError: The actor started too many turns lately (429).
+            RateLimitedError: The actor (or its address) started too many turns lately (429).
         """
-        if not self.limiter.allow(turn.actor.id):
-            self.metrics.rate_limited.inc()
-            retry = self.limiter.retry_after(turn.actor.id)
-            raise RateLimitedError(f"Too many messages; try again in {retry:.0f} s", retry_after=retry)
+        keys = [turn.actor.key]
+        if client and turn.actor.id.startswith("anon:"):
+            keys.append(f"client:{client}")
+        for key in keys:
+            if not self.limiter.allow(key):
+                self.metrics.rate_limited.inc()
+                retry = self.limiter.retry_after(key)
+                raise RateLimitedError(f"Too many messages; try again in {retry:.0f} s", retry_after=retry)
         return await self.runtime.start_turn(turn)
 
     def media_url(self, token: str) -> str:

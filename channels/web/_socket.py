@@ -67,6 +67,7 @@ class WebSession:
     __slots__ = (
         "_follower",
         "_frames",
+        "_client",
         "_lock",
         "_transport",
         "actor",
@@ -77,7 +78,12 @@ class WebSession:
     )
 
     def __init__(
-        self, services: GatewayServices, ws: web.WebSocketResponse, actor: Actor | None, transport: Any = None
+        self,
+        services: GatewayServices,
+        ws: web.WebSocketResponse,
+        actor: Actor | None,
+        transport: Any = None,
+        client: str | None = None,
     ) -> None:
         self.services = services
         self.ws = ws
@@ -87,6 +93,7 @@ class WebSession:
         self._lock = asyncio.Lock()
         self._follower: asyncio.Task[None] | None = None
         self._transport = transport
+        self._client = client
         self._frames = services.metrics.frames
 
     async def send(self, frame: dict[str, Any]) -> None:
@@ -193,7 +200,7 @@ class WebSession:
                     page_context=frame.page_context,
                     channel="web",
                 )
-                run_id = await self.services.start_turn(turn)
+                run_id = await self.services.start_turn(turn, client=self._client)
                 await self.send({"type": "ack", "id": frame.id, "run_id": run_id})
             case ApproveFrame():
                 record = await runtime.decide(
@@ -302,7 +309,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     await ws.prepare(request)
     services.metrics.sockets.inc()
     try:
-        await WebSession(services, ws, actor, request.transport).run()
+        await WebSession(services, ws, actor, request.transport, request.remote).run()
     finally:
         services.metrics.sockets.dec()
         if not ws.closed:

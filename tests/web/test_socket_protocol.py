@@ -234,3 +234,16 @@ async def test_a_slow_reader_is_disconnected_instead_of_buffering_forever(make_c
         while services.metrics.sockets._value.get() != 0:
             await asyncio.sleep(0.02)
     await ws.ws.close()
+
+
+async def test_dropping_the_cookie_does_not_escape_the_rate_limit(make_client: Any) -> None:
+    client = await make_client(turn_burst=2, turn_rate_per_minute=1)
+    answers = []
+    for _ in range(3):
+        client.session.cookie_jar.clear()  # a new anonymous actor each time, from the same address
+        ws = await connect(client)
+        await ws.hello()
+        await ws.send({"type": "send", "text": "hi"})
+        answers.append((await ws.recv())["type"])
+        await ws.ws.close()
+    assert answers == ["ack", "ack", "error"]
