@@ -40,7 +40,17 @@ def test_approval_answers(parts: list[Part], expected: Decision) -> None:
     assert read_decision(message(*parts)) == expected
 
 
-@pytest.mark.parametrize("parts", [[Part(text="maybe later")], [new_data_part({"approved": "yes"})], [Part(text="")]])
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [Part(text="maybe later")],
+        [new_data_part({"approved": "yes"})],
+        [Part(text="")],
+        [Part(text="Okay, what exactly does this refund do?")],  # a question, not a yes
+        [Part(text="sure? how much is it")],
+        [Part(text="do it tomorrow, not now")],
+    ],
+)
 def test_answers_that_decide_nothing_are_refused(parts: list[Part]) -> None:
     with pytest.raises(InvalidParamsError, match="waits for an approval"):
         read_decision(message(*parts))
