@@ -21,7 +21,10 @@ MAX_TURN_TEXT = 32_000
 
 # Approval needs the whole message to be a yes ("Okay, what does it do?" is a question); a
 # rejection may carry a reason after its first word ("no, not now").
-_YES = re.compile(r"^\s*(yes|y|yep|ok|okay|sure|approve|approved|confirm|confirmed|go ahead|do it|sim)(\s+please)?\s*[.!]*\s*$", re.I)
+_YES = re.compile(
+    r"^\s*(yes|y|yep|ok|okay|sure|approve|approved|confirm|confirmed|go ahead|do it|sim)(\s+please)?\s*[.!]*\s*$",
+    re.I,
+)
 _NO = re.compile(r"^\s*(no|n|nope|reject|rejected|deny|denied|cancel|stop|don'?t|não|nao)\b", re.I)
 
 
