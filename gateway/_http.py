@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from redis.exceptions import RedisError
 
 from renderers import MediaTokenError
 from tools import AgoraError
@@ -197,6 +198,9 @@ async def media(request: web.Request) -> web.Response:
     except MediaTokenError as exc:
         status = {"expired": 410, "not_found": 404}.get(exc.reason, 403)
         return json_error(status, f"media_{exc.reason}", str(exc))
+    except (RedisError, OSError) as exc:
+        logger.warning("media backend unavailable: %s", exc)
+        return json_error(503, "media_unavailable", "Media are unavailable right now; try again")
     headers = {"Cache-Control": "private, max-age=300", "X-Content-Type-Options": "nosniff"}
     if item.filename:
         headers["Content-Disposition"] = f'inline; filename="{item.filename}"'

@@ -85,14 +85,17 @@ def build_runtime(settings: Settings, secret: bytes) -> Runtime:
     )
 
 
-def _media_store(settings: Settings, secret: bytes) -> tuple[MediaStore, Any]:
-    """The media store, and the Redis client it owns (``None`` in memory)."""
-    if settings.redis_url:
-        import redis.asyncio as redis
+def _media_store(settings: Settings, secret: bytes) -> tuple[MediaStore, list[Any]]:
+    """The media store, and the Redis clients it owns (none in memory).
 
-        client = redis.from_url(settings.redis_url)
-        return MediaStore(secret, ttl=settings.media_ttl, backend=RedisMediaBackend(client)), client
-    return MediaStore(secret, ttl=settings.media_ttl), None
+    The client is made like the store's, so a Sentinel URL works here too.
+    """
+    if settings.redis_url:
+        from .stores._redis_client import connect
+
+        client, sentinels = connect(settings.redis_url, max_connections=16, options={})
+        return MediaStore(secret, ttl=settings.media_ttl, backend=RedisMediaBackend(client)), [client, *sentinels]
+    return MediaStore(secret, ttl=settings.media_ttl), []
 
 
 async def _close_models(runtime: Runtime) -> None:
@@ -163,8 +166,8 @@ def create_app(
         except StoreUnavailableError:
             logger.error("cannot start: the store is unavailable (check AGORA_REDIS_URL)")
             await services.renderer.aclose()
-            if media_redis is not None:
-                await media_redis.aclose()
+            for client in media_redis:
+                await client.aclose()
             if owns_runtime:
                 await runtime.aclose()
                 await _close_models(runtime)
@@ -174,8 +177,8 @@ def create_app(
             yield
         finally:
             await services.renderer.aclose()
-            if media_redis is not None:
-                await media_redis.aclose()
+            for client in media_redis:
+                await client.aclose()
             if owns_runtime:
                 await runtime.aclose()
                 await _close_models(runtime)

@@ -189,3 +189,31 @@ async def test_a_chunked_json_body_is_read_to_its_end(make_client: Any) -> None:
     headers = {**auth(), "Content-Type": "application/json"}
     response = await client.post("/agent/tool-call/reject", data=pieces(), headers=headers)
     assert response.status == 200 and (await response.json())["status"] == "rejected"
+
+
+async def test_media_answer_503_when_their_redis_is_away(make_client: Any) -> None:
+    import socket
+
+    import redis.asyncio as redis
+
+    from renderers import RedisMediaBackend
+
+    client = await make_client()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    token = await MediaStore(SECRET).put(b"png", "image/png")
+    away = redis.Redis(port=closed_port, socket_connect_timeout=0.2, retry_on_error=[], retry=None)
+    client.app[SERVICES].media = MediaStore(SECRET, backend=RedisMediaBackend(away))
+    try:
+        answer = await client.get(f"/media/{token}")
+        assert answer.status == 503 and (await answer.json())["code"] == "media_unavailable"
+    finally:
+        await away.aclose()
+
+
+def test_a_sentinel_url_is_accepted_for_media_too() -> None:
+    from gateway import Settings, create_app
+
+    app = create_app(Settings(_env_file=None, secret="x" * 32, redis_url="redis+sentinel://127.0.0.1:1/mymaster"))  # type: ignore[call-arg]
+    assert app is not None
