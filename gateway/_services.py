@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -25,6 +27,7 @@ __all__ = ["SERVICES", "GatewayServices", "RateLimitedError", "UnauthenticatedEr
 logger = logging.getLogger("gateway.services")
 
 _MIME_EXT = {"image/png": "png", "application/pdf": "pdf"}
+_MEDIA_URLS_KEPT = 1024
 
 
 class UnauthenticatedError(GatewayError):
@@ -59,6 +62,9 @@ class GatewayServices:
     metrics: Metrics
     limiter: RateLimiter
     secret: bytes
+    _media_urls: OrderedDict[tuple[str, int, str, str], tuple[float, list[dict[str, str]]]] = field(
+        default_factory=OrderedDict, repr=False
+    )
 
     async def resolve_actor(self, request: web.Request) -> Actor:
         """The caller's actor.
@@ -120,18 +126,35 @@ class GatewayServices:
                     rendered = await self.render(event.component, event.props, "html", event.version)
                     return {"form": "html", "html": rendered.data}
                 case "image" | "pdf":
-                    fmt = "png" if form == "image" else "pdf"
-                    rendered = await self.render(event.component, event.props, fmt, event.version)
-                    pages = rendered.pages or [rendered.data]
-                    media = []
-                    for index, page in enumerate(pages):
-                        filename = f"{event.component.lower()}-{index + 1}.{_MIME_EXT.get(rendered.mime, 'bin')}"
-                        token = await self.media.put(page, rendered.mime, filename=filename)
-                        media.append({"url": self.media_url(token), "mime": rendered.mime, "filename": filename})
-                    return {"form": form, "media": media, "text": await self.ui_text(event)}
+                    return {"form": form, "media": await self._media_of(event, form), "text": await self.ui_text(event)}
         except Exception:
             logger.warning("rendering %s as %s failed; sending text", event.component, form, exc_info=True)
         return {"form": "text", "text": await self.ui_text(event)}
+
+    async def _media_of(self, event: UiEvent, form: str) -> list[dict[str, str]]:
+        """Signed URLs of a component's pages, stored once per component and props.
+
+        Every socket, replay and channel that shows the same component reuses the same stored
+        bytes while their URLs have at least half their life left.
+        """
+        fmt = "png" if form == "image" else "pdf"
+        key = (event.component, event.version, fmt, json.dumps(event.props, sort_keys=True, default=str))
+        now = time.monotonic()
+        known = self._media_urls.get(key)
+        if known is not None and known[0] > now:
+            self._media_urls.move_to_end(key)
+            return known[1]
+        rendered = await self.render(event.component, event.props, fmt, event.version)
+        pages = rendered.pages or [rendered.data]
+        media = []
+        for index, page in enumerate(pages):
+            filename = f"{event.component.lower()}-{index + 1}.{_MIME_EXT.get(rendered.mime, 'bin')}"
+            token = await self.media.put(page, rendered.mime, filename=filename)
+            media.append({"url": self.media_url(token), "mime": rendered.mime, "filename": filename})
+        self._media_urls[key] = (now + self.media.ttl / 2, media)
+        while len(self._media_urls) > _MEDIA_URLS_KEPT:
+            self._media_urls.popitem(last=False)
+        return media
 
     async def ui_text(self, event: UiEvent) -> str:
         """The text form of a ``ui`` event: its fallback text, else the component's own text."""

@@ -29,6 +29,9 @@ from ._tail import Subscriber, follow
 
 __all__ = ["MemoryStore"]
 
+_PURGE_EVERY = 1024
+"""Channel-state writes between two sweeps of expired keys."""
+
 Entry = ModelStepEntry | ToolSettledEntry | PreflightEntry
 Message = UserMessage | AssistantMessage | ToolMessage
 
@@ -72,6 +75,7 @@ class MemoryStore:
         self._approvals: dict[str, ApprovalRecord] = {}
         self._tokens: dict[str, float] = {}
         self._channel: dict[str, tuple[Any, float | None]] = {}
+        self._channel_writes = 0
         self._waiting_subscribers: dict[str, set[Subscriber]] = defaultdict(set)
 
     # -- threads, runs, journal, history -----------------------------------------------------------
@@ -334,15 +338,25 @@ class MemoryStore:
         item = self._live(key)
         return copy.deepcopy(item[0]) if item else None
 
+    def _put(self, key: str, value: Any, expires: float | None) -> None:
+        self._channel[key] = (copy.deepcopy(value), expires)
+        self._channel_writes += 1
+        if self._channel_writes % _PURGE_EVERY == 0:
+            # Keys written once and never read again (message ids, delivery records) expire
+            # here, not only when read: memory stays bounded by what is still alive.
+            now = time.time()
+            for stale in [k for k, (_, until) in self._channel.items() if until is not None and until <= now]:
+                del self._channel[stale]
+
     async def channel_set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
         """Store a channel's JSON value."""
-        self._channel[key] = (copy.deepcopy(value), time.time() + ttl if ttl is not None else None)
+        self._put(key, value, time.time() + ttl if ttl is not None else None)
 
     async def channel_claim(self, key: str, *, ttl: float, value: Any = True) -> bool:
         """Set ``key`` only if absent."""
         if self._live(key) is not None:
             return False
-        self._channel[key] = (copy.deepcopy(value), time.time() + ttl)
+        self._put(key, value, time.time() + ttl)
         return True
 
     async def channel_delete(self, key: str) -> None:

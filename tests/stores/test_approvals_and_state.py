@@ -172,3 +172,13 @@ async def test_ping_answers(store: Store) -> None:
 
 async def _is_none(store: Store, key: str) -> bool:
     return await store.channel_get(key) is None
+
+
+async def test_memory_channel_state_forgets_expired_keys_nobody_reads() -> None:
+    from gateway.stores import MemoryStore
+
+    store = MemoryStore()
+    for index in range(1024):
+        await store.channel_set(f"once:{index}", index, ttl=-1)  # already expired, never read
+    await store.channel_set("alive", 1, ttl=60)
+    assert len(store._channel) == 1 and await store.channel_get("alive") == 1

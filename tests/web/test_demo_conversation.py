@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from yarl import URL
+
 from .conftest import ALICE, connect, token_for
 
 
@@ -103,3 +105,18 @@ async def test_a_text_only_client_gets_text_and_a_components_client_gets_props(m
     await ws2.hello(ui_capabilities={"components": [{"name": "KpiCards", "version": 1}], "formats": ["html"]})
     card = of_type(await ws2.turn("weather in Faro"), "ui")[0]
     assert card["form"] == "props" and card["props"]["items"][0]["label"] == "Faro" and "html" not in card
+
+
+async def test_image_clients_share_one_stored_render_of_the_same_component(make_client: Any) -> None:
+    client = await make_client()
+    urls = []
+    for _ in range(2):
+        ws = await connect(client, token=token_for(ALICE))
+        await ws.hello(ui_capabilities={"formats": ["image", "text"]})
+        card = of_type(await ws.turn("weather in Lisbon"), "ui")[0]
+        assert card["form"] == "image" and card["media"][0]["mime"] == "image/png"
+        urls.append(card["media"][0]["url"])
+        await ws.ws.close()
+    assert urls[0] == urls[1]
+    png = await client.get(URL(urls[0]).path)  # the gateway's public URL is not the test server's
+    assert png.status == 200 and (await png.read()).startswith(b"\x89PNG")
