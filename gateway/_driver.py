@@ -630,7 +630,9 @@ class RunDriver:
             case "expired":
                 return "The approval request expired before anyone decided."
             case _:
-                who = f" by {approval.decided_by}" if approval.decided_by else ""
+                # An anonymous id means nothing to a person (or the model): leave it out.
+                named = approval.decided_by and not approval.decided_by.startswith("anon:")
+                who = f" by {approval.decided_by}" if named else ""
                 detail = f": {approval.reason}" if approval.reason else ""
                 return f"Rejected{who}{detail}."
 

@@ -5,6 +5,13 @@
   const chat = document.querySelector("agora-chat");
   const reduceMotion = window.matchMedia("(prefers-reduced-motion: reduce)");
 
+  // The page says "offline demo model" only when the gateway says so.
+  document.addEventListener("agora-welcome", (event) => {
+    const demo = Boolean(event.detail && event.detail.demo);
+    document.getElementById("demo-note").hidden = !demo;
+    document.getElementById("model-note").hidden = demo;
+  });
+
   document.addEventListener("click", (event) => {
     // "Skip to the chat" lands in the message box, ready to type.
     if (event.target.closest("a.skip") && chat) {

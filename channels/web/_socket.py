@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from gateway import SERVICES, GatewayError, GatewayServices, InvalidTokenError, verify_actor_token
 from gateway.events import RUN_EVENT_ADAPTER, Turn, UiEvent
+from gateway.stores import ThreadRecord
 from tools import Actor, UiCapabilities
 
 from ._frames import CLIENT_FRAME, FRAME_TYPES, ApproveFrame, CancelFrame, HelloFrame, RejectFrame, SendFrame
@@ -238,10 +239,19 @@ class WebSession:
         # A socket follows only a thread that exists and that its actor may read, or a fresh one
         # with an unguessable id the server makes. Asking for an id that does not exist (yet)
         # gets a fresh thread instead: following it would show whoever creates it later.
+        # An actor the app signed (a token) may name a new thread: the id is reserved for it
+        # before anything is followed, so nobody else can create it later and be followed.
+        store = self.services.runtime.store
         after_seq = frame.after_seq
         thread_id = f"web-{uuid.uuid4().hex}"
         if frame.thread_id is not None:
-            if await self.services.runtime.store.get_thread(frame.thread_id) is not None:
+            existing = await store.get_thread(frame.thread_id)
+            if existing is None and not self.actor.id.startswith("anon:"):
+                record = ThreadRecord(
+                    thread_id=frame.thread_id, owner_id=self.actor.id, tenant_ref=self.actor.tenant_ref, channel="web"
+                )
+                existing = await store.ensure_thread(record)
+            if existing is not None:
                 try:
                     await self.services.runtime.check_thread_access(frame.thread_id, self.actor)
                 except GatewayError as exc:
@@ -249,6 +259,8 @@ class WebSession:
                     await self.ws.close(code=CLOSE_FORBIDDEN, message=b"forbidden")
                     raise _Closed from None
                 thread_id = frame.thread_id
+                if after_seq > await store.last_seq(thread_id):
+                    after_seq = 0  # the log is shorter than the client thinks (a reset store): replay it all
             else:
                 after_seq = 0
         self.thread_id = thread_id

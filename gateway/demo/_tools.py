@@ -95,7 +95,7 @@ def _weather_card(out: dict[str, Any], ctx: ToolContext) -> UiComponent:
         props={
             "items": [
                 {"label": out["city"], "value": out["temp_c"], "unit": "°C"},
-                {"label": "Sky", "value": out["condition"]},
+                {"label": "Conditions", "value": out["condition"]},
                 {"label": "Wind", "value": out["wind_kmh"], "unit": "km/h"},
                 {"label": "Humidity", "value": out["humidity"], "unit": "%"},
             ]
@@ -250,7 +250,7 @@ def _invoice_tool() -> Tool:
             raise ToolFailed(f"There is no order {input.order_id}.", code="not_found")
         ctx.emit_ui(
             "Document",
-            _invoice_props(order, ctx.actor.id),
+            _invoice_props(order, "Demo customer" if ctx.actor.id.startswith("anon:") else ctx.actor.id),
             fallback_text=f"Invoice INV-{order.id}: {order.item} x{order.quantity}, total {_money(order.total)}",
         )
         return {"invoice": f"INV-{order.id}", "order_id": order.id, "total": order.total}
@@ -258,7 +258,9 @@ def _invoice_tool() -> Tool:
     return get_invoice
 
 
-def _receipt(out: dict[str, Any], ctx: ToolContext) -> UiComponent:
+def _receipt(out: dict[str, Any], ctx: ToolContext) -> UiComponent | None:
+    if out.get("already_refunded"):
+        return None  # the first refund's receipt stands as it was
     return UiComponent(
         component="KpiCards",
         props={
@@ -268,7 +270,6 @@ def _receipt(out: dict[str, Any], ctx: ToolContext) -> UiComponent:
                 {"label": "Reference", "value": out.get("reference", "-")},
             ]
         },
-        id=f"refund-{out['order_id']}",
         fallback_text=f"Refund receipt: {_money(float(out['amount']))} for order {out['order_id']}",
     )
 
@@ -349,8 +350,8 @@ def _subscription_tool(shop: _Shop, secret: bytes) -> Tool:
         commit=commit,
         presentation=ToolPresentation(
             label="Subscription",
-            running="Working on your subscription",
-            done="Subscription updated",
+            running="Looking at your subscription",
+            done="Subscription checked",
             icon="subscription",
         ),
     )

@@ -131,6 +131,17 @@ class MemoryStore:
                 self._approvals.pop(call_id, None)
             excess -= 1
 
+    async def ensure_thread(self, thread: ThreadRecord) -> ThreadRecord:
+        """Create ``thread`` unless it exists; answer the stored one."""
+        state = self._threads.get(thread.thread_id)
+        if state is None:
+            state = _Thread(record=thread.model_copy())
+            state.subscribers = self._waiting_subscribers.pop(thread.thread_id, set())
+            self._threads[thread.thread_id] = state
+            if len(self._threads) > self.max_threads:
+                self._evict()
+        return state.record.model_copy()
+
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""
         run = self._runs.get(run_id)

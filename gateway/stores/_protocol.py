@@ -59,6 +59,14 @@ class Store(Protocol):
         """
         ...
 
+    async def ensure_thread(self, thread: ThreadRecord) -> ThreadRecord:
+        """Create ``thread`` unless a thread of that id exists; answer the stored one.
+
+        A channel reserves an id this way before anyone follows it, so whoever creates it later
+        can only be its owner.
+        """
+        ...
+
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""
         ...

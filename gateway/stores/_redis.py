@@ -169,6 +169,17 @@ class RedisStore:
             raw = await self._call("HGET", self._keys.thread(thread_id, "thread"), "record")
         return ThreadRecord.model_validate_json(raw) if raw is not None else None
 
+    async def ensure_thread(self, thread: ThreadRecord) -> ThreadRecord:
+        """Create ``thread`` unless it exists (two HSETNX in one MULTI); answer the stored one."""
+        key = self._keys.thread(thread.thread_id, "thread")
+        async with self._guard():
+            pipe = self._client.pipeline(transaction=True)
+            pipe.hsetnx(key, "owner", thread.owner_key)
+            pipe.hsetnx(key, "record", thread.model_dump_json())
+            pipe.hget(key, "record")
+            *_, raw = await pipe.execute()
+        return ThreadRecord.model_validate_json(raw)
+
     async def begin_run(
         self, run: RunRecord, *, thread: ThreadRecord, batch: Batch, lease_owner: str, lease_ttl: float
     ) -> Begun:

@@ -245,3 +245,13 @@ async def test_a_memory_store_forgets_its_least_recent_idle_threads_beyond_its_b
     assert await store.get_thread("t-busy") is not None and await store.get_thread("t-3") is not None
     await begin(store, "t-4")
     assert await store.get_thread("t-2") is None and await store.get_thread("t-busy") is not None
+
+
+async def test_ensure_thread_reserves_an_id_for_its_first_owner(store: Store, thread_id: str) -> None:
+    first = await store.ensure_thread(thread_of(thread_id, "u1"))
+    again = await store.ensure_thread(thread_of(thread_id, "u2"))
+    assert first.owner_id == again.owner_id == "u1"
+    with pytest.raises(ThreadForbiddenError):
+        await begin(store, thread_id, owner="u2")
+    run, _ = await begin(store, thread_id, owner="u1")
+    assert [r.run_id for r in await store.thread_runs(thread_id)] == [run.run_id]

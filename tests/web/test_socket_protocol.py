@@ -247,3 +247,37 @@ async def test_dropping_the_cookie_does_not_escape_the_rate_limit(make_client: A
         answers.append((await ws.recv())["type"])
         await ws.ws.close()
     assert answers == ["ack", "ack", "error"]
+
+
+async def test_nobody_can_follow_a_thread_before_its_owner_creates_it(make_client: Any) -> None:
+    client = await make_client()
+    client.session.cookie_jar.clear()
+    spy = await connect(client)  # anonymous
+    welcome = await spy.hello(thread_id="victim-thread")
+    assert welcome["thread_id"] != "victim-thread" and welcome["after_seq"] == 0
+
+    alice = await connect(client, token=token_for(ALICE))
+    assert (await alice.hello(thread_id="victim-thread"))["thread_id"] == "victim-thread"  # reserved for alice
+    bob = await connect(client, token=token_for(BOB))
+    await bob.send({"type": "hello", "thread_id": "victim-thread"})
+    assert (await bob.recv())["code"] == "thread_forbidden"
+    await alice.turn("hello")
+    await spy.send({"type": "send", "text": "anything"})  # the spy sees only its own thread
+    frames = await spy.until(lambda f: f.get("type") == "run-finished")
+    assert {f.get("thread_id") for f in frames if "seq" in f} == {welcome["thread_id"]}
+    for ws in (spy, alice):
+        await ws.ws.close()
+
+
+async def test_an_after_seq_past_the_end_replays_the_whole_thread(make_client: Any) -> None:
+    client = await make_client()
+    first = await connect(client, token=token_for(ALICE))
+    thread_id = (await first.hello())["thread_id"]
+    frames = await first.turn("hello")
+    await first.ws.close()
+    again = await connect(client, token=token_for(ALICE))
+    welcome = await again.hello(thread_id=thread_id, after_seq=9999)
+    assert welcome["after_seq"] == 0
+    replayed = await again.until_type("run-finished")
+    assert [f["seq"] for f in replayed] == [f["seq"] for f in frames if "seq" in f]
+    await again.ws.close()
