@@ -16,7 +16,9 @@ def main() -> None:
     user_id = sys.argv[1] if len(sys.argv) > 1 else "user-42"
     roles = sys.argv[2].split(",") if len(sys.argv) > 2 else ["member"]
     tenant = sys.argv[3] if len(sys.argv) > 3 else None
-    secret = os.environ["AGORA_SECRET"]
+    secret = os.environ.get("AGORA_SECRET")
+    if not secret:
+        raise SystemExit("Set AGORA_SECRET to the gateway's secret first (the token is signed with it).")
     print(sign_actor_token(Actor(id=user_id, roles=roles, tenant_ref=tenant), secret, ttl=3600))
 
 

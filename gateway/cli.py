@@ -109,5 +109,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     if args.command == "serve":
-        return _serve(args)
+        from tools import AgoraError
+
+        try:
+            return _serve(args)
+        except (AgoraError, OSError, ValueError) as exc:
+            # A configuration mistake deserves one clear line, not a traceback (--log-level
+            # DEBUG shows the traceback too).
+            logging.getLogger("gateway.cli").debug("start-up failed", exc_info=True)
+            print(f"agora-gateway: cannot start: {exc}", file=sys.stderr)
+            return 2
     return 2  # pragma: no cover - argparse refuses other commands

@@ -304,6 +304,10 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     """``GET /agent/ws``: check the origin and the credentials, then serve the session."""
     services = request.app[SERVICES]
     if not _origin_allowed(request, services):
+        logger.warning(
+            "refused a web socket from origin %r: add it to AGORA_ALLOWED_ORIGINS to allow it",
+            request.headers.get("Origin"),
+        )
         return web.json_response({"code": "origin_forbidden", "message": "Origin not allowed"}, status=403)
     try:
         actor = await services.identity.resolve(request)

@@ -173,6 +173,12 @@ class WhatsAppChannel:
         self.services.runtime.observers.append(self.delivery)
         self._started = True
         logger.info("WhatsApp channel on at %s", self.verifier.public_base_url or "(the request's own URL)")
+        if not self.services.settings.public_base_url:
+            logger.warning(
+                "AGORA_PUBLIC_BASE_URL is not set: Twilio cannot fetch images and PDFs from %s, and no "
+                "status callbacks are asked for. Set it to the URL Twilio reaches this gateway at.",
+                self.services.settings.base_url(),
+            )
 
     async def aclose(self) -> None:
         """Stop delivering and close what ``start`` opened."""
