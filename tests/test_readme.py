@@ -1,0 +1,25 @@
+"""The README's Python examples run as written."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def python_blocks(section: str) -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", body, re.S)
+
+
+def test_write_a_tool_then_use_it_from_python(tmp_path: Path) -> None:
+    script = tmp_path / "readme_example.py"
+    script.write_text(python_blocks("Write a tool")[0] + "\n" + python_blocks("Use it from Python")[0])
+    result = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("completed ['run-started', 'tool-started', 'ui', 'tool-completed'")
