@@ -212,7 +212,8 @@ class RunDriver:
                 self.rt.observe_tool(self.run, call.name, "cancelled", 0.0)
             return await self.finish("cancelled", prefix=batch)
         except ModelError as exc:
-            return await self.finish("failed", error=(exc.code, str(exc)))
+            logger.warning("run %s: the model failed: %s", self.run.run_id, exc)
+            return await self.finish("failed", error=(exc.code, exc.public))
         except (StoreUnavailableError, asyncio.CancelledError):
             # The store is gone or this process is stopping: leave the run as it is. Its lease
             # lapses and a process that can reach the store resumes it from the journal.

@@ -132,11 +132,15 @@ class ModelError(GatewayError):
 
     status, code = 502, "model_error"
 
-    def __init__(self, message: str, *, code: str | None = None, retryable: bool = False) -> None:
+    def __init__(
+        self, message: str, *, code: str | None = None, retryable: bool = False, public: str | None = None
+    ) -> None:
+        """Args: message: the full story (logged); public: what people see (``message`` by default)."""
         super().__init__(message)
         if code is not None:
             self.code = code
         self.retryable = retryable
+        self.public = public or message
 
 
 class StoreUnavailableError(GatewayError):

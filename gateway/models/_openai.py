@@ -274,6 +274,7 @@ class OpenAIModel:
                 f"connection to {self.name} at {self.client.base_url} failed: {exc.__cause__ or exc}",
                 code="model_unavailable",
                 retryable=True,
+                public=f"{self.name} could not be reached.",
             ) from exc
         except sdk.APIStatusError as exc:
             status: int = exc.status_code
