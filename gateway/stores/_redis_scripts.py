@@ -72,16 +72,17 @@ async def run_scripts(send: Send, commands: Sequence[Command], scripts: Sequence
     """Send commands together (one pipeline, no MULTI); reload scripts once if Redis forgot them.
 
     redis-py's own script helper asks ``SCRIPT EXISTS`` before every pipeline (a second round
-    trip); calling by SHA and reloading only on NOSCRIPT keeps one. Only the commands that met
-    NOSCRIPT are sent again.
+    trip); calling by SHA and reloading only on NOSCRIPT keeps one. After a reload, every command
+    from the first that met NOSCRIPT on is sent again, in order: a later command may read what the
+    script writes (``begin_run`` reads the history the script appended to), so its first reply
+    is stale. Commands that ride beside a script are idempotent index writes and reads, and
+    ``APPLY`` answers a write it already applied as it did, so sending them twice is safe.
     """
     results = await send(commands)
-    missing = [index for index, result in enumerate(results) if isinstance(result, NoScriptError)]
-    if missing:
-        for script in scripts:
-            await send([("SCRIPT LOAD", script.source)])
-        for index, result in zip(missing, await send([commands[index] for index in missing]), strict=True):
-            results[index] = result
+    first = next((i for i, result in enumerate(results) if isinstance(result, NoScriptError)), None)
+    if first is not None and scripts:
+        await send([("SCRIPT LOAD", script.source) for script in scripts])
+        results[first:] = await send(commands[first:])
     for result in results:
         if isinstance(result, Exception):
             raise result

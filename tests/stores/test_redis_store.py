@@ -14,13 +14,14 @@ from redis.crc import key_slot
 
 from gateway import StoreUnavailableError
 from gateway.events import RunEvent
+from gateway.models import UserMessage
 from gateway.stores import Batch, RedisStore
 from gateway.stores._redis_batch import CommandBatcher
 from gateway.stores._redis_client import redact
 from gateway.stores._redis_layout import PENDING_HEAD, approval_head
 from gateway.stores._redis_scripts import SETTLE
 
-from ._helpers import approval, begin, collect, delta, eventually, finish
+from ._helpers import approval, begin, collect, delta, eventually, finish, new_run, thread_of
 from ._server import RedisServer, SentinelServer, free_port
 from .conftest import drop_prefix
 
@@ -152,6 +153,30 @@ async def test_scripts_are_reloaded_after_redis_forgets_them(server: RedisServer
         await store.write("t1", Batch(run=run, approvals=[record]))  # a script in a pipeline
         assert await store.last_seq("t1") == 2
         assert await store.get_approval(record.tool_call_id) == record
+    finally:
+        await store.aclose()
+
+
+async def test_a_turn_begun_after_redis_forgot_its_scripts_sees_its_own_message(
+    server: RedisServer, prefix: str
+) -> None:
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix)
+    try:
+        run, _ = await begin(store, "t1", batch=Batch(messages=[UserMessage(content="first")]))
+        await finish(store, run)
+        await store.client.script_flush()
+        second = new_run("t1")
+        begun = await store.begin_run(
+            second,
+            thread=thread_of("t1"),
+            batch=Batch(messages=[UserMessage(content="second")]),
+            lease_owner="p1",
+            lease_ttl=30,
+        )
+        # The history is read in the script's pipeline: it must be read after the script ran.
+        assert begun.history == [UserMessage(content="first"), UserMessage(content="second")]
+        assert await store.get_messages("t1") == begun.history
     finally:
         await store.aclose()
 
