@@ -25,6 +25,10 @@ class Agent:
         model: This agent's model; the runtime's model when ``None``.
         max_steps: Model steps per run before the run stops with ``max_steps``.
         description: One line for catalogs (A2A skills, the demo page).
+        history_limit: The newest messages of the thread the model sees at most (``None``: the
+            whole thread). The window starts at a person's message, so a tool result never
+            arrives without the call it answers; a long thread (WhatsApp keeps one per sender)
+            stays within a model's context and costs the same each turn.
     """
 
     name: str
@@ -33,6 +37,7 @@ class Agent:
     model: Any = None
     max_steps: int = 8
     description: str = ""
+    history_limit: int | None = 200
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _AGENT_NAME.match(self.name):
@@ -45,3 +50,6 @@ class Agent:
             object.__setattr__(self, "tools", tuple(self.tools))
         if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
             raise UserError(f"Agent {self.name!r}: max_steps must be a positive int")
+        limit = self.history_limit
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise UserError(f"Agent {self.name!r}: history_limit must be a positive int or None")

@@ -226,6 +226,7 @@ class RunDriver:
 
     async def _loop(self) -> RunStatus:
         history = self._history if self._history is not None else await self.store.get_messages(self.run.thread_id)
+        history = history_window(history, self.agent.history_limit)
         step = 0
         while True:
             if self.cancel_requested:
@@ -680,3 +681,19 @@ class RunDriver:
                 if call.id not in self._settled:
                     self._settle(batch, call, "denied", reason=reason)
         return await self.finish("cancelled", prefix=batch)
+
+
+def history_window(messages: list[Message], limit: int | None) -> list[Message]:
+    """The newest ``limit`` messages, from the first person's message among them on.
+
+    Starting at a person's message keeps each tool result with the call that asked for it (an
+    OpenAI-style model refuses a tool message whose call it never saw). The newest message is
+    the turn's own, so the window is never empty.
+    """
+    if limit is None:
+        return messages
+    window = messages[-limit:]
+    for index, message in enumerate(window):
+        if isinstance(message, UserMessage):
+            return window[index:] if index else window
+    return window

@@ -243,7 +243,12 @@ class Runtime:
         for _ in range(3):
             try:
                 begun = await self.store.begin_run(
-                    run, thread=record, batch=batch, lease_owner=self.instance_id, lease_ttl=self.lease_ttl
+                    run,
+                    thread=record,
+                    batch=batch,
+                    lease_owner=self.instance_id,
+                    lease_ttl=self.lease_ttl,
+                    history_limit=agent.history_limit,
                 )
                 break
             except ThreadParkedError:

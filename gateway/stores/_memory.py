@@ -86,7 +86,14 @@ class MemoryStore:
         return thread.record.model_copy() if thread else None
 
     async def begin_run(
-        self, run: RunRecord, *, thread: ThreadRecord, batch: Batch, lease_owner: str, lease_ttl: float
+        self,
+        run: RunRecord,
+        *,
+        thread: ThreadRecord,
+        batch: Batch,
+        lease_owner: str,
+        lease_ttl: float,
+        history_limit: int | None = None,
     ) -> Begun:
         """Start ``run`` atomically and apply ``batch``."""
         state = self._threads.get(thread.thread_id)
@@ -111,7 +118,8 @@ class MemoryStore:
         self._leases[run.run_id] = (lease_owner, time.time() + lease_ttl)
         batch.run = run
         events = self._apply(state, batch)
-        return Begun(events=events, history=list(state.messages))
+        history = state.messages[-history_limit:] if history_limit is not None else list(state.messages)
+        return Begun(events=events, history=history)
 
     def _evict(self) -> None:
         """Forget the least recently active idle threads until ``max_threads`` remain."""

@@ -45,12 +45,14 @@ class Store(Protocol):
         batch: Batch,
         lease_owner: str,
         lease_ttl: float,
+        history_limit: int | None = None,
     ) -> Begun:
         """Start ``run`` atomically and apply ``batch`` (its user message and first events).
 
         Creates ``thread`` if it does not exist, takes the thread's running slot and the run's
         lease, sets ``run.first_seq``. Answers the events with their ``seq`` and the thread's
-        history (the new message included), so a turn starts in one round trip.
+        history (the new message included; only the newest ``history_limit`` messages when
+        given), so a turn starts in one round trip.
 
         Raises:
             ThreadForbiddenError: The thread exists and belongs to someone else.

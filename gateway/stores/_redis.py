@@ -181,7 +181,14 @@ class RedisStore:
         return ThreadRecord.model_validate_json(raw)
 
     async def begin_run(
-        self, run: RunRecord, *, thread: ThreadRecord, batch: Batch, lease_owner: str, lease_ttl: float
+        self,
+        run: RunRecord,
+        *,
+        thread: ThreadRecord,
+        batch: Batch,
+        lease_owner: str,
+        lease_ttl: float,
+        history_limit: int | None = None,
     ) -> Begun:
         """Start ``run`` atomically and apply ``batch``, and read the history, in one round trip.
 
@@ -199,7 +206,7 @@ class RedisStore:
             ("ZADD", self._keys.leases, time.time() * 1000 + lease_ms, member),
             ("SET", run_index, run.thread_id),
             # After the script in the same pipeline: the history with the new message in it.
-            ("LRANGE", self._keys.thread(thread.thread_id, "messages"), 0, -1),
+            ("LRANGE", self._keys.thread(thread.thread_id, "messages"), -history_limit if history_limit else 0, -1),
         ]
 
         first, results = await self._apply_with(
@@ -358,9 +365,8 @@ class RedisStore:
             entries = await self._call("XRANGE", self._keys.thread(thread_id, "events"), start, "+", *count)
         if not entries:
             return []
-        return EVENTS.validate_json(
-            json_array([next(iter(cast(dict[Any, Any], fields).values())) for _, fields in entries])
-        )
+        # Each entry is [id, [field, value]] as Redis sends it: the value is the event's JSON.
+        return EVENTS.validate_json(json_array([fields[1] for _, fields in entries]))
 
     async def last_seq(self, thread_id: str) -> int:
         """The newest ``seq`` of the thread (0 when empty)."""

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from gateway import Agent, ThreadBusyError, ThreadForbiddenError, UnknownAgentError
 from gateway.events import ToolCompletedEvent, ToolFailedEvent, ToolStartedEvent, UiEvent
-from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest, ToolMessage
+from gateway.models import AssistantMessage, ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest, ToolMessage
 from tools import (
     MetricsView,
     ResultField,
@@ -19,6 +19,7 @@ from tools import (
     ToolRegistry,
     TransientRetry,
     UiComponent,
+    UserError,
     define_tool,
 )
 
@@ -69,6 +70,44 @@ async def test_history_carries_over_between_turns(make_runtime: Any) -> None:
     assert [(m.role, getattr(m, "content", None)) for m in request.messages] == [
         ("user", "hello"), ("assistant", "Hi Alice."), ("user", "what did I say?"),
     ]  # fmt: skip
+
+
+async def test_a_long_thread_shows_the_model_its_newest_messages_from_a_persons_message_on(
+    make_runtime: Any,
+) -> None:
+    def script(request: ModelRequest, index: int) -> ScriptStep:
+        if request.step == 0:
+            return ScriptStep(tool_calls=[ToolCallRequest(name="get_weather", args={"city": request.last_user_text})])
+        return ScriptStep(text=f"Sunny in {request.last_user_text}.")
+
+    model = ScriptedModel(script)
+    agents = [Agent(name="short", history_limit=6), Agent(name="whole", history_limit=None)]
+    runtime = make_runtime(tools=[weather_tool()], model=model, agents=agents)
+    thread = new_thread()
+    for city in ("Lisbon", "Porto", "Braga"):  # four messages a turn: question, call, result, answer
+        assert await runtime.wait(await runtime.start_turn(turn(thread, city, agent="short")), timeout=5) == "completed"
+
+    await runtime.wait(await runtime.start_turn(turn(thread, "Faro", agent="short")), timeout=5)
+    # The newest six are [answer 2, question 3, call 3, result 3, answer 3, question 4]: the window
+    # starts at question 3, so the tool result travels with its call.
+    seen = model.requests[-2].messages
+    assert [m.role for m in seen] == ["user", "assistant", "tool", "assistant", "user"]
+    assert [getattr(m, "content", None) for m in seen[::4]] == ["Braga", "Faro"]
+    call, result = seen[1], seen[2]
+    assert isinstance(call, AssistantMessage) and isinstance(result, ToolMessage)
+    assert result.tool_call_id == call.tool_calls[0].id
+    # Within the run the model still sees its own steps after the window.
+    assert [m.role for m in model.requests[-1].messages][-3:] == ["user", "assistant", "tool"]
+
+    await runtime.wait(await runtime.start_turn(turn(thread, "Evora", agent="whole")), timeout=5)
+    assert len(model.requests[-2].messages) == 4 * 4 + 1
+
+
+def test_history_limit_must_be_a_positive_int_or_none() -> None:
+    assert Agent(name="a", history_limit=None).history_limit is None
+    for bad in (0, -1, True, 2.5, "10"):
+        with pytest.raises(UserError, match="history_limit"):
+            Agent(name="a", history_limit=bad)  # type: ignore[arg-type]
 
 
 async def test_read_calls_of_one_step_run_concurrently_and_keep_call_order(make_runtime: Any) -> None:

@@ -56,6 +56,21 @@ async def test_begin_run_creates_the_thread_and_numbers_events_from_one(store: S
     assert await store.last_seq(thread_id) == 2
 
 
+async def test_begin_run_answers_only_the_newest_messages_when_limited(store: Store, thread_id: str) -> None:
+    for n in range(3):
+        run = new_run(thread_id)
+        batch = Batch(messages=[UserMessage(content=f"q{n}"), AssistantMessage(content=f"a{n}")])
+        await store.begin_run(run, thread=thread_of(thread_id), batch=batch, lease_owner="p1", lease_ttl=30)
+        await finish(store, run)
+    run = new_run(thread_id)
+    batch = Batch(messages=[UserMessage(content="q3")])
+    begun = await store.begin_run(
+        run, thread=thread_of(thread_id), batch=batch, lease_owner="p1", lease_ttl=30, history_limit=3
+    )
+    assert begun.history == [UserMessage(content="q2"), AssistantMessage(content="a2"), UserMessage(content="q3")]
+    assert len(await store.get_messages(thread_id)) == 7  # the thread keeps everything
+
+
 async def test_begin_run_on_someone_elses_thread_is_forbidden(store: Store, thread_id: str) -> None:
     run, _ = await begin(store, thread_id, owner="alice")
     await finish(store, run)
