@@ -67,8 +67,8 @@ async def error_middleware(
         response = json_error(400, "bad_request", str(exc))
     if services is not None:
         route = _route_name(request)
-        services.metrics.http.labels(route, str(response.status)).inc()
-        services.metrics.http_seconds.labels(route).observe(time.perf_counter() - started)
+        services.metrics.http_count(route, str(response.status)).inc()
+        services.metrics.http_time(route).observe(time.perf_counter() - started)
         if not response.prepared:
             services.identity.attach_cookie(request, response)
     return response

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Metric, generate_latest
 from prometheus_client.core import CounterMetricFamily
@@ -30,6 +31,27 @@ class FrameCounts(Collector):
         family.add_metric(["in"], self.incoming)
         family.add_metric(["out"], self.outgoing)
         yield family
+
+
+class _Children:
+    """A labelled metric's children, kept by label values.
+
+    ``labels()`` checks the values and takes a lock on every call; a turn touches several
+    labelled metrics, so each child is looked up once and then found in a dict. Label values
+    come from small sets (channels, statuses, tool names, routes).
+    """
+
+    __slots__ = ("_children", "_metric")
+
+    def __init__(self, metric: Any) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
 
 
 class Metrics(RuntimeObserver):
@@ -66,6 +88,14 @@ class Metrics(RuntimeObserver):
             "agora_http_request_seconds", "HTTP request latency.", ["route"], buckets=_LATENCY, registry=r
         )
         self.rate_limited = Counter("agora_rate_limited_total", "Turns refused by the rate limit.", registry=r)
+        self.turn_count = _Children(self.turns)
+        self.run_count = _Children(self.runs)
+        self.tool_count = _Children(self.tools)
+        self.tool_time = _Children(self.tool_seconds)
+        self.render_count = _Children(self.renders)
+        self.render_time = _Children(self.render_seconds)
+        self.http_count = _Children(self.http)
+        self.http_time = _Children(self.http_seconds)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
@@ -75,17 +105,17 @@ class Metrics(RuntimeObserver):
     def run_started(self, run: RunRecord) -> None:
         """Count a turn when its run first starts (resumes are not turns)."""
         if run.status == "running" and run.usage.model_calls == 0:
-            self.turns.labels(run.turn.channel).inc()
+            self.turn_count(run.turn.channel).inc()
 
     def run_finished(self, run: RunRecord, status: RunStatus, seconds: float) -> None:
         """Count and time a run that ended or parked."""
-        self.runs.labels(status).inc()
+        self.run_count(status).inc()
         self.run_seconds.observe(seconds)
 
     def tool_settled(self, run: RunRecord, tool: str, status: str, seconds: float) -> None:
         """Count and time a tool call."""
-        self.tools.labels(tool, status).inc()
-        self.tool_seconds.labels(tool).observe(seconds)
+        self.tool_count(tool, status).inc()
+        self.tool_time(tool).observe(seconds)
 
     def model_step(self, run: RunRecord, seconds: float) -> None:
         """Time a model step."""

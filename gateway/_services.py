@@ -107,8 +107,8 @@ class GatewayServices:
         try:
             return await self.renderer.render(component, props, fmt, version=version)  # type: ignore[arg-type]
         finally:
-            self.metrics.renders.labels(fmt).inc()
-            self.metrics.render_seconds.labels(fmt).observe(time.perf_counter() - started)
+            self.metrics.render_count(fmt).inc()
+            self.metrics.render_time(fmt).observe(time.perf_counter() - started)
 
     async def deliver_ui(self, event: UiEvent, capabilities: UiCapabilities) -> dict[str, Any]:
         """What to add to a ``ui`` event for a client with ``capabilities``.
