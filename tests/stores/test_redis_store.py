@@ -390,3 +390,31 @@ async def test_the_batcher_keeps_to_its_connection_budget(redis_store: RedisStor
         await batcher.aclose()
     with pytest.raises(RuntimeError):
         await batcher.call("PING")
+
+
+async def test_a_call_given_up_mid_reply_leaves_the_connection_in_step(redis_store: RedisStore) -> None:
+    key = f"{redis_store.prefix}:blocked"
+    batcher = CommandBatcher(redis_store.client, max_in_flight=1)
+    try:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await batcher.call("BLPOP", key, 2)
+        # Reused as it was, the connection would answer the next call with the BLPOP's reply.
+        assert await batcher.call("RPUSH", key, "late") == 1
+        assert await batcher.call("LRANGE", key, 0, -1) == [b"late"]
+    finally:
+        await batcher.aclose()
+
+
+async def test_a_failing_command_fails_alone_and_bad_arguments_send_nothing(redis_store: RedisStore) -> None:
+    key = f"{redis_store.prefix}:mixed"
+    batcher = CommandBatcher(redis_store.client)
+    try:
+        set_reply, incr_reply, get_reply = await batcher.send([("SET", key, "v"), ("INCR", key), ("GET", key)])
+        assert set_reply == b"OK" and get_reply == b"v"
+        assert isinstance(incr_reply, redis.ResponseError) and "not an integer" in str(incr_reply)
+        with pytest.raises(redis.DataError, match="SET"):
+            await batcher.call("SET", f"{key}:none", None)
+        assert await batcher.call("EXISTS", f"{key}:none") == 0
+    finally:
+        await batcher.aclose()
