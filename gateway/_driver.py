@@ -87,6 +87,9 @@ __all__ = ["RunDriver"]
 
 logger = logging.getLogger("gateway.run")
 
+UNKNOWN_TOOL = "(unknown)"
+"""What observers hear as the tool of a call that names no registered tool."""
+
 T = TypeVar("T")
 Message = UserMessage | AssistantMessage | ToolMessage
 Preflight = PreflightReady | PreflightDenied | PreflightCompleted
@@ -446,7 +449,9 @@ class RunDriver:
                 tool, validated = await self._admit(call, ctx)
             except ToolError as exc:
                 self._settle(prefix, call, "failed", error=error_value(exc.code, str(exc)))
-                self.rt.observe_tool(self.run, call.name, "failed", 0.0)
+                # A name the model made up is not a label value: each would be a new series.
+                known = self.rt.registry.get(call.name) is not None
+                self.rt.observe_tool(self.run, call.name if known else UNKNOWN_TOOL, "failed", 0.0)
                 continue
             prefix.events.append(self._started_event(call, tool, validated))
             admitted.append((call, tool, validated, ctx))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from gateway import Agent, ThreadBusyError, ThreadForbiddenError, UnknownAgentError
+from gateway import Agent, RuntimeObserver, ThreadBusyError, ThreadForbiddenError, UnknownAgentError
 from gateway.events import ToolCompletedEvent, ToolFailedEvent, ToolStartedEvent, UiEvent
 from gateway.models import AssistantMessage, ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest, ToolMessage
 from tools import (
@@ -150,10 +150,19 @@ async def test_unknown_tool_and_bad_arguments_are_failures_the_model_sees(make_r
     )
     calls: list[str] = []
     runtime = make_runtime(tools=[weather_tool(calls)], model=model)
+    settled: list[tuple[str, str]] = []
+
+    class Ear(RuntimeObserver):
+        def tool_settled(self, run: Any, tool: str, status: str, seconds: float) -> None:
+            settled.append((tool, status))
+
+    runtime.observers.append(Ear())
     thread = new_thread()
     assert await runtime.wait(await runtime.start_turn(turn(thread)), timeout=5) == "completed"
     failed = [e for e in await all_events(runtime, thread) if isinstance(e, ToolFailedEvent)]
     assert [f.error["code"] for f in failed] == ["tool_not_found", "tool_input_invalid", "tool_input_invalid"]
+    # A made-up name never reaches observers (metrics labels): each would be a new series.
+    assert settled == [("(unknown)", "failed"), ("get_weather", "failed"), ("get_weather", "failed")]
     assert "city" in failed[2].error["message"]
     assert calls == []
     seen = [json.loads(m.content) for m in model.requests[1].messages if isinstance(m, ToolMessage)]
