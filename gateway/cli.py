@@ -28,6 +28,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", help="'demo' (offline) or 'openai:<model>' (AGORA_MODEL, default demo)")
     serve.add_argument("--tools", dest="tools_path", help="a folder or package of your tools (AGORA_TOOLS_PATH)")
     serve.add_argument("--public-base-url", help="the URL people and Twilio reach this gateway at")
+    serve.add_argument(
+        "--loop",
+        choices=["auto", "asyncio", "uvloop"],
+        default="auto",
+        help="event loop: uvloop when installed (pip install 'agora-gateway[uvloop]'), else asyncio (default auto)",
+    )
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING... (default INFO)")
     return parser
 
@@ -48,10 +54,15 @@ def tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-def _event_loop_name() -> str:
+def _event_loop_name(choice: str) -> str:
+    """The loop to serve on: ``uvloop`` roughly doubles web-socket throughput where installed."""
+    if choice == "asyncio":
+        return "asyncio"
     try:
         import uvloop  # noqa: F401
     except ImportError:
+        if choice == "uvloop":
+            raise ValueError("--loop uvloop: uvloop is not installed (pip install 'agora-gateway[uvloop]')") from None
         return "asyncio"
     return "uvloop"
 
@@ -74,9 +85,9 @@ def _serve(args: argparse.Namespace) -> int:
         }.items()
         if value is not None
     }
+    loop_name = _event_loop_name(args.loop)
     settings = Settings(**overrides)
     app = create_app(settings)
-    loop_name = _event_loop_name()
     runner: Any = None
     if loop_name == "uvloop":
         import uvloop

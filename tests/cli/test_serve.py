@@ -30,11 +30,13 @@ def fetch(url: str) -> tuple[int, bytes]:
         return answer.status, answer.read()
 
 
-async def test_serve_starts_healthy_with_extra_tools_and_stops_cleanly() -> None:
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+async def test_serve_starts_healthy_with_extra_tools_and_stops_cleanly(loop: str) -> None:
     port = free_port()
     env = {**os.environ, "AGORA_SECRET": "a-test-secret-for-the-cli-test"}
+    command = ["serve", "--port", str(port), "--tools", "examples/shop_tools.py", "--loop", loop]
     process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--tools", "examples/shop_tools.py"],
+        [sys.executable, "-m", "gateway", *command],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -45,7 +47,7 @@ async def test_serve_starts_healthy_with_extra_tools_and_stops_cleanly() -> None
         assert process.stdout is not None
         line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 30)
         assert line.startswith(f"agora-gateway listening on http://127.0.0.1:{port}/")
-        assert "model: demo" in line and "store: memory" in line
+        assert "model: demo" in line and "store: memory" in line and f"loop: {loop}" in line
         status, body = await asyncio.to_thread(fetch, f"http://127.0.0.1:{port}/healthz")
         assert (status, json.loads(body)) == (200, {"status": "ok"})
         status, body = await asyncio.to_thread(fetch, f"http://127.0.0.1:{port}/agent/tools?agent=*")
