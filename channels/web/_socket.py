@@ -22,7 +22,7 @@ from aiohttp import WSMsgType, web
 from pydantic import ValidationError
 
 from gateway import SERVICES, GatewayError, GatewayServices, InvalidTokenError, verify_actor_token
-from gateway.events import RUN_EVENT_ADAPTER, Turn, UiEvent
+from gateway.events import RUN_EVENT_ADAPTER, ApprovalSettledEvent, RunStartedEvent, Turn, UiEvent
 from gateway.stores import ThreadRecord
 from tools import Actor, UiCapabilities
 
@@ -244,6 +244,7 @@ class WebSession:
         store = self.services.runtime.store
         after_seq = frame.after_seq
         thread_id = f"web-{uuid.uuid4().hex}"
+        existing: ThreadRecord | None = None
         if frame.thread_id is not None:
             existing = await store.get_thread(frame.thread_id)
             if existing is None and not self.actor.id.startswith("anon:"):
@@ -279,17 +280,41 @@ class WebSession:
                 "after_seq": after_seq,
             }
         )
-        self._follower = asyncio.create_task(self._follow(thread_id, after_seq), name=f"agora-ws-{thread_id}")
+        # An approver may follow someone else's thread: only while a decision of theirs is pending.
+        approver = None if existing is None or existing.owned_by(self.actor) else self.actor
+        self._follower = asyncio.create_task(
+            self._follow(thread_id, after_seq, approver=approver), name=f"agora-ws-{thread_id}"
+        )
 
-    async def _follow(self, thread_id: str, after_seq: int) -> None:
+    async def _may_read(self, thread_id: str, actor: Actor) -> bool:
+        try:
+            await self.services.runtime.check_thread_access(thread_id, actor)
+        except GatewayError:
+            return False
+        return True
+
+    async def _follow(self, thread_id: str, after_seq: int, *, approver: Actor | None) -> None:
         try:
             async for event in self.services.runtime.store.subscribe(thread_id, after_seq):
+                # A new turn, or the last decision this approver had to make, ends their reading.
+                if approver and isinstance(event, RunStartedEvent) and not await self._may_read(thread_id, approver):
+                    break
                 if isinstance(event, UiEvent):
                     frame = RUN_EVENT_ADAPTER.dump_python(event, mode="json")
                     frame.update(await self.services.deliver_ui(event, self.capabilities))
                     await self.send(frame)
                 else:
                     await self.send_text(event.model_dump_json())
+                if (
+                    approver
+                    and isinstance(event, ApprovalSettledEvent)
+                    and not await self._may_read(thread_id, approver)
+                ):
+                    break
+            else:
+                return
+            await self.error("thread_forbidden", "Nothing on this thread waits for your decision any more")
+            await self.ws.close(code=CLOSE_FORBIDDEN, message=b"no pending decision")
         except _Closed:
             return
         except asyncio.CancelledError:

@@ -9,13 +9,15 @@ from typing import Any
 from aiohttp import WSMsgType
 from pydantic import BaseModel
 
-from gateway import SERVICES, Runtime
+from gateway import SERVICES, ApprovalPolicy, ApprovalRule, Runtime
 from gateway.events import TextDeltaEvent
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import Batch, MemoryStore
-from tools import ConfirmTemplate, ToolPresentation, define_tool
+from tools import Actor, ConfirmTemplate, ToolPresentation, define_tool
 
 from .conftest import ALICE, BOB, SECRET, connect, token_for
+
+OLGA = Actor(id="olga", roles=["ops"])
 
 
 class KeyInput(BaseModel):
@@ -281,3 +283,33 @@ async def test_an_after_seq_past_the_end_replays_the_whole_thread(make_client: A
     replayed = await again.until_type("run-finished")
     assert [f["seq"] for f in replayed] == [f["seq"] for f in frames if "seq" in f]
     await again.ws.close()
+
+
+async def test_an_approver_follows_someone_elses_thread_only_while_a_decision_waits(make_client: Any) -> None:
+    gate, started = asyncio.Event(), asyncio.Event()
+    runtime = gated_runtime(gate, started)
+    runtime.approval_policy = ApprovalPolicy(rules={"purge": ApprovalRule(approver="ops")})
+    client = await make_client(runtime)
+    alice = await connect(client, token=token_for(ALICE))
+    thread_id = (await alice.hello())["thread_id"]
+    requested = next(f for f in await alice.turn("purge k1") if f["type"] == "approval-requested")
+
+    olga = await connect(client, token=token_for(OLGA))
+    assert (await olga.hello(thread_id=thread_id))["thread_id"] == thread_id
+    await olga.until_type("approval-requested")
+    await olga.send({"type": "approve", "tool_call_id": requested["tool_call_id"], "id": "a1"})
+    seen = await olga.until(lambda f: f.get("type") == "error")
+    assert [f["type"] for f in seen][-2:] == ["approval-settled", "error"]  # she sees her decision land
+    assert seen[-1]["code"] == "thread_forbidden"
+    assert any(f.get("id") == "a1" and f["type"] == "ack" for f in seen)
+    await olga.closed()
+    assert olga.ws.close_code == 4403
+    await alice.until_type("run-finished")
+
+    # Alice goes on: nothing of her next turn reaches Olga, not even on a new socket.
+    await alice.turn("a private question")
+    again = await connect(client, token=token_for(OLGA))
+    await again.send({"type": "hello", "thread_id": thread_id})
+    assert (await again.recv())["code"] == "thread_forbidden"
+    await again.closed()
+    await alice.ws.close()
