@@ -64,10 +64,10 @@ class Socket:
         await self.send({"type": "hello", **fields})
         return (await self.until_type("welcome"))[-1]
 
-    async def turn(self, text: str, **fields: Any) -> list[dict[str, Any]]:
+    async def turn(self, text: str, *, timeout: float = 5.0, **fields: Any) -> list[dict[str, Any]]:
         """Send a message and collect frames until its run finishes or parks."""
         await self.send({"type": "send", "text": text, **fields})
-        return await self.until(lambda f: f.get("type") == "run-finished")
+        return await self.until(lambda f: f.get("type") == "run-finished", timeout)
 
     async def closed(self, timeout: float = 5.0) -> Any:
         message = await self.ws.receive(timeout=timeout)

@@ -113,7 +113,8 @@ async def test_image_clients_share_one_stored_render_of_the_same_component(make_
     for _ in range(2):
         ws = await connect(client, token=token_for(ALICE))
         await ws.hello(ui_capabilities={"formats": ["image", "text"]})
-        card = of_type(await ws.turn("weather in Lisbon"), "ui")[0]
+        # The first PNG starts the render workers (weasyprint loads in each): allow for a busy machine.
+        card = of_type(await ws.turn("weather in Lisbon", timeout=30), "ui")[0]
         assert card["form"] == "image" and card["media"][0]["mime"] == "image/png"
         urls.append(card["media"][0]["url"])
         await ws.ws.close()
