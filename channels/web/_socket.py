@@ -104,15 +104,16 @@ class WebSession:
     async def send_text(self, data: str) -> None:
         """Send one JSON text frame; a client that cannot take it in time is disconnected.
 
-        While the socket's write buffer has room a send cannot wait, so only sends into a full
-        buffer carry the ``ws_send_timeout`` scope (one timer per frame adds up under load).
+        While the socket's write buffer has room for the frame a send cannot wait, so only the
+        other sends carry the ``ws_send_timeout`` scope (one timer per frame adds up under load).
+        A str of n characters is at most 4n bytes of UTF-8.
         """
         async with self._lock:
             if self.ws.closed:
                 raise _Closed
             try:
                 transport = self._transport
-                if transport is not None and transport.get_write_buffer_size() < _ROOMY_BUFFER:
+                if transport is not None and transport.get_write_buffer_size() + 4 * len(data) < _ROOMY_BUFFER:
                     await self.ws.send_str(data)
                 else:
                     async with asyncio.timeout(self.services.settings.ws_send_timeout):

@@ -6,6 +6,7 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 from aiohttp import WSMsgType
 from pydantic import BaseModel
 
@@ -219,8 +220,12 @@ async def test_turns_are_rate_limited_per_actor(make_client: Any) -> None:
     await ws.ws.close()
 
 
-async def test_a_slow_reader_is_disconnected_instead_of_buffering_forever(make_client: Any) -> None:
-    client = await make_client(ws_send_timeout=0.2)
+@pytest.mark.parametrize(("size", "count"), [(60_000, 300), (3_000_000, 3)])
+async def test_a_slow_reader_is_disconnected_instead_of_buffering_forever(
+    make_client: Any, size: int, count: int
+) -> None:
+    # The heartbeat would close the socket too, later: it must not be what does it here.
+    client = await make_client(ws_send_timeout=0.2, ws_heartbeat=60.0)
     services = client.app[SERVICES]
     ws = await connect(client, token=token_for(ALICE))
     thread_id = (await ws.hello())["thread_id"]
@@ -228,8 +233,9 @@ async def test_a_slow_reader_is_disconnected_instead_of_buffering_forever(make_c
     assert services.metrics.sockets._value.get() == 1
     # The client stops reading; the thread gets large events: the server's buffers fill up, a
     # send waits past ws_send_timeout, and the server drops the socket instead of queueing more.
-    big = "x" * 60_000
-    for _ in range(300):
+    # A frame larger than every buffer must be timed too, though the buffer looked roomy.
+    big = "x" * size
+    for _ in range(count):
         event = TextDeltaEvent(thread_id=thread_id, run_id="r", message_id="m", delta=big)
         await services.runtime.store.write(thread_id, Batch(events=[event]))
     async with asyncio.timeout(10):
