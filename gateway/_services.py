@@ -78,6 +78,19 @@ class GatewayServices:
             raise UnauthenticatedError("Sign in: send a signed actor token")
         return actor
 
+    def client_address(self, request: web.Request) -> str | None:
+        """The address a request came from, for the per-address rate limit of anonymous turns.
+
+        Behind a proxy every request comes from the proxy: with ``trust_forwarded`` the last
+        ``X-Forwarded-For`` hop is used, the one our proxy appended (earlier hops are whatever
+        the client sent, so they are never trusted).
+        """
+        if self.settings.trust_forwarded:
+            hops = [hop.strip() for hop in request.headers.get("X-Forwarded-For", "").split(",")]
+            if hops[-1]:
+                return hops[-1][:64]
+        return request.remote
+
     async def start_turn(self, turn: Turn, *, client: str | None = None) -> str:
         """Start a turn for a channel, after the rate limits.
 

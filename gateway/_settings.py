@@ -61,7 +61,8 @@ class Settings(BaseSettings):
     trusted_headers: bool = False
     """Trust ``X-Actor-Id`` / ``X-Actor-Roles`` / ``X-Tenant-Ref`` (only behind a proxy that sets them)."""
     trust_forwarded: bool = False
-    """Trust ``X-Forwarded-Proto`` / ``X-Forwarded-Host`` (only behind a proxy that sets them)."""
+    """Trust ``X-Forwarded-Proto`` / ``X-Forwarded-Host`` and the last ``X-Forwarded-For`` hop
+    (only behind a proxy that sets them)."""
     anonymous: bool = True
     """Give visitors without a token an anonymous identity (a signed cookie)."""
     turn_rate_per_minute: float = Field(default=30.0, gt=0)

@@ -75,7 +75,7 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
         agent=ask.agent,
     )
     after = await runtime.store.last_seq(ask.thread_id)
-    agora_run_id = await services.start_turn(turn, client=request.remote)
+    agora_run_id = await services.start_turn(turn, client=services.client_address(request))
     await RunIds(runtime.store).remember_turn(ask.thread_id, agora_run_id, ask.run_id)
     return await stream.turn(ask.run_id, agora_run_id, after)
 

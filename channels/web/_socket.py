@@ -351,7 +351,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     await ws.prepare(request)
     services.metrics.sockets.inc()
     try:
-        await WebSession(services, ws, actor, request.transport, request.remote).run()
+        await WebSession(services, ws, actor, request.transport, services.client_address(request)).run()
     finally:
         services.metrics.sockets.dec()
         if not ws.closed:

@@ -257,6 +257,30 @@ async def test_dropping_the_cookie_does_not_escape_the_rate_limit(make_client: A
     assert answers == ["ack", "ack", "error"]
 
 
+@pytest.mark.parametrize("trust_forwarded", [True, False])
+async def test_behind_a_trusted_proxy_the_forwarded_address_is_rate_limited(
+    make_client: Any, trust_forwarded: bool
+) -> None:
+    client = await make_client(turn_burst=2, turn_rate_per_minute=1, trust_forwarded=trust_forwarded)
+
+    async def anonymous_turn(forwarded_for: str) -> str:
+        client.session.cookie_jar.clear()
+        ws = await connect(client, headers={"X-Forwarded-For": forwarded_for})
+        await ws.hello()
+        await ws.send({"type": "send", "text": "hi"})
+        kind: str = (await ws.recv())["type"]
+        await ws.ws.close()
+        return kind
+
+    # Two visitors behind one proxy; the first hop is what a client claims, so it never counts.
+    first = [await anonymous_turn(f"10.9.9.{n}, 203.0.113.7") for n in range(3)]
+    second = await anonymous_turn("203.0.113.8")
+    if trust_forwarded:
+        assert (first, second) == (["ack", "ack", "error"], "ack")
+    else:  # without the setting every request is the proxy's: one shared bucket
+        assert (first, second) == (["ack", "ack", "error"], "error")
+
+
 async def test_nobody_can_follow_a_thread_before_its_owner_creates_it(make_client: Any) -> None:
     client = await make_client()
     client.session.cookie_jar.clear()
