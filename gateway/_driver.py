@@ -515,10 +515,14 @@ class RunDriver:
     async def _complete(
         self, batch: Batch, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext, output: Any
     ) -> None:
-        """Settle a call as completed: its presentation, narration and result view."""
-        output = jsonable(output)
+        """Settle a call as completed: its presentation, narration and result view.
+
+        ``present`` gets what ``execute`` returned (a pydantic model stays one); the events and
+        the journal get its JSON form.
+        """
+        returned, output = output, jsonable(output)
         try:
-            for index, item in enumerate(await self.rt.registry.present(tool, output, ctx)):
+            for index, item in enumerate(await self.rt.registry.present(tool, returned, ctx)):
                 if item.id is None:
                     item = item.model_copy(update={"id": f"{call.id}:present:{index}"})
                 batch.events.append(self.ui_event(item, call.id))

@@ -412,3 +412,29 @@ async def test_observers_hear_every_written_event_once(make_runtime: Any) -> Non
     thread = new_thread()
     assert await runtime.wait(await runtime.start_turn(turn(thread)), timeout=5) == "completed"
     assert heard == [e.seq for e in await all_events(runtime, thread)]
+
+
+async def test_present_gets_what_execute_returned_and_events_get_its_json(make_runtime: Any) -> None:
+    class Forecast(BaseModel):
+        city: str
+        temp: float
+
+    def present(output: Forecast, ctx: Any) -> UiComponent:
+        # An attribute, not a key: present sees the model itself.
+        return UiComponent(component="KpiCards", props={"items": [{"label": output.city, "value": output.temp}]})
+
+    @define_tool(name="forecast", description="Forecast.", input=CityInput, present=present)
+    async def forecast(input: CityInput, ctx: Any) -> Forecast:
+        return Forecast(city=input.city, temp=21.5)
+
+    model = ScriptedModel(
+        [ScriptStep(tool_calls=[ToolCallRequest(name="forecast", args={"city": "Faro"})]), ScriptStep(text="ok")]
+    )
+    runtime = make_runtime(tools=[forecast], model=model)
+    thread = new_thread()
+    assert await runtime.wait(await runtime.start_turn(turn(thread)), timeout=5) == "completed"
+    events = await all_events(runtime, thread)
+    (ui,) = [e for e in events if isinstance(e, UiEvent)]
+    assert ui.props == {"items": [{"label": "Faro", "value": 21.5}]}
+    (done,) = [e for e in events if isinstance(e, ToolCompletedEvent)]
+    assert done.output == {"city": "Faro", "temp": 21.5}
