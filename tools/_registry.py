@@ -85,8 +85,8 @@ class RolesPolicy(Protocol):
 class DefaultRolesPolicy:
     """Set intersection of the actor's roles and the tool's; a tool with no roles is open.
 
-    This policy knows no abilities: a tool that names an ``ability`` and no ``roles`` fails
-    closed, so forgetting to install an ability-aware policy never opens a tool.
+    This policy knows no abilities: a tool that names an ``ability`` fails closed (whatever its
+    ``roles``), so forgetting to install an ability-aware policy never opens a tool.
     """
 
     def __init__(self, default_roles: Sequence[str] = ()) -> None:
@@ -95,7 +95,7 @@ class DefaultRolesPolicy:
 
     def allows(self, actor: Actor, tool: Tool) -> bool:
         """True when the role sets intersect, or the tool is open."""
-        if tool.ability is not None and not tool.roles:
+        if tool.ability is not None:
             return False
         roles = tool.roles or self.default_roles
         return not roles or not set(roles).isdisjoint(actor.roles)

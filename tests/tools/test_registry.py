@@ -346,14 +346,20 @@ async def test_default_roles_apply_to_tools_without_roles() -> None:
     assert names(await registry.definitions_for(tools.Actor("u"))) == []
 
 
-async def test_an_ability_without_an_ability_aware_policy_fails_closed(
-    actor: tools.Actor, ctx: tools.ToolContext
-) -> None:
+async def test_an_ability_without_an_ability_aware_policy_fails_closed(make_ctx: Any) -> None:
     counter = Counter()
-    registry = tools.ToolRegistry([counter.tool("refund", ability="orders.refund"), counter.tool("open")])
-    assert names(await registry.definitions_for(tools.Actor("root", ["admin", "member"]))) == ["open"]
-    with pytest.raises(tools.ToolForbiddenError):
-        await registry.invoke("refund", {}, ctx)
+    registry = tools.ToolRegistry(
+        [
+            counter.tool("refund", ability="orders.refund"),
+            counter.tool("wipe", roles=["admin"], ability="orders.wipe"),  # roles do not open it either
+            counter.tool("open"),
+        ]
+    )
+    root = tools.Actor("root", ["admin", "member"])
+    assert names(await registry.definitions_for(root)) == ["open"]
+    for name in ("refund", "wipe"):
+        with pytest.raises(tools.ToolForbiddenError):
+            await registry.invoke(name, {}, make_ctx(root))
     assert counter.calls == []
 
 
