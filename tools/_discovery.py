@@ -36,25 +36,60 @@ def _modules_of_package(package: str) -> list[ModuleType]:
     return modules
 
 
-def _import_file(path: Path, root: Path) -> ModuleType | None:
-    relative = path.relative_to(root).with_suffix("")
-    digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:8]
-    dotted = ".".join(part for part in relative.parts if part != "__init__") or "__init__"
-    module_name = f"agora_discovered_{digest}.{dotted}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
+def _folder_package(root: Path) -> str:
+    """Make ``root`` an importable package with a name of its own, and return the name.
+
+    Its modules import each other relatively (``from .helpers import fmt``) whatever order they
+    are discovered in, as they would in a package of the user's: the import system loads them,
+    with the folder as the package's path. The name is unique per folder, so two folders never
+    share modules. An ``__init__.py`` that raises is logged and the folder's other modules are
+    still imported.
+    """
+    name = "agora_discovered_" + hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:8]
+    if name in sys.modules:
+        return name
+    init = root / "__init__.py"
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(root)])
+    if init.is_file() and spec is not None and spec.loader is not None:
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[name] = package
+        try:
+            spec.loader.exec_module(package)
+            return name
+        except Exception:
+            logger.exception("tool module %s raised on import; its tools are skipped", init)
+    package = ModuleType(name)
+    package.__path__ = [str(root)]
+    package.__package__ = name
+    sys.modules[name] = package
+    return name
+
+
+def _import_file(path: Path, root: Path, package: str) -> ModuleType | None:
+    parts = [part for part in path.relative_to(root).with_suffix("").parts if part != "__init__"]
+    if not parts:
+        return sys.modules[package]
+    module_name = ".".join([package, *parts])
     try:
-        spec.loader.exec_module(module)
+        if all(part.isidentifier() for part in parts):
+            return importlib.import_module(module_name)
+        # A file or folder name that is no identifier cannot be imported by name: load it by path.
+        if module_name in sys.modules:
+            return sys.modules[module_name]
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            return None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(module_name, None)
+            raise
+        return module
     except Exception:
-        sys.modules.pop(module_name, None)
         logger.exception("tool module %s raised on import; its tools are skipped", path)
         return None
-    return module
 
 
 def _modules_of_path(path: Path) -> list[ModuleType]:
@@ -67,10 +102,11 @@ def _modules_of_path(path: Path) -> list[ModuleType]:
             if not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(path).parts)
         )
         root = path
+    package = _folder_package(root)
     modules = []
     for file in files:
-        module = _import_file(file, root)
-        if module is not None:
+        module = _import_file(file, root, package)
+        if module is not None and module not in modules:
             modules.append(module)
     return modules
 

@@ -102,6 +102,44 @@ async def test_folder_discovery_collects_every_form_and_skips_a_broken_module(
     assert registry.get("purge_cache") is not None and registry.get("purge_cache").kind == "action"  # type: ignore[union-attr]
 
 
+async def test_modules_of_a_folder_import_each_other_relatively_in_any_order(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path, "__init__.py", "PREFIX = '#'")
+    write(
+        tmp_path,
+        "orders.py",
+        """
+        from . import PREFIX
+        from .zz_helpers import label  # sorts after this module: imported on demand
+        from .sub.codes import CODE
+
+        class OrderInput(BaseModel):
+            order_id: str
+
+        @tools.define_tool(name="order_label", description="Label an order.", input=OrderInput)
+        async def order_label(input: OrderInput, ctx: Any) -> str:
+            return PREFIX + label(input.order_id) + CODE
+    """,
+    )
+    write(tmp_path, "zz_helpers.py", "def label(value: str) -> str:\n    return f'<{value}>'")
+    write(tmp_path, "sub/codes.py", "CODE = '!'")  # a folder without __init__.py
+    write(tmp_path, "broken_init/__init__.py", BROKEN)
+    write(
+        tmp_path,
+        "broken_init/inner.py",
+        'inner = tools.define_tool(name="inner", description="I.", execute=lambda i, c: 1)',
+    )
+    with caplog.at_level(logging.ERROR, logger="tools.discovery"):
+        found = tools.discover_tools(tmp_path)
+    # A subpackage whose __init__ raises is skipped with its modules, as Python would; the rest load.
+    assert names(found) == ["order_label"]
+    assert "broken_init" in caplog.text and "boom: missing DATABASE_URL" in caplog.text
+    (order_label,) = found
+    ctx = tools.ToolContext(actor=tools.Actor("u"), run_id="r", tool_call_id="c")
+    assert await tools.ToolRegistry([order_label]).invoke("order_label", {"order_id": "7"}, ctx) == "#<7>!"
+
+
 def test_a_single_file(tmp_path: Path) -> None:
     path = write(tmp_path, "orders.py", ORDERS)
     assert names(tools.discover_tools(path)) == ["get_order", "order_status"]
