@@ -152,10 +152,44 @@ class RunDriver:
         return event
 
     async def write(self, batch: Batch) -> list[RunEvent]:
-        """Write a batch for this run (its record included, so journal entries attach to it)."""
+        """Write a batch for this run (its record included, so journal entries attach to it).
+
+        While the store is away the batch is held and written once it is back (for up to the
+        runtime's ``store_retry``): a tool that finished during an outage is journaled, not run
+        again. The run's lease is renewed, or taken back if it lapsed meanwhile and no other
+        process took the run; if one did, this driver stops and that one goes on.
+        """
         self.run.updated_at = now_iso()
         batch.run = self.run
-        return await self.rt.write(self.run.thread_id, batch)
+        try:
+            return await self.rt.write(self.run.thread_id, batch)
+        except StoreUnavailableError:
+            if self.rt.store_retry <= 0:
+                raise
+            return await self._write_when_back(batch)
+
+    async def _write_when_back(self, batch: Batch) -> list[RunEvent]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.rt.store_retry
+        delay = 0.05
+        logger.warning("run %s: the store is unavailable; holding a step until it is back", self.run.run_id)
+        while True:
+            await asyncio.sleep(delay)  # backoff between attempts, not synchronisation
+            delay = min(delay * 2, 2.0)
+            if self.rt.closed:  # a shielded write outliving its runtime gives up
+                raise StoreUnavailableError(f"run {self.run.run_id}: the runtime closed while the store was away")
+            try:
+                held = await self.rt.reclaim(self.run)
+                events = await self.rt.write(self.run.thread_id, batch) if held else None
+            except StoreUnavailableError:
+                if loop.time() >= deadline:
+                    raise
+                continue
+            if events is None:
+                # Stopped as a process that lost its store stops: the run is another's now.
+                raise StoreUnavailableError(f"run {self.run.run_id} is driven by another process now")
+            logger.info("run %s: the store is back; the held step is written", self.run.run_id)
+            return events
 
     def request_cancel(self) -> None:
         """Stop at the next safe point; a model call or tools in flight are cancelled now."""

@@ -96,6 +96,7 @@ class Runtime:
         lease_ttl: float = 15.0,
         maintenance_interval: float | None = None,
         instance_id: str | None = None,
+        store_retry: float = 60.0,
     ) -> None:
         """Assemble a runtime.
 
@@ -111,6 +112,9 @@ class Runtime:
                 whose process died is resumed elsewhere after this long.
             maintenance_interval: Seconds between background passes (``lease_ttl / 3``).
             instance_id: This process's name in leases (host, pid and a random suffix).
+            store_retry: Seconds a run holds a step it could not write while the store is away
+                (a tool's result, say) and tries again; ``0`` stops the run at once. Past this,
+                the run stops and resumes from its journal later, running unsettled calls again.
 
         Raises:
             UserError: An agent has no model and no runtime model is given, or names repeat.
@@ -139,6 +143,9 @@ class Runtime:
             raise UserError("lease_ttl must be positive")
         self.lease_ttl = float(lease_ttl)
         self.maintenance_interval = maintenance_interval or self.lease_ttl / 3
+        if store_retry < 0:
+            raise UserError("store_retry must not be negative")
+        self.store_retry = float(store_retry)
         self.instance_id = instance_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.observers: list[RuntimeObserver] = []
         self._drivers: dict[str, RunDriver] = {}
@@ -167,6 +174,11 @@ class Runtime:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._owns_store:
             await self.store.aclose()
+
+    @property
+    def closed(self) -> bool:
+        """``aclose`` was called."""
+        return self._state is _State.CLOSED
 
     async def __aenter__(self) -> Runtime:
         await self.start()
@@ -468,6 +480,19 @@ class Runtime:
             return self.default_agent
         return agent
 
+    async def reclaim(self, run: RunRecord) -> bool:
+        """Hold the lease of a run this process drives.
+
+        Renews it, or takes it back if it lapsed (a store outage outlasted it) and nobody else
+        took the run. ``False`` when someone did, or the run is no longer running.
+        """
+        if await self.store.renew_lease(run.thread_id, run.run_id, owner=self.instance_id, ttl=self.lease_ttl):
+            return True
+        claimed = await self.store.claim_run(
+            run.run_id, owner=self.instance_id, ttl=self.lease_ttl, expect=frozenset({"running"})
+        )
+        return claimed is not None
+
     async def _resume(self, run_id: str, *, expect: frozenset[str]) -> bool:
         run = await self.store.claim_run(run_id, owner=self.instance_id, ttl=self.lease_ttl, expect=expect)
         if run is None:
@@ -556,9 +581,12 @@ class Runtime:
         for (run_id, driver), still_held, cancel_flag in zip(drivers, held, flags, strict=True):
             task = self._tasks.get(run_id)
             if not still_held and task is not None and driver.run.status == "running":
-                logger.warning("lost the lease of run %s; stopping here", run_id)
-                task.cancel()
-                continue
+                if await self.reclaim(driver.run):
+                    logger.info("took back the lease of run %s, which lapsed while the store was away", run_id)
+                else:
+                    logger.warning("lost the lease of run %s; stopping here", run_id)
+                    task.cancel()
+                    continue
             if cancel_flag and not driver.cancel_requested:
                 driver.request_cancel()
         for _thread_id, run_id in await self.store.expired_leases():

@@ -305,7 +305,7 @@ class RedisStore:
             "\n".join([message.model_dump_json() for message in batch.messages]),
             "\n".join([approval_json(approval) for approval in batch.approvals]),
             json.dumps([approval.tool_call_id for approval in batch.approvals]) if batch.approvals else "",
-            uuid.uuid4().hex,
+            batch.write_id,
         ]
         async with self._guard():
             if not extra and not batch.approvals:

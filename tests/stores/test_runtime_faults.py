@@ -98,7 +98,16 @@ class KeyInput(BaseModel):
     key: str
 
 
-async def test_redis_stopped_and_started_mid_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store_retry", [60.0, 0.0], ids=["held", "dropped"])
+async def test_redis_stopped_and_started_mid_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, store_retry: float
+) -> None:
+    """A tool finishes while Redis is away, for longer than the run's lease.
+
+    With ``store_retry`` the driver holds the result, takes its lapsed lease back when Redis
+    returns, and writes it: the tool ran once. Without, the run stops and resumes from its
+    journal: the unsettled call runs again, with the same idempotency key.
+    """
     server = RedisServer(tmp_path)
     await server.start()
     attempts: list[str] = []
@@ -126,8 +135,14 @@ async def test_redis_stopped_and_started_mid_run(tmp_path: Path) -> None:
         return ScriptStep(text="Charged.")
 
     store = RedisStore(server.url, prefix="faults")
+    lease_ttl = 0.5
     runtime = Runtime(
-        tools=[charge, look], model=ScriptedModel(plan), store=store, lease_ttl=0.5, maintenance_interval=0.1
+        tools=[charge, look],
+        model=ScriptedModel(plan),
+        store=store,
+        lease_ttl=lease_ttl,
+        maintenance_interval=0.1,
+        store_retry=store_retry,
     )
     try:
         run_id = await runtime.start_turn(Turn(thread_id="t-outage", actor=Actor(id="u1"), text="charge"))
@@ -138,8 +153,13 @@ async def test_redis_stopped_and_started_mid_run(tmp_path: Path) -> None:
         server.process = None
         release.set()  # the tool finishes while Redis is away: its result cannot be written
         async with asyncio.timeout(10):
-            while run_id in runtime._tasks:
-                await asyncio.sleep(0.02)
+            if store_retry:
+                while "holding a step" not in caplog.text:
+                    await asyncio.sleep(0.02)
+            else:
+                while run_id in runtime._tasks:
+                    await asyncio.sleep(0.02)
+        await asyncio.sleep(lease_ttl * 2)  # the outage outlasts the lease: it lapses
         await server.start()  # same port, same data
         async with asyncio.timeout(20):
             while True:
@@ -156,6 +176,9 @@ async def test_redis_stopped_and_started_mid_run(tmp_path: Path) -> None:
     looks = [a for a in attempts if a.startswith("look:")]
     charges = [a for a in attempts if not a.startswith("look:")]
     assert len(looks) == 1, "the call settled before the outage did not run again"
-    assert len(charges) == 2 and charges[0] == charges[1], "the unsettled call ran again with the same key"
+    if store_retry:
+        assert len(charges) == 1, "the result was held and written when Redis came back"
+    else:
+        assert len(charges) == 2 and charges[0] == charges[1], "the unsettled call ran again with the same key"
     assert len(effects_by_key) == 1, "so an idempotent tool charged once"
     assert kinds.count("tool-completed") == 2 and kinds[-2:] == ["text-end", "run-finished"]
