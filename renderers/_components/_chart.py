@@ -31,6 +31,11 @@ _BOTTOM = 30
 _TEXT_POINTS = 15
 
 
+MAX_VALUE = 1e18
+"""The largest magnitude a chart draws: the axis arithmetic stays finite (a span of two floats
+near ``1e308`` is infinite) and a label still reads as a number."""
+
+
 class Series(ComponentProps):
     """One series of a ``Chart``: the key of its values in each data row and its legend label."""
 
@@ -64,6 +69,9 @@ class ChartProps(ComponentProps):
                     continue
                 if isinstance(value, bool) or not isinstance(value, int | float | Decimal) or not math.isfinite(value):
                     raise ValueError(f"data.{index}.{series.key}: expected a number or null, got {value!r:.40}")
+                if abs(value) > MAX_VALUE:
+                    limit = f"±{MAX_VALUE:.0e}"
+                    raise ValueError(f"data.{index}.{series.key}: {value:.3g} is beyond the {limit} a chart draws")
         return self
 
 

@@ -10,6 +10,7 @@ from renderers import (
     ComponentDefinitionError,
     ComponentProps,
     PropsInvalidError,
+    Renderer,
     UnknownComponentError,
     default_catalog,
 )
@@ -121,6 +122,16 @@ def test_chart_values_must_be_numbers() -> None:
     props = {"type": "bar", "x_key": "m", "series": [{"key": "v", "label": "V"}], "data": [{"m": "Jan", "v": "lots"}]}
     with pytest.raises(PropsInvalidError, match=r"data\.0\.v: expected a number"):
         chart.validate(props)
+
+
+async def test_chart_values_beyond_what_an_axis_can_span_are_refused_and_big_ones_draw() -> None:
+    chart = default_catalog().get("Chart")
+    base = {"type": "bar", "x_key": "m", "series": [{"key": "v", "label": "V"}]}
+    with pytest.raises(PropsInvalidError, match=r"data\.0\.v: 1e\+308 is beyond"):
+        chart.validate({**base, "data": [{"m": "a", "v": 1e308}, {"m": "b", "v": -1e308}]})
+    async with Renderer() as renderer:  # the largest allowed, both signs: a finite axis
+        svg = await renderer.render("Chart", {**base, "data": [{"m": "a", "v": 1e18}, {"m": "b", "v": -1e18}]}, "html")
+    assert "<svg" in str(svg.data) and "nan" not in str(svg.data).lower()
 
 
 def test_hundred_thousand_rows_are_refused_at_once() -> None:
