@@ -90,6 +90,9 @@ class Renderer:
         cache: Where renders are kept; default a ``MemoryRenderCache()``; ``None`` for none.
         timeout: Seconds a PNG/PDF render may take in its worker before it is cut off
             (``RenderTimeoutError``; the worker is replaced).
+        timeout_per_kb: Seconds added to ``timeout`` per KiB of the props' JSON, up to six
+            times ``timeout`` in all: layout time grows with the text to lay out (a
+            500-row, 12-column table takes about 18 s here), a hung render is still cut off.
         image_width: Width of PNG images in pixels (the page is laid out at phone width and
             rasterised to this).
         max_pages: Refuse layouts of more pages (``RenderFailedError``).
@@ -106,13 +109,14 @@ class Renderer:
         workers: int | None = None,
         cache: RenderCache | None | _Default = _DEFAULT,
         timeout: float = 10.0,
+        timeout_per_kb: float = 0.1,
         image_width: int = 1080,
         max_pages: int = 50,
         max_props_bytes: int = 2_000_000,
         inline_limit: int = 32_000,
     ) -> None:
-        if timeout <= 0 or image_width < 100 or max_pages < 1:
-            raise UserError("timeout must be > 0, image_width >= 100 and max_pages >= 1")
+        if timeout <= 0 or timeout_per_kb < 0 or image_width < 100 or max_pages < 1:
+            raise UserError("timeout must be > 0, timeout_per_kb >= 0, image_width >= 100 and max_pages >= 1")
         self.catalog = catalog if catalog is not None else default_catalog()
         """The components this renderer knows."""
         self.cache: RenderCache | None = MemoryRenderCache() if cache is _DEFAULT else cache
@@ -120,6 +124,7 @@ class Renderer:
         self.stats = RenderStats()
         """Counters since this renderer was built."""
         self.timeout = timeout
+        self.timeout_per_kb = timeout_per_kb
         self.image_width = image_width
         self.max_pages = max_pages
         self.max_props_bytes = max_props_bytes
@@ -314,7 +319,7 @@ class Renderer:
             # the event loop one jinja render at a time instead of fifty in one go.
             async with self._media_slots:
                 fragment = await self._fragment(definition, model, in_thread=in_thread, for_print=True)
-                rendered = await self._render_media(definition, model, fragment, fmt)
+                rendered = await self._render_media(definition, model, fragment, fmt, self.budget(size))
         self.stats.produced[fmt] += 1
         if self.cache is not None:
             await self.cache.set(key, rendered)
@@ -327,19 +332,23 @@ class Renderer:
             return await asyncio.to_thread(self._html.fragment, definition, model, for_print=for_print)
         return self._html.fragment(definition, model, for_print=for_print)
 
+    def budget(self, props_bytes: int) -> float:
+        """Seconds a PNG/PDF render of props of that many bytes of JSON may take."""
+        return min(self.timeout + self.timeout_per_kb * props_bytes / 1024, 6 * self.timeout)
+
     async def _render_media(
-        self, definition: ComponentDef[Any], model: BaseModel, fragment: str, fmt: RenderFormat
+        self, definition: ComponentDef[Any], model: BaseModel, fragment: str, fmt: RenderFormat, timeout: float
     ) -> Rendered:
         title = getattr(model, "title", None)
         profile: PageProfile = "pdf" if fmt == "pdf" else "image"
         page = self._html.page(fragment, profile=profile, title=title if isinstance(title, str) else definition.name)
         try:
             if fmt == "pdf":
-                pdf = await self.pool.run(_worker.render_pdf, page, self.max_pages, timeout=self.timeout)
+                pdf = await self.pool.run(_worker.render_pdf, page, self.max_pages, timeout=timeout)
                 warnings, rendered = pdf.warnings, Rendered(pdf.pdf, MIME_TYPES["pdf"], (pdf.pdf,), pdf.pages)
             else:
                 png = await self.pool.run(
-                    _worker.render_png, page, self.image_width, self.max_pages, timeout=self.timeout
+                    _worker.render_png, page, self.image_width, self.max_pages, timeout=timeout
                 )
                 pages = tuple(png.pages)
                 warnings, rendered = png.warnings, Rendered(pages[0], MIME_TYPES["png"], pages, len(pages))

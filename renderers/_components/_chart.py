@@ -69,7 +69,7 @@ class ChartProps(ComponentProps):
                     continue
                 if isinstance(value, bool) or not isinstance(value, int | float | Decimal) or not math.isfinite(value):
                     raise ValueError(f"data.{index}.{series.key}: expected a number or null, got {value!r:.40}")
-                if abs(value) > MAX_VALUE:
+                if abs(float(value)) > MAX_VALUE:
                     limit = f"±{MAX_VALUE:.0e}"
                     raise ValueError(f"data.{index}.{series.key}: {value:.3g} is beyond the {limit} a chart draws")
         return self

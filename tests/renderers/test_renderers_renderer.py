@@ -7,6 +7,7 @@ import statistics
 import time
 from typing import Any
 
+import pypdfium2 as pdfium
 import pytest
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -149,7 +150,7 @@ async def test_time_limit_and_crash_leave_a_working_pool() -> None:
     rows = [{f"c{j}": f"value {i}-{j}" for j in range(8)} for i in range(500)]
     heavy = {"columns": [{"key": f"c{j}", "label": f"Column {j}"} for j in range(8)], "rows": rows}
     async with RenderPool(1, initializer=_init_worker()) as pool:
-        async with Renderer(pool=pool, timeout=0.05, cache=None) as hasty:
+        async with Renderer(pool=pool, timeout=0.05, timeout_per_kb=0, cache=None) as hasty:
             with pytest.raises(RenderTimeoutError) as raised:
                 await hasty.render("DataTable", heavy, "pdf")
         assert raised.value.component == "DataTable" and raised.value.timeout == 0.05
@@ -162,6 +163,29 @@ async def test_time_limit_and_crash_leave_a_working_pool() -> None:
             again = await patient.render("Callout", {**CARD, "title": "After the crash"}, "png")
             assert png_image(again.data).width == 1080  # type: ignore[arg-type]
         assert pool.workers_started == 3  # the first, one after the time limit, one after the crash
+
+
+async def test_the_time_budget_grows_with_the_props_and_is_bounded() -> None:
+    renderer = Renderer(timeout=10, timeout_per_kb=0.1)
+    assert renderer.budget(0) == 10
+    assert renderer.budget(200 * 1024) == pytest.approx(30)
+    assert renderer.budget(10_000 * 1024) == 60  # at most six times the base: a hung render still ends
+
+
+@pytest.mark.slow
+async def test_a_table_at_the_props_limits_renders_as_a_document_in_its_default_budget(
+    shared_pool: RenderPool,
+) -> None:
+    columns = [
+        {"key": f"c{j}", "label": f"Column {j}", "format": "currency" if j % 3 == 0 else "text"} for j in range(12)
+    ]
+    rows = [{f"c{j}": i * 1.5 if j % 3 == 0 else f"value {i}-{j} lorem ipsum" for j in range(12)} for i in range(500)]
+    async with Renderer(pool=shared_pool, cache=None) as renderer:  # the default timeout and budget
+        pdf = await renderer.render("DataTable", {"title": "Everything", "columns": columns, "rows": rows}, "pdf")
+    assert pdf.page_count > 20
+    document = pdfium.PdfDocument(pdf.data)
+    last = document[len(document) - 1].get_textpage().get_text_range()
+    assert "value 499-11 lorem ipsum" in last.replace("\r\n", " ").replace("\n", " ")
 
 
 def _init_worker() -> Any:
