@@ -3,7 +3,7 @@
 from aiohttp import web
 
 from ._frames import ApproveFrame, CancelFrame, ClientFrame, HelloFrame, RejectFrame, SendFrame
-from ._socket import WEB_DEFAULT_CAPABILITIES, WebSession, websocket_handler
+from ._socket import OPEN_SOCKETS, WEB_DEFAULT_CAPABILITIES, WebSession, close_sockets, websocket_handler
 
 __all__ = [
     "WEB_DEFAULT_CAPABILITIES",
@@ -20,5 +20,7 @@ __all__ = [
 
 
 def setup(app: web.Application) -> None:
-    """Mount ``GET /agent/ws`` on a gateway app."""
+    """Mount ``GET /agent/ws`` on a gateway app; its sockets close when the app shuts down."""
+    app[OPEN_SOCKETS] = set()
+    app.on_shutdown.append(close_sockets)
     app.router.add_get("/agent/ws", websocket_handler)

@@ -18,7 +18,7 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
 from gateway import SERVICES, GatewayError, GatewayServices, InvalidTokenError, verify_actor_token
@@ -28,7 +28,7 @@ from tools import Actor, UiCapabilities
 
 from ._frames import CLIENT_FRAME, FRAME_TYPES, ApproveFrame, CancelFrame, HelloFrame, RejectFrame, SendFrame
 
-__all__ = ["WEB_DEFAULT_CAPABILITIES", "websocket_handler"]
+__all__ = ["OPEN_SOCKETS", "WEB_DEFAULT_CAPABILITIES", "close_sockets", "websocket_handler"]
 
 logger = logging.getLogger("channels.web")
 
@@ -37,6 +37,9 @@ WEB_DEFAULT_CAPABILITIES = UiCapabilities(formats=["html"])
 
 _ROOMY_BUFFER = 32 * 1024
 """Below this many unsent bytes a web-socket send never waits (the transport pauses at 64 KiB)."""
+
+OPEN_SOCKETS = web.AppKey("agora_web_sockets", set[web.WebSocketResponse])
+"""The app's open web sockets: closed (1001, going away) when the app shuts down."""
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -350,10 +353,28 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     services.identity.attach_cookie(request, ws)
     await ws.prepare(request)
     services.metrics.sockets.inc()
+    sockets = request.app.get(OPEN_SOCKETS)
+    if sockets is not None:
+        sockets.add(ws)
     try:
         await WebSession(services, ws, actor, request.transport, services.client_address(request)).run()
     finally:
         services.metrics.sockets.dec()
+        if sockets is not None:
+            sockets.discard(ws)
         if not ws.closed:
             await ws.close()
     return ws
+
+
+async def close_sockets(app: web.Application) -> None:
+    """Tell every open socket the server is going away, so shutting down does not wait on them.
+
+    The widget reconnects (to this process when it is back, or to another behind the same URL)
+    and replays what it missed.
+    """
+    sockets = list(app.get(OPEN_SOCKETS, ()))
+    await asyncio.gather(
+        *(ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutting down") for ws in sockets),
+        return_exceptions=True,
+    )

@@ -82,3 +82,37 @@ async def test_a_gateway_whose_redis_is_down_refuses_to_start() -> None:
             await runner.setup()
     finally:
         await runner.cleanup()
+
+
+async def test_stopping_serve_closes_open_web_sockets_at_once() -> None:
+    import time
+
+    import aiohttp
+
+    port = free_port()
+    env = {**os.environ, "AGORA_SECRET": "a-test-secret-for-the-cli-test"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 30)
+        async with aiohttp.ClientSession() as session, session.ws_connect(f"http://127.0.0.1:{port}/agent/ws") as ws:
+            await ws.send_json({"type": "hello"})
+            assert (await ws.receive_json(timeout=10))["type"] == "welcome"
+            stopping = time.monotonic()
+            process.terminate()
+            message = await ws.receive(timeout=10)
+            assert message.type is aiohttp.WSMsgType.CLOSE and message.data == aiohttp.WSCloseCode.GOING_AWAY
+        await asyncio.to_thread(process.wait, 10)
+        assert time.monotonic() - stopping < 5  # an open socket used to hold the shutdown for ~40 s
+    finally:
+        if process.poll() is None:
+            process.kill()
+        _, err = await asyncio.to_thread(process.communicate, timeout=20)
+    assert process.returncode == 0, err
