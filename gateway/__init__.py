@@ -30,6 +30,7 @@ from ._identity import (
     sign_actor_token,
     verify_actor_token,
 )
+from ._json import parse_json
 from ._runtime import Runtime, RuntimeObserver
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
 from ._settings import Settings
@@ -73,6 +74,7 @@ __all__ = [
     "UnauthenticatedError",
     "UnknownAgentError",
     "create_app",
+    "parse_json",
     "sign_actor_token",
     "verify_actor_token",
 ]

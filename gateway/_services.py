@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -107,7 +108,8 @@ class GatewayServices:
             if not self.limiter.allow(key):
                 self.metrics.rate_limited.inc()
                 retry = self.limiter.retry_after(key)
-                raise RateLimitedError(f"Too many messages; try again in {retry:.0f} s", retry_after=retry)
+                wait = max(1, math.ceil(retry))  # never "try again in 0 s"
+                raise RateLimitedError(f"Too many messages; try again in {wait} s", retry_after=retry)
         return await self.runtime.start_turn(turn)
 
     def media_url(self, token: str) -> str:

@@ -13,6 +13,9 @@ __all__ = ["Settings"]
 
 logger = logging.getLogger("gateway.settings")
 
+MIN_SECRET_BYTES = 16
+"""A shorter secret is refused: it signs cookies, tokens and media URLs."""
+
 
 def _split(value: Any) -> Any:
     if isinstance(value, str):
@@ -95,6 +98,13 @@ class Settings(BaseSettings):
 
     _split_lists = field_validator("allowed_origins", "whatsapp_default_roles", mode="before")(_split)
     _split_maps = field_validator("whatsapp_roles", "whatsapp_languages", mode="before")(_pairs)
+
+    @field_validator("secret")
+    @classmethod
+    def _long_enough(cls, secret: SecretStr | None) -> SecretStr | None:
+        if secret is not None and len(secret.get_secret_value().encode("utf-8")) < MIN_SECRET_BYTES:
+            raise ValueError(f"must be at least {MIN_SECRET_BYTES} bytes (make one with: openssl rand -hex 32)")
+        return secret
 
     @model_validator(mode="after")
     def _defaults(self) -> Settings:

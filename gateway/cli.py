@@ -100,9 +100,12 @@ def _serve(args: argparse.Namespace) -> int:
 
     def announce(*_: object) -> None:
         # run_app calls this once the listening sockets are bound: the URL answers from now on.
+        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+        listening = f"http://{host}:{settings.port}"
+        public = f", public URL: {settings.public_base_url}/" if settings.public_base_url else ""
         print(
-            f"agora-gateway listening on {settings.base_url()}/  (model: {settings.model}, store: {store}, "
-            f"loop: {loop_name})",
+            f"agora-gateway listening on {listening}/  (model: {settings.model}, store: {store}, "
+            f"loop: {loop_name}{public})",
             flush=True,
         )
 
@@ -120,10 +123,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     if args.command == "serve":
+        from pydantic import ValidationError
+
         from tools import AgoraError
 
         try:
             return _serve(args)
+        except ValidationError as exc:
+            # Each setting by its variable, without the value given: it may be a secret.
+            for error in exc.errors(include_input=False, include_url=False):
+                name = "AGORA_" + "_".join(str(part) for part in error["loc"]).upper()
+                message = str(error["msg"]).removeprefix("Value error, ")
+                print(f"agora-gateway: cannot start: {name}: {message}", file=sys.stderr)
+            return 2
         except (AgoraError, OSError, ValueError) as exc:
             # A configuration mistake deserves one clear line, not a traceback (--log-level
             # DEBUG shows the traceback too).

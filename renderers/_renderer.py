@@ -347,9 +347,7 @@ class Renderer:
                 pdf = await self.pool.run(_worker.render_pdf, page, self.max_pages, timeout=timeout)
                 warnings, rendered = pdf.warnings, Rendered(pdf.pdf, MIME_TYPES["pdf"], (pdf.pdf,), pdf.pages)
             else:
-                png = await self.pool.run(
-                    _worker.render_png, page, self.image_width, self.max_pages, timeout=timeout
-                )
+                png = await self.pool.run(_worker.render_png, page, self.image_width, self.max_pages, timeout=timeout)
                 pages = tuple(png.pages)
                 warnings, rendered = png.warnings, Rendered(pages[0], MIME_TYPES["png"], pages, len(pages))
         except RenderError as exc:

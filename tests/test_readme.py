@@ -23,3 +23,17 @@ def test_write_a_tool_then_use_it_from_python(tmp_path: Path) -> None:
                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("completed ['run-started', 'tool-started', 'ui', 'tool-completed'")
+
+
+def test_the_embedding_example_signs_a_token_the_gateway_accepts(tmp_path: Path) -> None:
+    from gateway import verify_actor_token
+
+    script = tmp_path / "sign.py"
+    (block,) = python_blocks("Embed the chat widget")
+    script.write_text(block + "\nprint(token)\n")
+    secret = "a-secret-shared-with-the-gateway"
+    result = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "AGORA_SECRET": secret})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    actor = verify_actor_token(result.stdout.strip(), secret.encode())
+    assert (actor.id, list(actor.roles), actor.tenant_ref) == ("user-42", ["member"], "acme")

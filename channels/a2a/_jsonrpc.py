@@ -9,7 +9,6 @@ A 1.0 name called as 0.3 (or the reverse) is refused with -32009, as the SDK doe
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterable
 from dataclasses import dataclass
@@ -40,6 +39,8 @@ from a2a.utils.errors import A2AError, InternalError, InvalidParamsError, Versio
 from a2a.utils.proto_utils import to_stream_response
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ValidationError
+
+from gateway import parse_json
 
 from ._handler import GatewayRequestHandler
 from ._proto import ProtoParseError, from_json, to_json
@@ -124,8 +125,8 @@ def read_call(raw: bytes, version: str | None) -> JsonRpcCall:
         RefusedCall: With -32700, -32600, -32601 or -32009.
     """
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        body = parse_json(raw)
+    except ValueError as exc:
         raise RefusedCall(JSONParseError(message=str(exc))) from None
     if isinstance(body, list):
         raise RefusedCall(RpcInvalidRequest(message="Batch requests are not supported"))

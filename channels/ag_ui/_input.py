@@ -6,7 +6,6 @@ an HTTP error (400, 413, 415) and nothing was written anywhere.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +14,7 @@ from ag_ui.core import ResumeEntry, RunAgentInput, TextPart, UserMessage
 from aiohttp import web
 from pydantic import ValidationError
 
-from gateway import GatewayError
+from gateway import GatewayError, parse_json
 from tools import UiCapabilities
 
 __all__ = [
@@ -100,9 +99,9 @@ async def read_run_input(request: web.Request, *, max_body: int = MAX_BODY) -> R
             raise web.HTTPRequestEntityTooLarge(max_size=max_body, actual_size=size)
         chunks.append(chunk)
     try:
-        body = json.loads(b"".join(chunks))
-    except ValueError:
-        raise AgUiRequestError("invalid_json", "The body is not valid JSON") from None
+        body = parse_json(b"".join(chunks))
+    except ValueError as exc:
+        raise AgUiRequestError("invalid_json", f"The body is not valid JSON ({exc})") from None
     if not isinstance(body, dict):
         raise AgUiRequestError("invalid_request", "The body must be a RunAgentInput object")
     try:
@@ -143,7 +142,9 @@ def parse_run_input(run_input: RunAgentInput) -> AgUiRequest:
     text = _last_user_text(run_input)
     if text is not None and len(text) > MAX_TEXT:
         raise AgUiRequestError("text_too_long", f"The user message is limited to {MAX_TEXT} characters")
-    props = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
+    if run_input.forwarded_props is not None and not isinstance(run_input.forwarded_props, dict):
+        raise AgUiRequestError("invalid_forwarded_props", "forwardedProps must be an object")
+    props = run_input.forwarded_props or {}
     agent = props.get("agent")
     if agent is not None and not (isinstance(agent, str) and _ID.match(agent)):
         raise AgUiRequestError("invalid_forwarded_props", "forwardedProps.agent must be an agent name")

@@ -43,7 +43,8 @@ class SendFrame(_Frame):
     """A message from the person: starts a turn."""
 
     type: Literal["send"]
-    text: str = Field(min_length=1, max_length=8000)
+    text: str = Field(min_length=1, max_length=8000, pattern=r"\S")
+    """At least one character that is not whitespace."""
     page_context: dict[str, Any] = Field(default_factory=dict)
 
 

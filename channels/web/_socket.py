@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
-from gateway import SERVICES, GatewayError, GatewayServices, InvalidTokenError, verify_actor_token
+from gateway import SERVICES, GatewayError, GatewayServices, InvalidTokenError, parse_json, verify_actor_token
 from gateway.events import RUN_EVENT_ADAPTER, ApprovalSettledEvent, RunStartedEvent, Turn, UiEvent
 from gateway.stores import ThreadRecord
 from tools import Actor, UiCapabilities
@@ -164,9 +164,9 @@ class WebSession:
             await self.error("frame_too_large", f"Frames are limited to {self.services.settings.ws_frame_limit} bytes")
             return
         try:
-            raw = json.loads(message.data)
-        except ValueError:
-            await self.error("bad_frame", "Frames are JSON objects")
+            raw = parse_json(message.data)
+        except ValueError as exc:
+            await self.error("bad_frame", f"Frames are JSON objects ({exc})")
             return
         frame_id = raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else None
         if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):

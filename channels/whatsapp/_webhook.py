@@ -100,7 +100,10 @@ async def _signed_form(request: web.Request, verifier: WebhookVerifier) -> Multi
         raise web.HTTPRequestEntityTooLarge(max_size=_MAX_FORM, actual_size=request.content_length)
     if request.content_type not in ("application/x-www-form-urlencoded", ""):
         return None
-    raw = await request.post()
+    try:
+        raw = await request.post()
+    except ValueError:  # not UTF-8 (UnicodeDecodeError), or not a form: Twilio sends neither
+        return None
     form: MultiDict[str] = MultiDict()
     for key, value in raw.items():
         if not isinstance(value, str):

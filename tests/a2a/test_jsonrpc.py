@@ -127,6 +127,8 @@ async def test_bad_requests_get_json_rpc_errors(demo: Gateway) -> None:
 
     parse = await post(b"{not json")
     assert parse["error"]["code"] == -32700 and parse["id"] is None
+    for body in (b"[" * 50_000 + b"]" * 50_000, b"\xff\xfe"):  # too deep to be a request; not UTF-8
+        assert (await post(body))["error"]["code"] == -32700
     assert (await post([{"jsonrpc": "2.0", "id": 1, "method": "GetTask"}]))["error"]["code"] == -32600
     assert (await post("a string"))["error"]["code"] == -32600
     assert (await post({"id": 1, "method": "GetTask", "params": {"id": "x"}}))["error"]["code"] == -32600

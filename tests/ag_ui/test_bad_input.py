@@ -25,6 +25,16 @@ async def refused(response: Any, status: int, code: str) -> None:
     ("body", "code"),
     [
         ('{"threadId": "t", "runId": ', "invalid_json"),
+        ("[" * 50_000 + "]" * 50_000, "invalid_json"),  # deeper than any request: refused, not a 500
+        (
+            '{"threadId": "t", "runId": "r", "messages": [], "forwardedProps": {"pageContext": '
+            + '{"a": ' * 100
+            + "1"
+            + "}" * 100
+            + "}}",
+            "invalid_json",
+        ),
+        ({**run_input("t", "hi"), "forwardedProps": "abc"}, "invalid_forwarded_props"),
         ("[1, 2]", "invalid_request"),
         ({"threadId": "t", "runId": "r"}, "invalid_request"),
         ({"threadId": "t", "runId": "r", "messages": [{"role": "user"}]}, "invalid_request"),

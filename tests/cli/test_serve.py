@@ -33,7 +33,7 @@ def fetch(url: str) -> tuple[int, bytes]:
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 async def test_serve_starts_healthy_with_extra_tools_and_stops_cleanly(loop: str) -> None:
     port = free_port()
-    env = {**os.environ, "AGORA_SECRET": "a-test-secret-for-the-cli-test"}
+    env = {**os.environ, "AGORA_SECRET": "a-test-secret-for-the-cli-test", "AGORA_PUBLIC_BASE_URL": "https://chat.test"}
     command = ["serve", "--port", str(port), "--tools", "examples/shop_tools.py", "--loop", loop]
     process = subprocess.Popen(
         [sys.executable, "-m", "gateway", *command],
@@ -48,6 +48,7 @@ async def test_serve_starts_healthy_with_extra_tools_and_stops_cleanly(loop: str
         line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 30)
         assert line.startswith(f"agora-gateway listening on http://127.0.0.1:{port}/")
         assert "model: demo" in line and "store: memory" in line and f"loop: {loop}" in line
+        assert "public URL: https://chat.test/" in line  # where people reach it, beside where it listens
         status, body = await asyncio.to_thread(fetch, f"http://127.0.0.1:{port}/healthz")
         assert (status, json.loads(body)) == (200, {"status": "ok"})
         status, body = await asyncio.to_thread(fetch, f"http://127.0.0.1:{port}/agent/tools?agent=*")
@@ -71,6 +72,20 @@ def test_serve_refuses_an_unknown_model() -> None:
         timeout=60,
     )
     assert result.returncode != 0 and "AGORA_MODEL='llama'" in result.stderr
+
+
+def test_serve_refuses_a_short_secret_by_its_variable_and_never_echoes_it() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--port", str(free_port())],
+        cwd=ROOT,
+        env={**os.environ, "AGORA_SECRET": "hunter2-short"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "cannot start: AGORA_SECRET: must be at least 16 bytes" in result.stderr
+    assert "hunter2" not in result.stderr + result.stdout
 
 
 async def test_a_gateway_whose_redis_is_down_refuses_to_start() -> None:

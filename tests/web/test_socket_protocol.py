@@ -95,6 +95,8 @@ async def test_bad_frames_get_error_frames_and_the_socket_stays_usable(make_clie
     assert (await ws.recv())["code"] == "bad_frame"
     await ws.ws.send_str("[1, 2]")
     assert (await ws.recv())["code"] == "bad_frame"
+    await ws.ws.send_str("[" * 1000 + "]" * 1000)  # deeper than any frame: an error frame, not a closed socket
+    assert (await ws.recv())["code"] == "bad_frame"
     await ws.send({"type": "teleport", "id": "x1"})
     assert await ws.recv() == {
         "type": "error",
@@ -119,6 +121,8 @@ async def test_bad_frames_get_error_frames_and_the_socket_stays_usable(make_clie
     await ws.send({"type": "send", "text": "x" * 3000})
     assert (await ws.recv())["code"] == "frame_too_large"
     await ws.send({"type": "send", "text": ""})
+    assert (await ws.recv())["code"] == "invalid_frame"
+    await ws.send({"type": "send", "text": " \n\t "})  # only whitespace: nothing to answer
     assert (await ws.recv())["code"] == "invalid_frame"
     await ws.send({"type": "approve", "tool_call_id": "tc_nope", "id": "x3"})
     assert await ws.recv() == {

@@ -59,6 +59,10 @@ async def test_unsigned_forged_and_tampered_requests_are_refused_without_side_ef
             "data": fields,
             "headers": {**sign(INBOUND_URL, fields), "X-Twilio-Webhooks-Signature-Settings": "algorithm=HMAC_MD5"},
         },
+        {  # a body that is not UTF-8: no Twilio webhook, and no 500 either
+            "data": b"Body=\xff\xfe&From=whatsapp%3A%2B1",
+            "headers": {**sign(INBOUND_URL, fields), "Content-Type": "application/x-www-form-urlencoded"},
+        },
     ]
     for attempt in attempts:
         response = await gw.client.post(path, **attempt)

@@ -1,0 +1,52 @@
+"""``parse_json``: JSON from the wire, refused when it nests deeper than anything we take.
+
+``json.loads`` recurses once per level and raises ``RecursionError`` around a thousand levels,
+a few kilobytes of ``[`` from any client; and a structure a few hundred levels deep that did
+parse would later fail in pydantic or in the store. Every channel parses its bodies and frames
+here, so all of them answer such input as the malformed JSON it is.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["MAX_JSON_DEPTH", "parse_json"]
+
+MAX_JSON_DEPTH = 64
+"""Levels of arrays and objects a body or frame may nest."""
+
+
+def parse_json(data: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse ``data`` as JSON.
+
+    Raises:
+        ValueError: Not JSON, not UTF-8, or nested more than ``max_depth`` levels (the message
+            says which).
+    """
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"JSON nested more than {max_depth} levels") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8: {exc.reason}") from None
+    if _deeper_than(value, max_depth):
+        raise ValueError(f"JSON nested more than {max_depth} levels")
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """True when ``value`` nests more than ``limit`` arrays and objects (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
