@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -18,7 +19,7 @@ from renderers import MediaTokenError
 from tools import AgoraError
 
 from ._errors import GatewayError, StoreUnavailableError
-from ._services import SERVICES, GatewayServices, RateLimitedError
+from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
 from .events import RUN_EVENT_ADAPTER
 
 __all__ = ["STATIC_DIR", "add_routes", "error_middleware", "json_error"]
@@ -224,10 +225,25 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def demo_page(request: web.Request) -> web.StreamResponse:
-    """``GET /``: the demo page with the chat widget (it also gives the visitor their cookie)."""
-    services = _services(request)
-    await services.resolve_actor(request)
+    """``GET /``: the demo page with the chat widget (it also gives the visitor their cookie).
+
+    Without anonymous visitors (``AGORA_ANONYMOUS=false``) the page is still served: its widget
+    then says it needs a token.
+    """
+    with contextlib.suppress(UnauthenticatedError):
+        await _services(request).resolve_actor(request)
     return web.FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+async def _utf8_text(request: web.Request, response: web.StreamResponse) -> None:
+    """Name the charset of the text we serve.
+
+    A page without ``<meta charset>`` that loads the widget would otherwise read its UTF-8
+    (``Connecting…``) as Latin-1.
+    """
+    kind = response.headers.get("Content-Type", "")
+    if (kind.startswith("text/") or kind.startswith("application/javascript")) and "charset" not in kind:
+        response.headers["Content-Type"] = f"{kind}; charset=utf-8"
 
 
 async def component_css(request: web.Request) -> web.Response:
@@ -251,3 +267,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/static/components.css", component_css)
     if STATIC_DIR.is_dir():  # absent in a checkout without the widget: the API still serves
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
+    app.on_response_prepare.append(_utf8_text)

@@ -217,3 +217,14 @@ def test_a_sentinel_url_is_accepted_for_media_too() -> None:
 
     app = create_app(Settings(_env_file=None, secret="x" * 32, redis_url="redis+sentinel://127.0.0.1:1/mymaster"))  # type: ignore[call-arg]
     assert app is not None
+
+
+async def test_text_is_served_as_utf_8_and_the_page_serves_without_anonymous_visitors(make_client: Any) -> None:
+    client = await make_client(anonymous=False)
+    for path in ("/static/agora-chat.js", "/static/agora-chat.css", "/static/components.css", "/"):
+        answer = await client.get(path)
+        assert answer.status == 200, path
+        assert answer.headers["Content-Type"].endswith("charset=utf-8"), (path, answer.headers["Content-Type"])
+    script = await (await client.get("/static/agora-chat.js")).read()
+    assert "…".encode() in script  # the reason: the widget's own strings are UTF-8
+    assert "Set-Cookie" not in (await client.get("/")).headers  # no anonymous identity handed out
