@@ -460,7 +460,7 @@ class RunDriver:
 
     def _started_event(self, call: PlannedCall, tool: Tool, validated: BaseModel) -> ToolStartedEvent:
         data = validated.model_dump(mode="json")
-        presentation = tool.presentation
+        presentation = tool.presentation_for(data)
         started: ToolStartedEvent = self.event(
             ToolStartedEvent,
             tool_call_id=call.id,
@@ -547,7 +547,15 @@ class RunDriver:
         self.rt.observe_tool(self.run, tool.name, self._settled[call.id].status, time.perf_counter() - started)
 
     async def _complete(
-        self, batch: Batch, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext, output: Any
+        self,
+        batch: Batch,
+        call: PlannedCall,
+        tool: Tool,
+        validated: BaseModel,
+        ctx: ToolContext,
+        output: Any,
+        *,
+        done: str | None = None,
     ) -> None:
         """Settle a call as completed: its presentation, narration and result view.
 
@@ -564,7 +572,7 @@ class RunDriver:
             # A presentation error never fails the tool: the action already happened.
             logger.warning("present() of tool %s failed; the call still succeeded", tool.name, exc_info=True)
         data = validated.model_dump(mode="json")
-        presentation = tool.presentation
+        presentation = tool.presentation_for(data)
         entry = ToolSettledEntry(tool_call_id=call.id, name=tool.name, status="completed", output=output)
         self._settled[call.id] = entry
         batch.journal.append(entry)
@@ -574,7 +582,7 @@ class RunDriver:
                 tool_call_id=call.id,
                 tool=tool.name,
                 output=output,
-                done=narrate_done(presentation, data),
+                done=done or narrate_done(presentation, data),
                 result=fill_result_view(presentation.result, output) if presentation else None,
             )
         )
@@ -618,7 +626,7 @@ class RunDriver:
             if isinstance(verdict, PreflightDenied):
                 self._settle(batch, call, "denied", reason=verdict.reason)
             else:
-                await self._complete(batch, call, tool, validated, ctx, verdict.output)
+                await self._complete(batch, call, tool, validated, ctx, verdict.output, done=verdict.done)
         await self.write(batch)
         return None
 

@@ -242,7 +242,8 @@ async def _utf8_text(request: web.Request, response: web.StreamResponse) -> None
     (``Connecting…``) as Latin-1.
     """
     kind = response.headers.get("Content-Type", "")
-    if (kind.startswith("text/") or kind.startswith("application/javascript")) and "charset" not in kind:
+    textual = kind.startswith(("text/", "application/javascript")) and not kind.startswith("text/event-stream")
+    if textual and "charset" not in kind:  # event streams are UTF-8 by definition: left as sent
         response.headers["Content-Type"] = f"{kind}; charset=utf-8"
 
 

@@ -82,9 +82,12 @@ def fixed_table(
 
 
 def bold(text: str) -> str:
-    """``*text*`` (WhatsApp bold) on one line; empty stays empty."""
+    """``**text**`` (Markdown bold) on one line; empty stays empty.
+
+    Text forms are Markdown: a channel shows it its own way (WhatsApp turns this into ``*text*``).
+    """
     text = " ".join(text.split())
-    return f"*{text}*" if text else ""
+    return f"**{text}**" if text else ""
 
 
 def generic_text(component: str, props: Mapping[str, Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -17,7 +18,7 @@ from pydantic import BaseModel, Field, create_model
 from ._confirm_store import ConfirmTokenStore, InMemoryConfirmTokenStore
 from ._context import ToolContext
 from ._errors import ConfirmTokenError, ToolDefinitionError, UserError
-from ._tool import Tool, call_hook, define_tool
+from ._tool import Tool, _check_presentation, call_hook, define_tool
 
 __all__ = ["DEFAULT_CONFIRM_TTL", "define_confirmed_tool", "sign_confirm_token", "verify_confirm_token"]
 
@@ -144,7 +145,9 @@ def define_confirmed_tool(
             in-memory store of this tool.
         ttl: Seconds a token stays valid.
         **options: Other tool options (``roles``, ``presentation``, ``timeout``...). ``kind`` is
-            always ``"read"``.
+            always ``"read"``. ``commit_presentation`` words the commit call (``running``
+            "Cancelling your plan", ``done`` "Plan cancelled") where ``presentation`` words the
+            preview; without it both read the same.
 
     Raises:
         ToolDefinitionError: A wrong argument (no secret, non-pydantic input, reserved fields...).
@@ -228,5 +231,6 @@ def define_confirmed_tool(
         summary, data = _summary(committed, "commit", name)
         return {"status": "done", "summary": summary, "data": data}
 
+    commit_presentation = _check_presentation(options.pop("commit_presentation", None), where)
     tool: Tool = define_tool(name=name, description=description, input=confirmed_input, execute=execute, **options)
-    return tool
+    return dataclasses.replace(tool, commit_presentation=commit_presentation) if commit_presentation else tool

@@ -46,6 +46,9 @@ class PreflightCompleted(BaseModel):
 
     status: Literal["completed"] = "completed"
     output: Any = None
+    done: str | None = Field(default=None, max_length=500)
+    """How the call reads once settled (``"Order 1042 was already refunded"``); the tool's own
+    ``done`` words a completion that did what it says, which this one did not need to."""
 
 
 PreflightResult = Annotated[PreflightReady | PreflightDenied | PreflightCompleted, Field(discriminator="status")]

@@ -98,6 +98,9 @@ class Tool:
     ability: str | None = None
     enabled: bool | Callable[[], bool | Awaitable[bool]] = True
     presentation: ToolPresentation | None = None
+    commit_presentation: ToolPresentation | None = None
+    """A confirmed tool's words for its commit call (``confirm=True``); ``presentation`` words
+    the preview. ``None``: one wording for both."""
     timeout: float | None = None
     present: Hook | None = None
     """``present(output, ctx) -> UiComponent | list[UiComponent] | None``."""
@@ -111,6 +114,15 @@ class Tool:
     """``describe(scope) -> ToolDescription | dict | None``: per-turn availability and wording."""
     source: str = field(default="", compare=False)
     """Where the tool was declared (``module.Qualname``), for logs."""
+
+    def presentation_for(self, data: Mapping[str, Any]) -> ToolPresentation | None:
+        """The words of a call with these (validated, JSON) arguments.
+
+        A confirmed tool's commit call has its own (``commit_presentation``).
+        """
+        if self.commit_presentation is not None and data.get("confirm") is True:
+            return self.commit_presentation
+        return self.presentation
 
     @functools.cached_property
     def parameters(self) -> dict[str, Any]:

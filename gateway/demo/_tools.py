@@ -280,9 +280,12 @@ def _refund_tool(shop: _Shop) -> Tool:
         if order is None:
             return PreflightDenied(reason=f"Order {input.order_id} is not one of your orders.")
         if order.id in shop.refunds_of(ctx):
-            return PreflightCompleted(output={"order_id": order.id, "amount": order.total, "already_refunded": True})
+            return PreflightCompleted(
+                output={"order_id": order.id, "amount": order.total, "already_refunded": True},
+                done=f"Order {order.id} was already refunded",
+            )
         if order.status == "processing":
-            return PreflightDenied(reason=f"Order {order.id} has not shipped yet: cancel it instead of refunding.")
+            return PreflightDenied(reason=f"Order {order.id} has not shipped yet, so there is nothing to refund.")
         if phase == "prepare":
             return PreflightReady(
                 confirmation=Confirmation(
@@ -352,6 +355,12 @@ def _subscription_tool(shop: _Shop, secret: bytes) -> Tool:
             label="Subscription",
             running="Looking at your subscription",
             done="Subscription checked",
+            icon="subscription",
+        ),
+        commit_presentation=ToolPresentation(
+            label="Subscription",
+            running="Cancelling your subscription",
+            done="Subscription cancelled",
             icon="subscription",
         ),
     )

@@ -95,7 +95,7 @@ def kpi_text(props: KpiCardsProps) -> str:
     for view in kpi_context(props)["kpis"]:
         unit = ("" if view.tight_unit else " ") + view.unit if view.unit else ""
         delta = f" ({view.delta})" if view.delta else ""
-        lines.append(f"• {view.label}: *{view.value}{unit}*{delta}")
+        lines.append(f"• {view.label}: **{view.value}{unit}**{delta}")
     return "\n".join(lines)
 
 

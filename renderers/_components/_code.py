@@ -8,6 +8,7 @@ from pydantic import Field
 
 from renderers._catalog import MediaKind
 from renderers._props import ComponentProps
+from renderers._textform import bold
 
 __all__ = ["LONG_CODE_LINES", "CodeBlockProps", "code_context", "code_media", "code_text"]
 
@@ -39,7 +40,7 @@ def code_context(props: CodeBlockProps) -> dict[str, Any]:
 
 def code_text(props: CodeBlockProps) -> str:
     """Text form of ``CodeBlock``: the code in a fenced block (monospace in WhatsApp)."""
-    head = f"*{props.title}*\n" if props.title else ""
+    head = f"{bold(props.title)}\n" if props.title else ""
     body = props.code.rstrip("\n").replace("```", "`\u200b``")
     return f"{head}```\n{body}\n```"
 

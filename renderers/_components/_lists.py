@@ -77,7 +77,7 @@ def timeline_text(props: TimelineProps) -> str:
     """Text form of ``Timeline``: a bullet per event, its text indented below."""
     lines = [bold(props.title)] if props.title else []
     for item, when in zip(props.items, timeline_context(props)["when"], strict=True):
-        lines.append(f"• {when} — *{' '.join(item.title.split())}*")
+        lines.append(f"• {when} — {bold(item.title)}")
         if item.text and item.text.strip():
             lines.extend(f"  {line}" for line in item.text.strip().splitlines())
     return "\n".join(lines)

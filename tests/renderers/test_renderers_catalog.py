@@ -186,4 +186,4 @@ def test_any_pydantic_model_works_as_props() -> None:
 
     definition = ComponentDef("Counter", 1, Plain, "<b>{{ props.n }}</b>")
     assert definition.validate({"n": "3"}).n == 3
-    assert definition.text(definition.validate({"n": 3})).startswith("*Counter*")
+    assert definition.text(definition.validate({"n": 3})).startswith("**Counter**")

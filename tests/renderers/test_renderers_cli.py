@@ -34,7 +34,7 @@ def test_preview_writes_a_png(tmp_path: Path) -> None:
 
 def test_preview_prints_text_and_html_from_stdin() -> None:
     result = preview("preview", "Checklist", "-", "-f", "text", stdin=json.dumps(SAMPLES["Checklist"]))
-    assert result.returncode == 0 and result.stdout == "*Launch* (1/2)\n[x] Domain verified\n[ ] Load test\n"
+    assert result.returncode == 0 and result.stdout == "**Launch** (1/2)\n[x] Domain verified\n[ ] Load test\n"
     page = preview("preview", "Callout", "-", "-f", "html", stdin=json.dumps(SAMPLES["Callout"]))
     assert page.stdout.startswith("<!DOCTYPE html>") and ".ag-c {" in page.stdout and "Payment retry" in page.stdout
     fragment = preview("preview", "Callout", "-", "-f", "html", "--fragment", stdin=json.dumps(SAMPLES["Callout"]))
@@ -45,7 +45,7 @@ def test_bad_input_exits_2_with_the_reason() -> None:
     bad = preview("preview", "DataTable", "-", "-f", "text", stdin='{"columns": [], "rows": []}')
     assert bad.returncode == 2 and "columns: List should have at least 1 item" in bad.stderr
     unknown = preview("preview", "Nope", "-", "-f", "text", stdin="{}")
-    assert unknown.returncode == 0 and unknown.stdout.startswith("*Nope*")  # text of an unknown component
+    assert unknown.returncode == 0 and unknown.stdout.startswith("**Nope**")  # text of an unknown component
     unknown_png = preview("preview", "Nope", "-", "-f", "png", stdin="{}")
     assert unknown_png.returncode == 2 and "Unknown component 'Nope'" in unknown_png.stderr
     broken = preview("preview", "Callout", "-", stdin="{not json")

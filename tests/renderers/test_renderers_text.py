@@ -35,7 +35,7 @@ async def test_datatable_text_is_a_fixed_width_table_of_fifteen_rows() -> None:
     text = await text_of("DataTable", props)
     lines = text.splitlines()
     assert lines[:5] == [
-        "*Orders*",
+        "**Orders**",
         "```",
         "Order |   Total | Day",
         "------+---------+-------------",
@@ -63,21 +63,22 @@ async def test_datatable_text_clips_wide_cells_and_counts_display_width() -> Non
 
 async def test_text_forms_read_well() -> None:
     assert (
-        await text_of("Callout", {"tone": "success", "title": "Saved", "text": "All good."}) == "✅ *Saved*\nAll good."
+        await text_of("Callout", {"tone": "success", "title": "Saved", "text": "All good."})
+        == "✅ **Saved**\nAll good."
     )
-    assert await text_of("Checklist", SAMPLES["Checklist"]) == "*Launch* (1/2)\n[x] Domain verified\n[ ] Load test"
+    assert await text_of("Checklist", SAMPLES["Checklist"]) == "**Launch** (1/2)\n[x] Domain verified\n[ ] Load test"
     assert await text_of("KpiCards", SAMPLES["KpiCards"]) == (
-        "• Revenue: *128,430 USD* (+12.4%)\n• Churn: *1.8%* (-0.4 pts)"
+        "• Revenue: **128,430 USD** (+12.4%)\n• Churn: **1.8%** (-0.4 pts)"
     )
     assert await text_of("Timeline", SAMPLES["Timeline"]) == (
-        "• May 2, 2024, 09:14 — *Order placed*\n  Paid by card.\n• May 3, 2024 — *Shipped*"
+        "• May 2, 2024, 09:14 — **Order placed**\n  Paid by card.\n• May 3, 2024 — **Shipped**"
     )
     assert await text_of("CodeBlock", {"code": "print(1)\n"}) == "```\nprint(1)\n```"
     chart = await text_of("Chart", SAMPLES["Chart"])
-    assert chart.splitlines()[:2] == ["*Monthly revenue*", "Jan: Revenue 4,200 USD · Costs 3,100 USD"]
+    assert chart.splitlines()[:2] == ["**Monthly revenue**", "Jan: Revenue 4,200 USD · Costs 3,100 USD"]
     document = await text_of("Document", SAMPLES["Document"])
-    assert document.startswith("*Invoice INV-0042*\nAgora Systems\n\nBilled to: Northwind\n\n*Summary*\n")
-    assert document.endswith("Subtotal: €1,500.00\n*Total: €1,845.00*")
+    assert document.startswith("**Invoice INV-0042**\nAgora Systems\n\nBilled to: Northwind\n\n**Summary**\n")
+    assert document.endswith("Subtotal: €1,500.00\n**Total: €1,845.00**")
 
 
 async def test_chart_text_stops_after_fifteen_points() -> None:
@@ -96,7 +97,7 @@ async def test_unknown_components_read_as_their_fallback_or_their_props() -> Non
     assert await text_of("WeatherMap", {"city": "Lisbon"}, fallback_text="Sunny in Lisbon") == "Sunny in Lisbon"
     assert (
         await text_of("WeatherMap", {"title": "Lisbon", "t": 21})
-        == '*Lisbon*\n```\n{\n "title": "Lisbon",\n "t": 21\n}\n```'
+        == '**Lisbon**\n```\n{\n "title": "Lisbon",\n "t": 21\n}\n```'
     )
     async with Renderer() as renderer:
         with pytest.raises(UnknownComponentError):

@@ -605,6 +605,19 @@ async def test_tool_options_pass_through(ledger: Ledger, make_ctx: Any) -> None:
     assert (await preview(registry, billing))["status"] == "preview"
 
 
+def test_a_commit_presentation_words_the_commit_call() -> None:
+    preview_words = tools.ToolPresentation(running="Checking {order_id}", done="Checked {order_id}")
+    commit_words = {"running": "Refunding {order_id}", "done": "Refunded {order_id}"}  # a dict is accepted
+    tool = _define(presentation=preview_words, commit_presentation=commit_words)
+    assert tool.presentation_for({"order_id": "A1", "confirm": False}) == preview_words
+    committing = tool.presentation_for({"order_id": "A1", "confirm": True, "confirm_token": "t"})
+    assert committing is not None and tools.narrate_done(committing, {"order_id": "A1"}) == "Refunded A1"
+    plain = _define(presentation=preview_words)  # without one, both calls read the same
+    assert plain.presentation_for({"order_id": "A1", "confirm": True}) == preview_words
+    with pytest.raises(tools.ToolDefinitionError, match="presentation"):
+        _define(commit_presentation="Refunding")
+
+
 # -- bad definitions -------------------------------------------------------------------------------
 
 

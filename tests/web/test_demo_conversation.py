@@ -63,6 +63,16 @@ async def test_the_demo_conversation_end_to_end(make_client: Any) -> None:
     assert receipt["component"] == "KpiCards" and "129.00" in receipt["html"]
     assert frames[-1]["status"] == "completed"
 
+    # The same refund again: settled by the preflight, no approval, and worded as what happened.
+    frames = await ws.turn("refund order 1042")
+    assert not of_type(frames, "approval-requested") and frames[-1]["status"] == "completed"
+    assert of_type(frames, "tool-completed")[0]["done"] == "Order 1042 was already refunded"
+    # One that has not shipped: refused by the preflight with its reason.
+    frames = await ws.turn("refund order 1044")
+    assert (
+        of_type(frames, "tool-denied")[0]["reason"] == "Order 1044 has not shipped yet, so there is nothing to refund."
+    )
+
     # An action: rejected.
     frames = await ws.turn("refund order 1041")
     request = of_type(frames, "approval-requested")[0]
@@ -73,11 +83,21 @@ async def test_the_demo_conversation_end_to_end(make_client: Any) -> None:
 
     # A confirmed tool: preview, then commit with the token.
     frames = await ws.turn("cancel my subscription")
-    preview = of_type(frames, "tool-completed")[0]["output"]
-    assert preview["status"] == "preview" and preview["confirm_token"]
+    preview = of_type(frames, "tool-completed")[0]
+    assert preview["output"]["status"] == "preview" and preview["output"]["confirm_token"]
+    assert (of_type(frames, "tool-started")[0]["running"], preview["done"]) == (
+        "Looking at your subscription",
+        "Subscription checked",
+    )
     assert "Reply *confirm*" in of_type(frames, "text-end")[0]["text"]
     frames = await ws.turn("confirm")
-    assert of_type(frames, "tool-completed")[0]["output"]["status"] == "done"
+    commit = of_type(frames, "tool-completed")[0]
+    assert commit["output"]["status"] == "done"
+    # The commit is worded as what it does, not as the preview was.
+    assert (of_type(frames, "tool-started")[0]["running"], commit["done"]) == (
+        "Cancelling your subscription",
+        "Subscription cancelled",
+    )
     assert "cancelled" in of_type(frames, "text-end")[0]["text"]
 
     # A document.
