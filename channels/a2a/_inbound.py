@@ -100,8 +100,11 @@ def read_decision(message: Message) -> Decision:
     text = " ".join(texts)
     if _YES.match(text):
         return Decision(approve=True)
-    if _NO.match(text):
-        return Decision(approve=False, reason=text.strip()[:500] or None)
+    no = _NO.match(text)
+    if no:
+        # "no, not now" gives the reason "not now"; a bare "no" gives none (not the word "no").
+        reason = text[no.end() :].strip(" \t\n,.;:-!")
+        return Decision(approve=False, reason=reason[:500] or None)
     raise InvalidParamsError(
         message='The task waits for an approval: answer with a data part {"approved": true} or '
         '{"approved": false}, or the text yes or no'

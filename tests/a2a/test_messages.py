@@ -32,8 +32,9 @@ def message(*parts: Part) -> Message:
         ([new_data_part({"approved": True, "tool_call_id": "tc_2"})], Decision(approve=True, tool_call_id="tc_2")),
         ([Part(text="Yes please")], Decision(approve=True)),
         ([Part(text="  OK")], Decision(approve=True)),
-        ([Part(text="No, keep it")], Decision(approve=False, reason="No, keep it")),
-        ([Part(text="não")], Decision(approve=False, reason="não")),
+        ([Part(text="No, keep it")], Decision(approve=False, reason="keep it")),
+        ([Part(text="não")], Decision(approve=False)),  # the word itself is no reason
+        ([Part(text="reject: too expensive.")], Decision(approve=False, reason="too expensive")),
     ],
 )
 def test_approval_answers(parts: list[Part], expected: Decision) -> None:
