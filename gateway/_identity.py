@@ -38,6 +38,9 @@ ANON_COOKIE = "agora_anon"
 _PENDING_COOKIE = web.RequestKey("agora_pending_cookie", str)
 _MAX_TOKEN = 4096
 
+ANONYMOUS_PREFIX = "anon:"
+"""Ids of anonymous visitors (``anon:<cookie>``): no signed token may claim one."""
+
 
 class InvalidTokenError(GatewayError):
     """An actor token is malformed, forged or expired."""
@@ -71,6 +74,10 @@ def sign_actor_token(actor: Actor, secret: str | bytes | SecretStr, ttl: float =
     """
     if not isinstance(actor, Actor):
         raise UserError("sign_actor_token() needs an Actor")
+    if actor.id.startswith(ANONYMOUS_PREFIX):
+        raise UserError(
+            f"sign_actor_token(): ids starting with {ANONYMOUS_PREFIX!r} are the gateway's anonymous visitors"
+        )
     key = _key(secret)
     if ttl <= 0:
         raise UserError("sign_actor_token() needs a positive ttl")
@@ -107,11 +114,14 @@ def verify_actor_token(token: str, secret: str | bytes | SecretStr, *, now: floa
     if (time.time() if now is None else now) >= exp:
         raise InvalidTokenError("Token expired")
     try:
-        return Actor(
+        actor = Actor(
             id=claims.get("id") or claims.get("sub"), roles=claims.get("roles") or [], tenant_ref=claims.get("tenant")
         )
     except ValidationError as exc:
         raise InvalidTokenError("Token claims are invalid") from exc
+    if actor.id.startswith(ANONYMOUS_PREFIX):  # signed elsewhere: anonymous ids are the cookie's alone
+        raise InvalidTokenError("Token claims are invalid")
+    return actor
 
 
 @runtime_checkable
@@ -165,17 +175,17 @@ class AnonymousCookieResolver:
         self.roles = list(roles)
 
     def _sign(self, value: str) -> str:
-        return _b64(hmac.new(self.secret, f"anon:{value}".encode(), hashlib.sha256).digest())[:32]
+        return _b64(hmac.new(self.secret, f"{ANONYMOUS_PREFIX}{value}".encode(), hashlib.sha256).digest())[:32]
 
     async def resolve(self, request: web.Request) -> Actor:
         """The cookie's actor, or a new one (whose cookie ``attach_cookie`` sets on the response)."""
         cookie = _read_cookie(request.headers.get("Cookie", ""), ANON_COOKIE)
         value, _, signature = cookie.partition(".")
         if value and len(value) <= 64 and hmac.compare_digest(self._sign(value), signature):
-            return Actor(id=f"anon:{value}", roles=self.roles)
+            return Actor(id=f"{ANONYMOUS_PREFIX}{value}", roles=self.roles)
         value = secrets.token_urlsafe(16)
         request[_PENDING_COOKIE] = f"{value}.{self._sign(value)}"
-        return Actor(id=f"anon:{value}", roles=self.roles)
+        return Actor(id=f"{ANONYMOUS_PREFIX}{value}", roles=self.roles)
 
     def attach_cookie(self, request: web.Request, response: web.StreamResponse) -> None:
         """Set the new visitor's cookie on ``response`` (before it is prepared)."""

@@ -29,4 +29,5 @@ async def test_the_readme_client_approves_a_refund(make_client: Any, capsys: Any
     await namespace["main"]("refund order 1042", gateway=str(client.make_url("")).rstrip("/"), approve=approve)
     out = capsys.readouterr().out
     assert asked == ["Refund €129.00 for order 1042?"]
+    assert "[Refund €129.00 for order 1042?]" in out  # the action, announced by its question
     assert "[Refunded order 1042]" in out and "error" not in out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,6 +14,7 @@ import gateway._identity as identity
 import gateway.stores._records as records
 from gateway import SERVICES
 from renderers import MediaStore
+from tools import Actor, UserError
 
 from .conftest import ALICE, BOB, SECRET, connect, token_for
 
@@ -86,6 +89,13 @@ async def test_identity_on_http(make_client: Any, monkeypatch: Any) -> None:
     bad = await client.get("/agent/tools", headers={"Authorization": "Bearer nope"})
     assert bad.status == 401 and (await bad.json())["code"] == "invalid_token"
     assert (await client.get(f"/agent/tools?token={token_for(ALICE)}")).status == 200
+    # Anonymous ids belong to the cookie: a token may not claim one, even one signed with the secret.
+    with pytest.raises(UserError, match="anonymous"):
+        token_for(Actor(id="anon:abc"))
+    forged = identity._HEADER + "." + identity._b64(b'{"id":"anon:abc","exp":9999999999}')
+    forged += "." + identity._b64(hmac.new(SECRET.encode(), forged.encode(), hashlib.sha256).digest())
+    posing = await client.get("/agent/tools", headers={"Authorization": f"Bearer {forged}"})
+    assert posing.status == 401 and (await posing.json())["code"] == "invalid_token"
     soon = token_for(ALICE, ttl=60)
     later = identity.time.time() + 120
     monkeypatch.setattr(identity.time, "time", lambda: later)
