@@ -117,11 +117,12 @@ def _serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    level = getattr(logging, str(args.log_level).upper(), logging.INFO)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if level > logging.DEBUG:
+        # twilio's HTTP clients log every request and its headers at INFO: only --log-level DEBUG shows them.
+        for name in ("twilio.http_client", "twilio.async_http_client"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     if args.command == "serve":
         from pydantic import ValidationError
 
