@@ -68,7 +68,12 @@ def build_runtime(settings: Settings, secret: bytes) -> Runtime:
     tools: list[Tool] = list(demo_tools(secret))
     if settings.tools_path:
         names = {t.name for t in tools}
-        for tool in discover_tools(settings.tools_path):
+        found = discover_tools(settings.tools_path)
+        if not found:
+            # Asked for tools and got none: a mistake (a module that failed, logged above) to
+            # fix now, not a gateway that silently lacks them.
+            raise UserError(f"AGORA_TOOLS_PATH={settings.tools_path!r}: no tools found there (see the errors above)")
+        for tool in found:
             if tool.name in names:
                 logger.warning(
                     "tool %r from %s is shadowed by a demo tool of that name", tool.name, settings.tools_path

@@ -74,6 +74,21 @@ def test_serve_refuses_an_unknown_model() -> None:
     assert result.returncode != 0 and "AGORA_MODEL='llama'" in result.stderr
 
 
+def test_serve_refuses_a_tools_folder_whose_tools_all_failed(tmp_path: Path) -> None:
+    (tmp_path / "mytools.py").write_text("from tools import define_tool\ndef broken(:\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--port", str(free_port()), "--tools", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "AGORA_SECRET": "a-test-secret-for-the-cli-test"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "mytools.py" in result.stderr and "SyntaxError" in result.stderr  # which module, and why
+    assert "cannot start: AGORA_TOOLS_PATH=" in result.stderr and "no tools found" in result.stderr
+
+
 def test_serve_refuses_a_short_secret_by_its_variable_and_never_echoes_it() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "gateway", "serve", "--port", str(free_port())],
