@@ -312,11 +312,26 @@ class ToolRegistry:
             for tool, described in await self._offered(actor, agent, scope)
         ]
 
-    async def catalog_for(self, actor: Actor, agent: AgentScope | None = None) -> list[dict[str, Any]]:
-        """``[{name, kind, presentation}]`` for the same tools ``definitions_for`` offers."""
+    async def catalog_for(
+        self,
+        actor: Actor,
+        agent: AgentScope | None = None,
+        ui_capabilities: UiCapabilities | None = None,
+        *,
+        thread_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """``[{name, kind, presentation}]`` for the same tools ``definitions_for`` offers.
+
+        ``describe`` sees the same scope as there, so given the same arguments both lists agree.
+        """
         _check_actor(actor, "catalog_for()")
         _check_agent(agent)
-        scope = DescribeScope(actor=actor, agent_name=agent.name if agent is not None else None)
+        scope = DescribeScope(
+            actor=actor,
+            thread_id=thread_id,
+            agent_name=agent.name if agent is not None else None,
+            ui_capabilities=ui_capabilities,
+        )
         return [
             {
                 "name": tool.name,

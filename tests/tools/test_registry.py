@@ -252,6 +252,24 @@ async def test_each_gate_removes_only_its_tool(actor: tools.Actor, ctx: tools.To
     assert await registry.invoke("open", {}, ctx, agent=agent) == "open ran"
 
 
+async def test_catalog_and_definitions_see_the_same_describe_scope(actor: tools.Actor) -> None:
+    counter = Counter()
+    seen: list[tuple[str | None, bool]] = []
+
+    def describe(scope: tools.DescribeScope) -> dict[str, bool]:
+        seen.append((scope.thread_id, scope.ui_capabilities is not None))
+        # Offered only in a thread to a client that can draw components.
+        return {"available": scope.thread_id is not None and scope.ui_capabilities is not None}
+
+    registry = tools.ToolRegistry([counter.tool("cards", describe=describe), counter.tool("plain")])
+    capabilities = tools.UiCapabilities(formats=["html"])
+    offered = names(await registry.definitions_for(actor, None, capabilities, thread_id="t1"))
+    listed = sorted(item["name"] for item in await registry.catalog_for(actor, None, capabilities, thread_id="t1"))
+    assert offered == listed == ["cards", "plain"]
+    assert [item["name"] for item in await registry.catalog_for(actor)] == ["plain"]
+    assert seen == [("t1", True), ("t1", True), (None, False)]
+
+
 async def test_no_agent_or_star_allows_every_tool(actor: tools.Actor) -> None:
     counter = Counter()
     registry = tools.ToolRegistry([counter.tool("a"), counter.tool("b")])
