@@ -48,7 +48,7 @@ class UiCollector:
 
     def _start_flush(self) -> None:
         self.timer = None
-        self.flusher = asyncio.ensure_future(self._flush())
+        self.flusher = self.loop.create_task(self._flush())  # owned: drain() awaits it
 
     async def _flush(self) -> None:
         events, self.pending = self.pending, []
