@@ -101,7 +101,10 @@ class A2AChannel:
         card = await build_agent_card(self.services, public_base_url(request, self.services), self.options)
         body = _json(agent_card_to_dict(card))
         etag = f'W/"{hashlib.sha256(body.encode()).hexdigest()[:32]}"'
-        headers = {"ETag": etag, "Cache-Control": "public, max-age=60"}
+        # A card built from the request's Host (no public_base_url) must not be kept by a shared
+        # cache: another caller's Host would then name our interfaces for everyone.
+        shared = "public" if self.services.settings.public_base_url else "private"
+        headers = {"ETag": etag, "Cache-Control": f"{shared}, max-age=60", "Vary": "Host"}
         if etag in request.headers.get("If-None-Match", ""):
             return web.Response(status=304, headers=headers)
         return web.Response(text=body, content_type="application/json", headers=headers)

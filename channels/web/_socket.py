@@ -160,11 +160,14 @@ class WebSession:
             return
         if message.type is not WSMsgType.TEXT:
             return
-        if len(message.data) > self.services.settings.ws_frame_limit:
-            await self.error("frame_too_large", f"Frames are limited to {self.services.settings.ws_frame_limit} bytes")
+        limit = self.services.settings.ws_frame_limit
+        data: str = message.data
+        # The limit is in bytes of UTF-8; counting them is needed only when the characters could.
+        if len(data) > limit or (len(data) * 4 > limit and len(data.encode()) > limit):
+            await self.error("frame_too_large", f"Frames are limited to {limit} bytes")
             return
         try:
-            raw = parse_json(message.data)
+            raw = parse_json(data)
         except ValueError as exc:
             await self.error("bad_frame", f"Frames are JSON objects ({exc})")
             return

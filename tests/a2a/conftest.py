@@ -16,7 +16,6 @@ from a2a.client import Client, ClientConfig, create_client
 from a2a.types import Message, Part, Role, SendMessageConfiguration, SendMessageRequest, StreamResponse, TaskState
 from aiohttp import web
 
-import gateway._http
 from channels.a2a import A2A_CHANNEL, A2AChannel
 from gateway import Runtime, Settings, create_app, sign_actor_token
 from gateway.models import ScriptedModel, ScriptStep
@@ -105,8 +104,6 @@ class Gateway:
 async def make_gateway(
     aiohttp_server: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> AsyncIterator[Callable[..., Awaitable[Gateway]]]:
-    # This branch has no static/ folder yet (the widget lives on its own branch): serve an empty one.
-    monkeypatch.setattr(gateway._http, "STATIC_DIR", tmp_path)
     made: list[tuple[Gateway, Runtime | None]] = []
 
     async def make(runtime: Runtime | None = None, **overrides: Any) -> Gateway:

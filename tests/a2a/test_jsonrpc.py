@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from channels.a2a import A2AOptions
+from gateway import SERVICES
 
 from .conftest import ALICE, BOB, SECRET, WATCHDOG, Gate, Gateway, token_for
 
@@ -182,6 +183,10 @@ async def test_callers_need_a_valid_bearer_token(demo: Gateway) -> None:
             f"{demo.base_url}/.well-known/agent-card.json", headers={"If-None-Match": card.headers["ETag"]}
         )
         assert cached.status_code == 304
+        # Built from the settings' public URL, the card may sit in shared caches; built from the
+        # request's Host it may not (another caller's Host would name our interfaces).
+        expected = "public" if demo.app[SERVICES].settings.public_base_url else "private"
+        assert card.headers["Cache-Control"] == f"{expected}, max-age=60" and card.headers["Vary"] == "Host"
 
 
 async def test_the_card_lists_only_open_tools_publicly_and_the_callers_tools_when_extended(

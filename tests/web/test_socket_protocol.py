@@ -120,6 +120,8 @@ async def test_bad_frames_get_error_frames_and_the_socket_stays_usable(make_clie
     assert (await ws.recv())["code"] == "already_welcomed"
     await ws.send({"type": "send", "text": "x" * 3000})
     assert (await ws.recv())["code"] == "frame_too_large"
+    await ws.ws.send_str(json.dumps({"type": "send", "text": "€" * 800}, ensure_ascii=False))  # 2,400+ bytes
+    assert (await ws.recv())["code"] == "frame_too_large"
     await ws.send({"type": "send", "text": ""})
     assert (await ws.recv())["code"] == "invalid_frame"
     await ws.send({"type": "send", "text": " \n\t "})  # only whitespace: nothing to answer
