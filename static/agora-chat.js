@@ -1147,7 +1147,9 @@
         this.#unsent.delete(bubble);
         bubble.remove();
       });
+      const stick = this.#nearEnd();
       bubble.append(h("p", { class: "ac-msg__status", role: "alert" }, h("span", {}, message), retry));
+      this.#scrollToEnd(stick); // the line just added must not hide below the fold
     }
 
     /** Fill in what was typed elsewhere: the k-th `run-started` of a thread goes with its k-th user message. */
