@@ -5,6 +5,9 @@ reply, with a ScriptedModel; then the same with one ui component pushed by the t
 writes its events, journal and history to the store and fills the tool's narration.
 
     python bench/loop.py [--turns 3000] [--concurrency 50] [--redis redis://127.0.0.1:6379/0]
+                         [--gc default|tuned|both] [--loop asyncio|uvloop]
+
+``--loop uvloop`` runs on the loop ``agora-gateway serve`` picks when uvloop is installed.
 
 Peers, measured on this machine for the same scenario in-process: the OpenAI Agents SDK 289 runs/s
 (3.2 ms p50), pydantic-ai 214 runs/s (4.4 ms), plain Python with pydantic validation 127k runs/s.
@@ -142,14 +145,19 @@ def set_gc(mode: str) -> None:
         gc.set_threshold(700, 10, 10)
 
 
-async def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--no-redis", action="store_true")
     parser.add_argument("--gc", choices=["default", "tuned", "both"], default="both")
-    args = parser.parse_args()
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio", help="the event loop")
+    return parser.parse_args()
+
+
+async def main(args: argparse.Namespace) -> None:
+    print(f"event loop: {args.loop}")
 
     bare = await measure_bare()
     print(f"bare model calls per turn (2 ScriptedModel streams): {bare * 1e6:.1f} µs")
@@ -208,4 +216,10 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    arguments = parse_args()
+    if arguments.loop == "uvloop":
+        import uvloop
+
+        uvloop.run(main(arguments))
+    else:
+        asyncio.run(main(arguments))

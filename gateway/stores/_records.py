@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -197,9 +196,9 @@ class Batch:
     """Pending approvals to record."""
     release: bool = False
     """The run stops running here (it parked or ended): free the thread and drop the lease."""
-    write_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    """Names this write: a store that may receive it twice (a resend after a lost reply, a
-    driver writing again once the store is back) applies it once."""
+    write_id: str = ""
+    """Names this write, once a store that may receive it twice (a resend after a lost reply,
+    a driver writing again once the store is back) gives it a name; it applies it once."""
 
 
 @dataclass(kw_only=True)

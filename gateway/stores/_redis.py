@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -72,6 +73,12 @@ __all__ = ["RedisStore"]
 
 Entry = ModelStepEntry | ToolSettledEntry | PreflightEntry
 Message = UserMessage | AssistantMessage | ToolMessage
+
+
+def _name_write(batch: Batch) -> str:
+    """Give ``batch`` its write id for good: the same batch written again is the same write."""
+    batch.write_id = os.urandom(16).hex()
+    return batch.write_id
 
 
 class RedisStore:
@@ -255,7 +262,9 @@ class RedisStore:
 
     @staticmethod
     def _written(events: list[RunEvent], first: int) -> list[RunEvent]:
-        return [event.model_copy(update={"seq": first + index}) for index, event in enumerate(events)]
+        for index, event in enumerate(events):
+            event.seq = first + index  # events are the writer's own, fresh objects (as in MemoryStore)
+        return events
 
     async def _apply(self, thread_id: str, batch: Batch, *, run: RunRecord | None) -> int:
         """Run ``APPLY``; returns the first event's seq or a negative refusal code."""
@@ -305,7 +314,7 @@ class RedisStore:
             "\n".join([message.model_dump_json() for message in batch.messages]),
             "\n".join([approval_json(approval) for approval in batch.approvals]),
             json.dumps([approval.tool_call_id for approval in batch.approvals]) if batch.approvals else "",
-            batch.write_id,
+            batch.write_id or _name_write(batch),
         ]
         async with self._guard():
             if not extra and not batch.approvals:
