@@ -30,8 +30,11 @@ def test_preflight_results_and_their_dict_forms() -> None:
         "confirmation": {"title": "Refund 30 on o1?", "verb": "Refund", "detail": "Card ending 4242"},
     }
     assert denied.model_dump() == {"status": "denied", "reason": "Order already refunded"}
-    assert completed.model_dump() == {"status": "completed", "output": {"refunded": 0}}
-    for result in (ready, denied, completed):
+    assert completed.model_dump() == {"status": "completed", "output": {"refunded": 0}, "done": None}
+    worded = tools.PreflightCompleted(output={"refunded": 0}, done="Order o1 was already refunded")
+    from_dict = tools.as_preflight_result({"status": "completed", "done": "Order o1 was already refunded"})
+    assert isinstance(from_dict, tools.PreflightCompleted) and from_dict.done == worded.done
+    for result in (ready, denied, completed, worded):
         assert tools.as_preflight_result(result) is result
         assert tools.as_preflight_result(result.model_dump()) == result
 
