@@ -234,7 +234,8 @@ async def test_an_expired_approval(make_gateway: MakeGateway) -> None:
             await asyncio.sleep(0.001)
     await gw.post(button(approval_message(gw).variables["3"], "Refund"))
     await gw.http.wait_for(lambda h: "That approval has expired." in h.bodies())
-    await gw.http.wait_for(lambda h: any("expired before anyone decided" in b or "did not" in b for b in h.bodies()))
+    said = "I did not go ahead. The approval request expired before anyone decided."
+    await gw.http.wait_for(lambda h: said in h.bodies())  # the model was told, and said so
     await gw.settle()
     assert "The approval “Refund €129.00 for order 1042?” has expired." in gw.http.bodies()
     assert await refunds(gw) == []
