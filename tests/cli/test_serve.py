@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -30,15 +32,22 @@ def fetch(url: str) -> tuple[int, bytes]:
         return answer.status, answer.read()
 
 
-@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
-async def test_serve_starts_healthy_with_extra_tools_and_stops_cleanly(loop: str) -> None:
+SECRET_ENV = {"AGORA_SECRET": "a-test-secret-for-the-cli-test"}
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    *options: str, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> AsyncIterator[tuple[subprocess.Popen[str], int, str]]:
+    """``python -m gateway serve`` on a free port: the process, the port and its start-up line.
+
+    On exit the process is stopped (SIGTERM) and must have exited cleanly.
+    """
     port = free_port()
-    env = {**os.environ, "AGORA_SECRET": "a-test-secret-for-the-cli-test", "AGORA_PUBLIC_BASE_URL": "https://chat.test"}
-    command = ["serve", "--port", str(port), "--tools", "examples/shop_tools.py", "--loop", loop]
     process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", *command],
-        cwd=ROOT,
-        env=env,
+        [sys.executable, "-m", "gateway", "serve", "--port", str(port), *options],
+        cwd=cwd,
+        env={**os.environ, **SECRET_ENV, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -46,6 +55,18 @@ async def test_serve_starts_healthy_with_extra_tools_and_stops_cleanly(loop: str
     try:
         assert process.stdout is not None
         line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 30)
+        yield process, port, line
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        _, err = await asyncio.to_thread(process.communicate, timeout=20)
+    assert process.returncode == 0, err
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+async def test_serve_starts_healthy_with_extra_tools_and_stops_cleanly(loop: str) -> None:
+    options = ("--tools", "examples/shop_tools.py", "--loop", loop)
+    async with serving(*options, env={"AGORA_PUBLIC_BASE_URL": "https://chat.test"}) as (_, port, line):
         assert line.startswith(f"agora-gateway listening on http://127.0.0.1:{port}/")
         assert "model: demo" in line and "store: memory" in line and f"loop: {loop}" in line
         assert "public URL: https://chat.test/" in line  # where people reach it, beside where it listens
@@ -57,10 +78,6 @@ async def test_serve_starts_healthy_with_extra_tools_and_stops_cleanly(loop: str
         assert "reorder" not in names  # members only: an anonymous visitor is never offered it
         status, body = await asyncio.to_thread(fetch, f"http://127.0.0.1:{port}/")
         assert status == 200 and b"<agora-chat" in body
-    finally:
-        process.terminate()
-        out, err = await asyncio.to_thread(process.communicate, timeout=20)
-    assert process.returncode == 0, err
 
 
 def test_serve_refuses_an_unknown_model() -> None:
@@ -119,19 +136,7 @@ async def test_stopping_serve_closes_open_web_sockets_at_once() -> None:
 
     import aiohttp
 
-    port = free_port()
-    env = {**os.environ, "AGORA_SECRET": "a-test-secret-for-the-cli-test"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 30)
+    async with serving() as (process, port, _):
         async with aiohttp.ClientSession() as session, session.ws_connect(f"http://127.0.0.1:{port}/agent/ws") as ws:
             await ws.send_json({"type": "hello"})
             assert (await ws.receive_json(timeout=10))["type"] == "welcome"
@@ -141,8 +146,3 @@ async def test_stopping_serve_closes_open_web_sockets_at_once() -> None:
             assert message.type is aiohttp.WSMsgType.CLOSE and message.data == aiohttp.WSCloseCode.GOING_AWAY
         await asyncio.to_thread(process.wait, 10)
         assert time.monotonic() - stopping < 5  # an open socket used to hold the shutdown for ~40 s
-    finally:
-        if process.poll() is None:
-            process.kill()
-        _, err = await asyncio.to_thread(process.communicate, timeout=20)
-    assert process.returncode == 0, err

@@ -9,7 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from .test_serve import ROOT, fetch, free_port
+from .test_serve import ROOT, fetch, serving
 
 
 def build_wheel(into: Path) -> Path:
@@ -33,21 +33,10 @@ async def test_the_installed_wheel_serves_the_widget_and_the_demo_page(tmp_path:
     assert "renderers/templates/document.html.j2" in names and "renderers/static/components.css" in names
     assert not any(name.startswith(("tests/", "bench/")) for name in names)
 
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(site), "AGORA_SECRET": "a-test-secret-for-the-wheel-test"}
+    env = {"PYTHONPATH": str(site)}
     work = tmp_path / "elsewhere"  # not the checkout: nothing of the repository is in reach
     work.mkdir()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--loop", "asyncio"],
-        cwd=work,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 30)
+    async with serving("--loop", "asyncio", env=env, cwd=work) as (_, port, line):
         assert line.startswith(f"agora-gateway listening on http://127.0.0.1:{port}/"), line
         base = f"http://127.0.0.1:{port}"
         status, page = await asyncio.to_thread(fetch, f"{base}/")
@@ -56,18 +45,12 @@ async def test_the_installed_wheel_serves_the_widget_and_the_demo_page(tmp_path:
         assert status == 200 and script == (ROOT / "static" / "agora-chat.js").read_bytes()
         status, _ = await asyncio.to_thread(fetch, f"{base}/healthz")
         assert status == 200
-    finally:
-        process.terminate()
-        _, err = await asyncio.to_thread(process.communicate, timeout=20)
-    assert process.returncode == 0, err
-    assert (
-        str(site)
-        in subprocess.run(
-            [sys.executable, "-c", "import gateway; print(gateway.__file__)"],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )  # the served gateway was the wheel's, not the checkout's
+    where = subprocess.run(
+        [sys.executable, "-c", "import gateway; print(gateway.__file__)"],
+        cwd=work,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert str(site) in where.stdout  # the served gateway was the wheel's, not the checkout's
