@@ -746,5 +746,5 @@ def history_window(messages: list[Message], limit: int | None) -> list[Message]:
     window = messages[-limit:]
     for index, message in enumerate(window):
         if isinstance(message, UserMessage):
-            return window[index:] if index else window
+            return window[index:]
     return window

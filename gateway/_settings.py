@@ -120,8 +120,10 @@ class Settings(BaseSettings):
         return self.secret.get_secret_value().encode("utf-8")
 
     def base_url(self) -> str:
-        """The public base URL (``public_base_url``, else ``http://host:port``)."""
-        if self.public_base_url:
-            return self.public_base_url
+        """The public base URL (``public_base_url``, else ``listen_url()``)."""
+        return self.public_base_url or self.listen_url()
+
+    def listen_url(self) -> str:
+        """Where this process listens, as a URL (``0.0.0.0`` and ``::`` read as ``127.0.0.1``)."""
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
         return f"http://{host}:{self.port}"

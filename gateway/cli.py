@@ -100,11 +100,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     def announce(*_: object) -> None:
         # run_app calls this once the listening sockets are bound: the URL answers from now on.
-        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-        listening = f"http://{host}:{settings.port}"
         public = f", public URL: {settings.public_base_url}/" if settings.public_base_url else ""
         print(
-            f"agora-gateway listening on {listening}/  (model: {settings.model}, store: {store}, "
+            f"agora-gateway listening on {settings.listen_url()}/  (model: {settings.model}, store: {store}, "
             f"loop: {loop_name}{public})",
             flush=True,
         )

@@ -121,6 +121,19 @@ class AbilityRolesPolicy:
         return not roles or not set(roles).isdisjoint(actor.roles)
 
 
+def _scope(
+    actor: Actor, agent: AgentScope | None, ui_capabilities: UiCapabilities | None, thread_id: str | None
+) -> DescribeScope:
+    """What ``describe`` sees this turn (the agent checked first)."""
+    _check_agent(agent)
+    return DescribeScope(
+        actor=actor,
+        thread_id=thread_id,
+        agent_name=agent.name if agent is not None else None,
+        ui_capabilities=ui_capabilities,
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolDefinition:
     """A tool as offered to the model for one turn."""
@@ -292,13 +305,7 @@ class ToolRegistry:
     ) -> list[ToolDefinition]:
         """The tools offered to the model for this actor and agent, with their JSON schemas."""
         _check_actor(actor, "definitions_for()")
-        _check_agent(agent)
-        scope = DescribeScope(
-            actor=actor,
-            thread_id=thread_id,
-            agent_name=agent.name if agent is not None else None,
-            ui_capabilities=ui_capabilities,
-        )
+        scope = _scope(actor, agent, ui_capabilities, thread_id)
         return [
             ToolDefinition(
                 name=tool.name,
@@ -325,13 +332,7 @@ class ToolRegistry:
         ``describe`` sees the same scope as there, so given the same arguments both lists agree.
         """
         _check_actor(actor, "catalog_for()")
-        _check_agent(agent)
-        scope = DescribeScope(
-            actor=actor,
-            thread_id=thread_id,
-            agent_name=agent.name if agent is not None else None,
-            ui_capabilities=ui_capabilities,
-        )
+        scope = _scope(actor, agent, ui_capabilities, thread_id)
         return [
             {
                 "name": tool.name,

@@ -293,18 +293,21 @@ class WebSession:
             self._follow(thread_id, after_seq, approver=approver), name=f"agora-ws-{thread_id}"
         )
 
-    async def _may_read(self, thread_id: str, actor: Actor) -> bool:
-        try:
-            await self.services.runtime.check_thread_access(thread_id, actor)
-        except GatewayError:
+    async def _reading_ends(self, thread_id: str, approver: Actor | None, event: Any, kind: type[Any]) -> bool:
+        """True when ``event`` is of ``kind`` and ``approver`` may no longer read the thread."""
+        if approver is None or not isinstance(event, kind):
             return False
-        return True
+        try:
+            await self.services.runtime.check_thread_access(thread_id, approver)
+        except GatewayError:
+            return True
+        return False
 
     async def _follow(self, thread_id: str, after_seq: int, *, approver: Actor | None) -> None:
         try:
             async for event in self.services.runtime.store.subscribe(thread_id, after_seq):
                 # A new turn, or the last decision this approver had to make, ends their reading.
-                if approver and isinstance(event, RunStartedEvent) and not await self._may_read(thread_id, approver):
+                if await self._reading_ends(thread_id, approver, event, RunStartedEvent):
                     break
                 if isinstance(event, UiEvent):
                     frame = RUN_EVENT_ADAPTER.dump_python(event, mode="json")
@@ -312,11 +315,7 @@ class WebSession:
                     await self.send(frame)
                 else:
                     await self.send_text(event.model_dump_json())
-                if (
-                    approver
-                    and isinstance(event, ApprovalSettledEvent)
-                    and not await self._may_read(thread_id, approver)
-                ):
+                if await self._reading_ends(thread_id, approver, event, ApprovalSettledEvent):
                     break
             else:
                 return
