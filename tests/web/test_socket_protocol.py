@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from typing import Any
 
 import pytest
@@ -169,8 +170,8 @@ async def test_decisions_on_someone_elses_call_and_replays_change_nothing(make_c
     error = await alice.recv()
     assert (error["code"], error["id"]) == ("approval_settled", "r")
     assert (await runtime.store.get_approval(request["tool_call_id"])).status == "approved"
-    for socket in (alice, bob):
-        await socket.ws.close()
+    for peer in (alice, bob):
+        await peer.ws.close()
 
 
 async def test_identity_failures_close_the_socket_with_a_code(make_client: Any) -> None:
@@ -237,6 +238,10 @@ async def test_a_slow_reader_is_disconnected_instead_of_buffering_forever(
     thread_id = (await ws.hello())["thread_id"]
     await ws.turn("hello")  # the thread exists now
     assert services.metrics.sockets._value.get() == 1
+    # A small fixed receive buffer: loopback would otherwise autotune it to tens of MB and take
+    # every byte, so whether a send ever waits would depend on the machine.
+    transport = ws.ws._conn.transport
+    transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
     # The client stops reading; the thread gets large events: the server's buffers fill up, a
     # send waits past ws_send_timeout, and the server drops the socket instead of queueing more.
     # A frame larger than every buffer must be timed too, though the buffer looked roomy.
