@@ -34,6 +34,7 @@ from ._json import parse_json
 from ._runtime import Runtime, RuntimeObserver
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
 from ._settings import Settings
+from ._unicode import valid_text
 from .events import RunEvent, Turn
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ __all__ = [
     "create_app",
     "parse_json",
     "sign_actor_token",
+    "valid_text",
     "verify_actor_token",
 ]
 

@@ -1,15 +1,20 @@
-"""``parse_json``: JSON from the wire, refused when it nests deeper than anything we take.
+r"""``parse_json``: JSON from the wire, refused when it nests deeper than anything we take.
 
 ``json.loads`` recurses once per level and raises ``RecursionError`` around a thousand levels,
 a few kilobytes of ``[`` from any client; and a structure a few hundred levels deep that did
 parse would later fail in pydantic or in the store. Every channel parses its bodies and frames
 here, so all of them answer such input as the malformed JSON it is.
+
+JSON may also escape half of a surrogate pair alone (``"\ud83d"``), which no UTF-8 store or socket
+can carry: every such string (keys too) comes back with U+FFFD in its place (``gateway._unicode``).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from ._unicode import valid_tree
 
 __all__ = ["MAX_JSON_DEPTH", "parse_json"]
 
@@ -18,7 +23,7 @@ MAX_JSON_DEPTH = 64
 
 
 def parse_json(data: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Parse ``data`` as JSON.
+    """Parse ``data`` as JSON, with lone surrogates in its strings replaced by U+FFFD.
 
     Raises:
         ValueError: Not JSON, not UTF-8, or nested more than ``max_depth`` levels (the message
@@ -32,7 +37,7 @@ def parse_json(data: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
         raise ValueError(f"not UTF-8: {exc.reason}") from None
     if _deeper_than(value, max_depth):
         raise ValueError(f"JSON nested more than {max_depth} levels")
-    return value
+    return valid_tree(value)
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
