@@ -42,6 +42,7 @@ from tools import (
 from ._collector import UiCollector
 from ._errors import GatewayError, ModelError, StoreUnavailableError
 from ._transcript import error_value, jsonable, transcript_of
+from ._unicode import valid_text, valid_tree
 from .events import (
     ApprovalRequestedEvent,
     ApprovalSettledEvent,
@@ -102,6 +103,10 @@ class _UserCancelled(Exception):
     """A person asked to stop the run while a model call or a tool was in flight."""
 
 
+class _StepNotStored(Exception):
+    """The store refused a write of this run for good (not an outage): the run cannot go on."""
+
+
 class RunDriver:
     """Drives one run on this process. The runtime creates one per run it drives."""
 
@@ -145,8 +150,8 @@ class RunDriver:
             id=item.id or f"{call_id}:ui:{os.urandom(4).hex()}",
             component=item.component,
             version=item.version,
-            props=item.props,
-            fallback_text=item.fallback_text,
+            props=valid_tree(item.props),
+            fallback_text=valid_text(item.fallback_text) if item.fallback_text else item.fallback_text,
             tool_call_id=call_id,
         )
         return event
@@ -167,6 +172,14 @@ class RunDriver:
             if self.rt.store_retry <= 0:
                 raise
             return await self._write_when_back(batch)
+        except (asyncio.CancelledError, _StepNotStored):
+            raise
+        except Exception as exc:
+            if isinstance(exc, GatewayError) and exc.status == 503:
+                raise
+            # Not an outage: the same write would fail again on any process, so the run stops
+            # here (see drive) instead of being resumed, re-asking the model, for ever.
+            raise _StepNotStored(f"{type(exc).__name__}: {exc}") from exc
 
     async def _write_when_back(self, batch: Batch) -> list[RunEvent]:
         loop = asyncio.get_running_loop()
@@ -251,6 +264,9 @@ class RunDriver:
         except ModelError as exc:
             logger.warning("run %s: the model failed: %s", self.run.run_id, exc)
             return await self.finish("failed", error=(exc.code, exc.public))
+        except _StepNotStored as exc:
+            logger.error("run %s failed: the store refused a step: %s", self.run.run_id, exc)
+            return await self._fail_unstored()
         except (StoreUnavailableError, asyncio.CancelledError):
             # The store is gone or this process is stopping: leave the run as it is. Its lease
             # lapses and a process that can reach the store resumes it from the journal.
@@ -259,7 +275,32 @@ class RunDriver:
             if isinstance(exc, GatewayError) and exc.status == 503:
                 raise
             logger.exception("run %s failed", self.run.run_id)
-            return await self.finish("failed", error=("internal_error", "The run failed unexpectedly."))
+            try:
+                return await self.finish("failed", error=("internal_error", "The run failed unexpectedly."))
+            except _StepNotStored as unstored:
+                logger.error("run %s: the store refused its end: %s", self.run.run_id, unstored)
+                return await self._fail_unstored()
+
+    async def _fail_unstored(self) -> RunStatus:
+        """End a run whose step the store refused, writing only what is known to be storable.
+
+        The transcript and the unwritten step stay out (they may be what the store refused), so
+        the run's end always lands: it is never left running for a sweep to resume it and ask
+        the model again for a step it already took.
+        """
+        code, message = "store_rejected", "A step of this run could not be stored, so the run stopped."
+        self.run.error = {"code": code, "message": message}
+        self.run.status = "failed"
+        batch = Batch(
+            events=[
+                self.event(RunErrorEvent, code=code, message=message),
+                self.event(RunFinishedEvent, status="failed", usage=self.run.usage),
+            ],
+            release=True,
+        )
+        await self.write(batch)
+        self.rt.observe_run_finished(self.run, "failed", time.perf_counter() - self._started)
+        return "failed"
 
     async def _loop(self) -> RunStatus:
         history = self._history if self._history is not None else await self.store.get_messages(self.run.thread_id)
@@ -336,6 +377,7 @@ class RunDriver:
                 async for chunk in stream:
                     match chunk:
                         case TextChunk(delta=delta) if delta:
+                            delta = valid_text(delta)
                             text.append(delta)
                             if not pending:
                                 first_pending = time.perf_counter()
@@ -361,17 +403,19 @@ class RunDriver:
 
     @staticmethod
     def _plan(request: ToolCallRequest) -> PlannedCall:
-        arguments = request.arguments_json()
+        """The call as journaled: its arguments' strings made valid (a model may send lone surrogates)."""
         args: dict[str, Any] | None
         if isinstance(request.args, dict):
-            args = request.args
+            args = valid_tree(request.args)
+            arguments = request.arguments_json() if args is request.args else json.dumps(args, separators=(",", ":"))
         else:
+            arguments = valid_text(request.args)
             try:
-                parsed = json.loads(request.args) if request.args.strip() else {}
+                parsed = json.loads(arguments) if arguments.strip() else {}
             except ValueError:
                 parsed = None
-            args = parsed if isinstance(parsed, dict) else None
-        return PlannedCall(id=new_id("tc"), name=request.name, arguments=arguments, args=args)
+            args = valid_tree(parsed) if isinstance(parsed, dict) else None
+        return PlannedCall(id=new_id("tc"), name=valid_text(request.name), arguments=arguments, args=args)
 
     # -- ending -------------------------------------------------------------------------------------
 
@@ -507,7 +551,7 @@ class RunDriver:
         except BaseExceptionGroup as failed:
             # Calls settle their own tool errors, so what reaches here is the store failing or
             # the run stopping: surface it as itself, as a single call would.
-            for kind in (asyncio.CancelledError, StoreUnavailableError):
+            for kind in (asyncio.CancelledError, StoreUnavailableError, _StepNotStored):
                 match = failed.subgroup(kind)
                 if match is not None:
                     raise match.exceptions[0] from failed

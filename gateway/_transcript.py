@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic_core import to_jsonable_python
+from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from ._unicode import valid_text, valid_tree
 from .models import AssistantMessage, ToolCall, ToolMessage
 from .stores import ModelStepEntry, ToolSettledEntry
 
@@ -16,11 +18,18 @@ _MAX_ERROR_TEXT = 500
 
 
 def jsonable(value: Any) -> Any:
-    return to_jsonable_python(value, fallback=str)
+    """``value`` as JSON data (a model's fields, dates as text...), its strings valid UTF-8."""
+    try:
+        return valid_tree(to_jsonable_python(valid_tree(value), fallback=str))
+    except (PydanticSerializationError, UnicodeEncodeError):
+        # A lone surrogate inside a model stops the serializer: clean its Python form first.
+        if not isinstance(value, BaseModel):
+            raise
+        return valid_tree(to_jsonable_python(valid_tree(value.model_dump()), fallback=str))
 
 
 def error_value(code: str, message: str) -> dict[str, str]:
-    return {"code": code, "message": message[:_MAX_ERROR_TEXT]}
+    return {"code": code, "message": valid_text(message[:_MAX_ERROR_TEXT])}
 
 
 def transcript_of(

@@ -12,9 +12,11 @@ import time
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from tools import Actor, Confirmation, UiCapabilities
+
+from ._unicode import valid_tree as _valid_tree
 
 __all__ = [
     "RUN_EVENT_ADAPTER",
@@ -86,6 +88,12 @@ class Turn(BaseModel):
     """``web``, ``whatsapp``, ``ag-ui``, ``a2a``, ``api``..."""
     agent: str | None = None
     """The agent to talk to; the runtime's default when ``None``."""
+
+    @field_validator("text", "page_context", mode="before")
+    @classmethod
+    def _valid_unicode(cls, value: Any) -> Any:
+        # A lone surrogate has no UTF-8 form: stored as is, it would break every later read.
+        return _valid_tree(value)
 
 
 class Usage(BaseModel):
