@@ -188,7 +188,9 @@ class RunDriver:
         logger.warning("run %s: the store is unavailable; holding a step until it is back", self.run.run_id)
         while True:
             await asyncio.sleep(delay)  # backoff between attempts, not synchronisation
-            delay = min(delay * 2, 2.0)
+            # Within the grace other processes give a lapsed lease: the first try after the
+            # store is back takes the lease back before any of them takes the run over.
+            delay = min(delay * 2, 2.0, self.rt.takeover_grace / 4 or 0.25)
             if self.rt.closed:  # a shielded write outliving its runtime gives up
                 raise StoreUnavailableError(f"run {self.run.run_id}: the runtime closed while the store was away")
             try:

@@ -97,6 +97,7 @@ class Runtime:
         maintenance_interval: float | None = None,
         instance_id: str | None = None,
         store_retry: float = 60.0,
+        takeover_grace: float | None = None,
     ) -> None:
         """Assemble a runtime.
 
@@ -115,6 +116,10 @@ class Runtime:
             store_retry: Seconds a run holds a step it could not write while the store is away
                 (a tool's result, say) and tries again; ``0`` stops the run at once. Past this,
                 the run stops and resumes from its journal later, running unsettled calls again.
+            takeover_grace: Seconds a lapsed lease must stay lapsed, as this process's sweeps
+                see it, before they take the run over (``maintenance_interval``). A process
+                alive after a store outage renews (or takes back) its leases first, so a result
+                it holds is written and its tool never runs twice.
 
         Raises:
             UserError: An agent has no model and no runtime model is given, or names repeat.
@@ -143,6 +148,11 @@ class Runtime:
             raise UserError("lease_ttl must be positive")
         self.lease_ttl = float(lease_ttl)
         self.maintenance_interval = maintenance_interval or self.lease_ttl / 3
+        self.takeover_grace = self.maintenance_interval if takeover_grace is None else float(takeover_grace)
+        if self.takeover_grace < 0:
+            raise UserError("takeover_grace must not be negative")
+        self._lapsed: dict[str, float] = {}
+        """Runs whose lapsed lease a sweep saw, and when first (monotonic): taken over after the grace."""
         if store_retry < 0:
             raise UserError("store_retry must not be negative")
         self.store_retry = float(store_retry)
@@ -551,12 +561,17 @@ class Runtime:
     # -- background work ----------------------------------------------------------------------------
 
     async def _maintain(self) -> None:
+        delay = self.maintenance_interval
         while True:
-            await asyncio.sleep(self.maintenance_interval)
+            await asyncio.sleep(delay)
+            delay = self.maintenance_interval
             try:
                 await self.sweep()
             except StoreUnavailableError:
-                logger.warning("store unavailable; maintenance retries in %.1f s", self.maintenance_interval)
+                # Soon again: once the store is back, the leases held here must be renewed
+                # before another process's takeover grace runs out.
+                delay = min(self.maintenance_interval, self.takeover_grace / 4 or 0.25, 1.0)
+                logger.warning("store unavailable; maintenance retries in %.2f s", delay)
             except Exception:
                 logger.exception("maintenance pass failed")
 
@@ -589,8 +604,27 @@ class Runtime:
                     continue
             if cancel_flag and not driver.cancel_requested:
                 driver.request_cancel()
-        for _thread_id, run_id in await self.store.expired_leases():
-            if run_id not in self._tasks and await self._resume(run_id, expect=frozenset({"running"})):
-                logger.info("resumed run %s whose process stopped", run_id)
+        await self._take_over_lapsed()
         for approval in await self.store.expired_approvals(time.time()):
             await self._expire(approval)
+
+    async def _take_over_lapsed(self) -> None:
+        """Resume runs whose lease has stayed lapsed for ``takeover_grace`` (their process died).
+
+        A lease also lapses when the store was away for longer than it: then its holder is
+        alive, may hold a finished tool's result, and renews the lease as soon as the store is
+        back. Taking such a run over would run that tool again; so a lapse must outlast the
+        grace, as seen by two of this process's sweeps, before the run is taken.
+        """
+        now = time.monotonic()
+        lapsed: dict[str, float] = {}
+        for _thread_id, run_id in await self.store.expired_leases():
+            if run_id in self._tasks:
+                continue
+            first_seen = lapsed[run_id] = self._lapsed.get(run_id, now)
+            if now - first_seen < self.takeover_grace:
+                continue
+            if await self._resume(run_id, expect=frozenset({"running"})):
+                logger.info("resumed run %s whose process stopped", run_id)
+            lapsed.pop(run_id, None)
+        self._lapsed = lapsed

@@ -182,3 +182,84 @@ async def test_redis_stopped_and_started_mid_run(
         assert len(charges) == 2 and charges[0] == charges[1], "the unsettled call ran again with the same key"
     assert len(effects_by_key) == 1, "so an idempotent tool charged once"
     assert kinds.count("tool-completed") == 2 and kinds[-2:] == ["text-end", "run-finished"]
+
+
+@pytest.mark.slow
+async def test_an_outage_longer_than_the_lease_runs_no_tool_twice_across_two_processes(
+    tmp_path: Path, server: RedisServer
+) -> None:
+    """Two gateway processes, 48 runs inside a tool, Redis SIGKILLed for longer than the lease.
+
+    Every tool finishes while Redis is away, so each holder keeps an unwritten result while its
+    lease lapses. When Redis is back, the other process's sweep sees lapsed leases; it must not
+    take a run whose holder is alive and holding (before: 9 of 48 ran twice, on two processes).
+    """
+    await server.start()
+    attempts = tmp_path / "attempts.txt"
+    attempts.touch()
+    env = {
+        **os.environ,
+        "AGORA_TEST_REDIS_URL": server.url,
+        "AGORA_TEST_ATTEMPTS": str(attempts),
+        "AGORA_TEST_TOOL_SECONDS": "1.0",
+        "AGORA_TEST_LEASE": "3.0",
+    }
+    per_process, lease, outage = 24, 3.0, 5.0
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.stores._outage_child", name, str(per_process)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        for name in ("alpha", "beta")
+    ]
+    store: RedisStore | None = None
+    try:
+        run_ids: list[str] = []
+        for child in children:
+            assert child.stdout is not None
+            for _ in range(per_process):
+                line = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), 30)
+                run_ids.append(line.decode().strip())
+        async with asyncio.timeout(30):
+            while len(attempts.read_text().splitlines()) < 2 * per_process:  # every tool is in flight
+                await asyncio.sleep(0.02)
+        server.kill()  # SIGKILL: the AOF (appendfsync always) has every write so far
+        await asyncio.sleep(outage)  # the fault itself: an outage longer than the lease
+        assert outage > lease
+        await server.start()
+        store = RedisStore(server.url, prefix="outage")
+        async with asyncio.timeout(60):
+            while True:
+                runs = [await store.get_run(run_id) for run_id in run_ids]
+                if all(run is not None and run.status != "running" for run in runs):
+                    break
+                await asyncio.sleep(0.1)
+        statuses = [run.status for run in runs if run is not None]
+        completed = [
+            [e.type for e in await store.read_events(f"t-{name}-{i}")].count("tool-completed")
+            for name in ("alpha", "beta")
+            for i in range(per_process)
+        ]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+            child.wait(10)
+            if child.stdout is not None:
+                child.stdout.close()
+        if store is not None:
+            await store.aclose()
+    lines = attempts.read_text().splitlines()
+    by_key: dict[str, list[str]] = {}
+    for line in lines:
+        process, key = line.split(" ", 1)
+        by_key.setdefault(key, []).append(process)
+    doubled = {key: where for key, where in by_key.items() if len(where) > 1}
+    assert statuses == ["completed"] * len(run_ids)
+    assert len(by_key) == len(run_ids) and not doubled, (
+        f"{len(doubled)} of {len(run_ids)} ran twice, e.g. {next(iter(doubled.items()), None)}"
+    )
+    assert completed == [1] * len(run_ids)
