@@ -15,7 +15,6 @@ import logging
 import os
 import time
 from collections.abc import Awaitable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -36,7 +35,6 @@ from tools import (
     fill_result_view,
     narrate_done,
     narrate_running,
-    resolve_confirmation,
 )
 
 from ._collector import UiCollector
@@ -44,8 +42,6 @@ from ._errors import GatewayError, ModelError, StoreUnavailableError
 from ._transcript import error_value, jsonable, transcript_of
 from ._unicode import valid_text, valid_tree
 from .events import (
-    ApprovalRequestedEvent,
-    ApprovalSettledEvent,
     RunErrorEvent,
     RunEvent,
     RunFinishedEvent,
@@ -82,7 +78,7 @@ from .stores import (
 
 if TYPE_CHECKING:
     from ._agents import Agent
-    from ._runtime import Runtime
+    from ._host import RunHost
 
 __all__ = ["RunDriver"]
 
@@ -110,12 +106,12 @@ class _StepNotStored(Exception):
 class RunDriver:
     """Drives one run on this process. The runtime creates one per run it drives."""
 
-    def __init__(self, runtime: Runtime, run: RunRecord, agent: Agent, *, history: list[Message] | None = None) -> None:
-        self.rt = runtime
-        self.store = runtime.store
+    def __init__(self, host: RunHost, run: RunRecord, agent: Agent, *, history: list[Message] | None = None) -> None:
+        self.host = host
+        self.store = host.store
         self.run = run
         self.agent = agent
-        model = agent.model or runtime.model
+        model = agent.model or host.model
         if model is None:
             raise RuntimeError(f"agent {agent.name!r} has no model")
         self.model: Model = model
@@ -167,9 +163,9 @@ class RunDriver:
         self.run.updated_at = now_iso()
         batch.run = self.run
         try:
-            return await self.rt.write(self.run.thread_id, batch)
+            return await self.host.write(self.run.thread_id, batch)
         except StoreUnavailableError:
-            if self.rt.store_retry <= 0:
+            if self.host.store_retry <= 0:
                 raise
             return await self._write_when_back(batch)
         except (asyncio.CancelledError, _StepNotStored):
@@ -183,19 +179,19 @@ class RunDriver:
 
     async def _write_when_back(self, batch: Batch) -> list[RunEvent]:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.rt.store_retry
-        delay = 0.05
+        deadline = loop.time() + self.host.store_retry
+        delay = 0.025
         logger.warning("run %s: the store is unavailable; holding a step until it is back", self.run.run_id)
         while True:
             await asyncio.sleep(delay)  # backoff between attempts, not synchronisation
             # Within the grace other processes give a lapsed lease: the first try after the
             # store is back takes the lease back before any of them takes the run over.
-            delay = min(delay * 2, 2.0, self.rt.takeover_grace / 4 or 0.25)
-            if self.rt.closed:  # a shielded write outliving its runtime gives up
+            delay = self.host.leases.retry_delay(delay)
+            if self.host.closed:  # a shielded write outliving its runtime gives up
                 raise StoreUnavailableError(f"run {self.run.run_id}: the runtime closed while the store was away")
             try:
-                held = await self.rt.reclaim(self.run)
-                events = await self.rt.write(self.run.thread_id, batch) if held else None
+                held = await self.host.leases.reclaim(self.run)
+                events = await self.host.write(self.run.thread_id, batch) if held else None
             except StoreUnavailableError:
                 if loop.time() >= deadline:
                     raise
@@ -261,7 +257,7 @@ class RunDriver:
             batch = Batch()
             for call in list(self._running.values()):
                 self._settle(batch, call, "failed", error=error_value("cancelled", "The run was stopped."))
-                self.rt.observe_tool(self.run, call.name, "cancelled", 0.0)
+                self.host.observe_tool(self.run, call.name, "cancelled", 0.0)
             return await self.finish("cancelled", prefix=batch)
         except ModelError as exc:
             logger.warning("run %s: the model failed: %s", self.run.run_id, exc)
@@ -301,7 +297,7 @@ class RunDriver:
             release=True,
         )
         await self.write(batch)
-        self.rt.observe_run_finished(self.run, "failed", time.perf_counter() - self._started)
+        self.host.observe_run_finished(self.run, "failed", time.perf_counter() - self._started)
         return "failed"
 
     async def _loop(self) -> RunStatus:
@@ -331,7 +327,7 @@ class RunDriver:
         """The tools offered in this turn: the gates run once per turn (and again on each call)."""
         if self._offered is None:
             turn = self.run.turn
-            self._offered = await self.rt.registry.definitions_for(
+            self._offered = await self.host.registry.definitions_for(
                 turn.actor, self.agent, turn.ui_capabilities, thread_id=self.run.thread_id
             )
         return list(self._offered)
@@ -400,7 +396,7 @@ class RunDriver:
         full_text = "".join(text) or None
         if full_text is not None:
             pending.append(self.event(TextEndEvent, message_id=message_id, text=full_text))
-        self.rt.observe_model_step(self.run, time.perf_counter() - started)
+        self.host.observe_model_step(self.run, time.perf_counter() - started)
         return ModelStepEntry(step=step, message_id=message_id, text=full_text, calls=calls, usage=usage), pending
 
     @staticmethod
@@ -435,35 +431,24 @@ class RunDriver:
         batch.messages.extend(self._transcript())
         batch.release = True
         await self.write(batch)
-        self.rt.observe_run_finished(self.run, status, time.perf_counter() - self._started)
+        self.host.observe_run_finished(self.run, status, time.perf_counter() - self._started)
         return status
 
     async def _park(self, approval: ApprovalRecord | None, batch: Batch) -> None:
         self.run.status = "awaiting-approval"
         if approval is not None:
             batch.approvals.append(approval)
-            batch.events.append(
-                self.event(
-                    ApprovalRequestedEvent,
-                    tool_call_id=approval.tool_call_id,
-                    tool=approval.tool,
-                    input=approval.input,
-                    confirmation=approval.confirmation,
-                    tone=approval.tone,
-                    approver=approval.approver,
-                    expires_at=approval.expires_at,
-                )
-            )
+            batch.events.append(self.host.approvals.requested_event(approval))
         batch.events.append(self.event(RunFinishedEvent, status="awaiting-approval", usage=self.run.usage))
         batch.release = True
         await self.write(batch)
-        self.rt.observe_run_finished(self.run, "awaiting-approval", time.perf_counter() - self._started)
+        self.host.observe_run_finished(self.run, "awaiting-approval", time.perf_counter() - self._started)
 
     # -- tool calls ---------------------------------------------------------------------------------
 
     async def _run_calls(self, entry: ModelStepEntry, prefix: Batch) -> bool:
         """Run a step's calls; True when the run parked for an approval."""
-        registry = self.rt.registry
+        registry = self.host.registry
         kinds = [(registry.get(call.name) or None) for call in entry.calls]
         if all(tool is None or tool.kind == "read" for tool in kinds):
             await self._run_reads(entry.calls, prefix)
@@ -483,7 +468,7 @@ class RunDriver:
 
     async def _admit(self, call: PlannedCall, ctx: ToolContext) -> tuple[Tool, BaseModel]:
         """Gates and validation for one call; raises ``ToolError`` when it may not run."""
-        tool = await self.rt.registry.check(call.name, ctx, self.agent)
+        tool = await self.host.registry.check(call.name, ctx, self.agent)
         if call.args is None:
             raise ToolInputInvalidError(
                 f"Arguments for tool {call.name!r} are not a JSON object: {call.arguments[:200]}", tool=call.name
@@ -530,8 +515,8 @@ class RunDriver:
             except ToolError as exc:
                 self._settle(prefix, call, "failed", error=error_value(exc.code, str(exc)))
                 # A name the model made up is not a label value: each would be a new series.
-                known = self.rt.registry.get(call.name) is not None
-                self.rt.observe_tool(self.run, call.name if known else UNKNOWN_TOOL, "failed", 0.0)
+                known = self.host.registry.get(call.name) is not None
+                self.host.observe_tool(self.run, call.name if known else UNKNOWN_TOOL, "failed", 0.0)
                 continue
             prefix.events.append(self._started_event(call, tool, validated))
             admitted.append((call, tool, validated, ctx))
@@ -572,7 +557,7 @@ class RunDriver:
         started = time.perf_counter()
         batch = Batch()
         self._running[call.id] = call
-        work = self.rt.registry.execute(tool, validated, ctx)
+        work = self.host.registry.execute(tool, validated, ctx)
         try:
             output = await (self._guarded(work) if guarded else work)
         except (_UserCancelled, asyncio.CancelledError):
@@ -590,7 +575,7 @@ class RunDriver:
         batch.events[:0] = await collector.drain()
         await self.write(batch)
         self._running.pop(call.id, None)
-        self.rt.observe_tool(self.run, tool.name, self._settled[call.id].status, time.perf_counter() - started)
+        self.host.observe_tool(self.run, tool.name, self._settled[call.id].status, time.perf_counter() - started)
 
     async def _complete(
         self,
@@ -610,7 +595,7 @@ class RunDriver:
         """
         returned, output = output, jsonable(output)
         try:
-            for index, item in enumerate(await self.rt.registry.present(tool, returned, ctx)):
+            for index, item in enumerate(await self.host.registry.present(tool, returned, ctx)):
                 if item.id is None:
                     item = item.model_copy(update={"id": f"{call.id}:present:{index}"})
                 batch.events.append(self.ui_event(item, call.id))
@@ -642,7 +627,7 @@ class RunDriver:
         known = self._preflights.get((call.id, phase))
         if known is not None:
             return as_preflight_result(known.result)
-        result = await self._guarded(self.rt.registry.preflight(tool, validated, ctx, phase))
+        result = await self._guarded(self.host.registry.preflight(tool, validated, ctx, phase))
         entry = PreflightEntry(tool_call_id=call.id, phase=phase, result=jsonable(result.model_dump()))
         self._preflights[(call.id, phase)] = entry
         batch.journal.append(entry)
@@ -707,56 +692,21 @@ class RunDriver:
         self, call: PlannedCall, tool: Tool, validated: BaseModel, verdict: PreflightReady, batch: Batch
     ) -> str:
         """``"approved"``, ``"park"``, or the denial reason the model will read."""
-        approval = await self.store.get_approval(call.id)
-        if approval is None:
-            if await self.store.is_remembered(self.run.thread_id, tool.name):
-                return "approved"
-            await self._park(self._new_approval(call, tool, validated, verdict), batch)
-            return "park"
-        if approval.status == "pending":
-            if not approval.lapsed():
+        approvals = self.host.approvals
+        decided = await approvals.verdict(self.run, call.id, tool.name)
+        batch.events.extend(decided.events)
+        match decided.outcome:
+            case "ask":
+                data = validated.model_dump(mode="json")
+                await self._park(approvals.request(self.run, call.id, tool, data, verdict), batch)
+                return "park"
+            case "wait":
                 await self._park(None, batch)
                 return "park"
-            expired = await self.store.settle_approval(call.id, status="expired", decided_by=None, via="expiry")
-            if expired is not None:
-                batch.events.append(
-                    self.event(ApprovalSettledEvent, tool_call_id=call.id, status="expired", via="expiry")
-                )
-            approval = expired or await self.store.get_approval(call.id) or approval
-        match approval.status:
             case "approved":
                 return "approved"
-            case "expired":
-                return "The approval request expired before anyone decided."
             case _:
-                # An anonymous id means nothing to a person (or the model): leave it out.
-                named = approval.decided_by and not approval.decided_by.startswith("anon:")
-                who = f" by {approval.decided_by}" if named else ""
-                detail = f": {approval.reason}" if approval.reason else ""
-                return f"Rejected{who}{detail}."
-
-    def _new_approval(
-        self, call: PlannedCall, tool: Tool, validated: BaseModel, verdict: PreflightReady
-    ) -> ApprovalRecord:
-        data = validated.model_dump(mode="json")
-        rule = self.rt.approval_policy.rule_for(tool)
-        expires = time.time() + rule.ttl
-        confirmation = resolve_confirmation(tool.name, data, tool.presentation, verdict)
-        approval = ApprovalRecord(
-            tool_call_id=call.id,
-            run_id=self.run.run_id,
-            thread_id=self.run.thread_id,
-            tool=tool.name,
-            input=data,
-            requester_id=self.run.turn.actor.id,
-            requester_tenant=self.run.turn.actor.tenant_ref,
-            approver=rule.approver,
-            confirmation=confirmation,
-            tone=tool.presentation.tone if tool.presentation else None,
-            expires_at=datetime.fromtimestamp(expires, UTC).isoformat(timespec="seconds"),
-            expires_ts=expires,
-        )
-        return approval
+                return decided.reason or "Not approved."
 
     async def _load_journal(self) -> None:
         """Replay the run's journal: its steps, settled calls and preflight answers."""

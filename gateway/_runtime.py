@@ -7,7 +7,6 @@ import enum
 import logging
 import os
 import socket
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
@@ -15,13 +14,9 @@ from typing import Any
 from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, UserError
 
 from ._agents import Agent
-from ._approvals import REQUESTER, ApprovalPolicy
+from ._approvals import ApprovalFlow, ApprovalPolicy
 from ._driver import RunDriver
 from ._errors import (
-    ApprovalExpiredError,
-    ApprovalForbiddenError,
-    ApprovalNotFoundError,
-    ApprovalSettledError,
     RunNotActiveError,
     RunNotFoundError,
     StoreUnavailableError,
@@ -31,7 +26,8 @@ from ._errors import (
     ThreadParkedError,
     UnknownAgentError,
 )
-from .events import ApprovalSettledEvent, RunEvent, RunFinishedEvent, RunStartedEvent, RunStatus, Turn, new_id
+from ._leases import Leases
+from .events import RunEvent, RunFinishedEvent, RunStartedEvent, RunStatus, Turn, new_id
 from .models import AssistantMessage, Model, ToolMessage, UserMessage
 from .stores import ApprovalRecord, Batch, MemoryStore, RunRecord, Store, ThreadRecord
 
@@ -143,25 +139,45 @@ class Runtime:
         self.model = model
         self._owns_store = store is None
         self.store: Store = store if store is not None else MemoryStore()
-        self.approval_policy = approval_policy or ApprovalPolicy()
+        policy = approval_policy or ApprovalPolicy()
         if lease_ttl <= 0:
             raise UserError("lease_ttl must be positive")
         self.lease_ttl = float(lease_ttl)
         self.maintenance_interval = maintenance_interval or self.lease_ttl / 3
-        self.takeover_grace = self.maintenance_interval if takeover_grace is None else float(takeover_grace)
-        if self.takeover_grace < 0:
-            raise UserError("takeover_grace must not be negative")
-        self._lapsed: dict[str, float] = {}
-        """Runs whose lapsed lease a sweep saw, and when first (monotonic): taken over after the grace."""
         if store_retry < 0:
             raise UserError("store_retry must not be negative")
         self.store_retry = float(store_retry)
         self.instance_id = instance_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.leases = Leases(
+            store=self.store,
+            owner=self.instance_id,
+            ttl=self.lease_ttl,
+            grace=self.maintenance_interval if takeover_grace is None else float(takeover_grace),
+        )
+        """The lease rules (``gateway._leases``): renew, hold, take over."""
+        self.approvals = ApprovalFlow(
+            store=self.store,
+            policy=policy,
+            leases=self.leases,
+            write=self.write,
+            resume=self._resume_claimed,
+            end=self._end_claimed,
+        )
+        """The approval flow (``gateway._approvals``): request, decide, expire, supersede, resume."""
         self.observers: list[RuntimeObserver] = []
         self._drivers: dict[str, RunDriver] = {}
         self._tasks: dict[str, asyncio.Task[RunStatus]] = {}
         self._maintenance: asyncio.Task[None] | None = None
         self._state = _State.OPEN
+
+    @property
+    def approval_policy(self) -> ApprovalPolicy:
+        """Who approves each action tool and for how long (the approval flow's policy)."""
+        return self.approvals.policy
+
+    @approval_policy.setter
+    def approval_policy(self, policy: ApprovalPolicy) -> None:
+        self.approvals.policy = policy
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -275,7 +291,7 @@ class Runtime:
                 break
             except ThreadParkedError:
                 # The owner (the store checked) moved on while a run waited for an approval.
-                await self._supersede_parked(turn.thread_id)
+                await self.approvals.supersede_parked(turn.thread_id)
         else:
             raise ThreadBusyError(f"Thread {turn.thread_id!r} keeps waiting for an approval")
         run.first_seq = begun.events[0].seq if begun.events else 0
@@ -402,86 +418,23 @@ class Runtime:
     ) -> ApprovalRecord:
         """Decide a pending approval as ``actor`` and resume its run (on this process).
 
+        The flow's rules are in ``gateway._approvals``.
+
         Raises:
             ApprovalNotFoundError: No approval with that id (404).
             ApprovalForbiddenError: ``actor`` may not decide it (403).
             ApprovalSettledError: It was already decided (409).
             ApprovalExpiredError: It lapsed; the run is told it expired (410).
+            ThreadBusyError: Its run is being driven right now (409; a retry gets the answer).
         """
         self._ensure_open()
-        approval = await self.store.get_approval(tool_call_id)
-        if approval is None:
-            raise ApprovalNotFoundError(f"No approval {tool_call_id!r}")
-        if not self.approval_policy.can_decide(actor, approval):
-            raise ApprovalForbiddenError("You may not decide this approval")
-        if approval.status != "pending":
-            raise ApprovalSettledError(f"The approval was already {approval.status}")
-        if approval.lapsed():
-            await self._expire(approval)
-            raise ApprovalExpiredError("The approval has expired")
-        # The run is claimed before the approval is settled: a new turn cannot slip in between
-        # (the thread is busy from here on), and a crash leaves a running run whose lapsing
-        # lease brings it back, to act on the decision or to ask again.
-        run = await self._claim_parked(approval.run_id)
-        if run is None:
-            current = await self.store.get_approval(tool_call_id)
-            if current is None or current.status != "pending":
-                raise ApprovalSettledError("The approval was already decided")
-            raise ThreadBusyError("The run is busy right now; try again in a moment")
-        try:
-            settled = await self.store.settle_approval(
-                tool_call_id,
-                status="approved" if approve else "rejected",
-                decided_by=actor.id,
-                via=via,
-                reason=reason,
-                remember=remember
-                and approve
-                and self.approval_policy.allow_remember
-                and approval.approver == REQUESTER,  # a four-eyes rule is never remembered
-            )
-            if settled is not None:
-                await self._announce(settled)
-        finally:
-            self._spawn(run, self._agent_of(run), resume=True)  # it acts on whatever was decided
-        if settled is None:
-            raise ApprovalSettledError("The approval was already decided")
-        return settled
+        return await self.approvals.decide(
+            tool_call_id, actor, approve=approve, reason=reason, via=via, remember=remember
+        )
 
     async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
         """The thread's pending approvals."""
         return await self.store.pending_approvals(thread_id)
-
-    async def _expire(self, approval: ApprovalRecord) -> None:
-        run = await self._claim_parked(approval.run_id)
-        if run is None:
-            return  # being driven: its driver finds the approval lapsed and says so itself
-        try:
-            settled = await self.store.settle_approval(
-                approval.tool_call_id, status="expired", decided_by=None, via="expiry"
-            )
-            if settled is not None:
-                await self._announce(settled)
-        finally:
-            self._spawn(run, self._agent_of(run), resume=True)
-
-    async def _announce(self, settled: ApprovalRecord) -> None:
-        """Write the ``approval-settled`` event of a decision (or an expiry) to its thread."""
-        event = ApprovalSettledEvent(
-            thread_id=settled.thread_id,
-            run_id=settled.run_id,
-            tool_call_id=settled.tool_call_id,
-            status=settled.status,
-            decided_by=settled.decided_by,
-            via=settled.via,
-        )
-        await self.write(settled.thread_id, Batch(events=[event]))
-
-    async def _claim_parked(self, run_id: str) -> RunRecord | None:
-        """Take a parked run for this process (it becomes ``running`` with our lease)."""
-        return await self.store.claim_run(
-            run_id, owner=self.instance_id, ttl=self.lease_ttl, expect=frozenset({"awaiting-approval"})
-        )
 
     def _agent_of(self, run: RunRecord) -> Agent:
         agent = self.agents.get(run.agent)
@@ -490,44 +443,13 @@ class Runtime:
             return self.default_agent
         return agent
 
-    async def reclaim(self, run: RunRecord) -> bool:
-        """Hold the lease of a run this process drives.
-
-        Renews it, or takes it back if it lapsed (a store outage outlasted it) and nobody else
-        took the run. ``False`` when someone did, or the run is no longer running.
-        """
-        if await self.store.renew_lease(run.thread_id, run.run_id, owner=self.instance_id, ttl=self.lease_ttl):
-            return True
-        claimed = await self.store.claim_run(
-            run.run_id, owner=self.instance_id, ttl=self.lease_ttl, expect=frozenset({"running"})
-        )
-        return claimed is not None
-
-    async def _resume(self, run_id: str, *, expect: frozenset[str]) -> bool:
-        run = await self.store.claim_run(run_id, owner=self.instance_id, ttl=self.lease_ttl, expect=expect)
-        if run is None:
-            return False
+    def _resume_claimed(self, run: RunRecord) -> None:
+        """Drive a run this process just claimed, from its journal."""
         self._spawn(run, self._agent_of(run), resume=True)
-        return True
 
-    async def _supersede_parked(self, thread_id: str) -> None:
-        pending = await self.store.pending_approvals(thread_id)
-        for run_id in dict.fromkeys(a.run_id for a in pending):
-            await self._end_parked(run_id, "The person moved on without deciding.", via="superseded")
-
-    async def _end_parked(self, run_id: str, reason: str, *, via: str) -> None:
-        run = await self._claim_parked(run_id)
-        if run is None:
-            return  # not parked any more
-        for approval in await self.store.pending_approvals(run.thread_id):
-            if approval.run_id != run_id:
-                continue
-            settled = await self.store.settle_approval(
-                approval.tool_call_id, status="rejected", decided_by=None, via=via, reason=reason
-            )
-            if settled is not None:
-                await self._announce(settled)
-        await RunDriver(self, run, self._agent_of(run)).supersede(reason)
+    async def _end_claimed(self, run: RunRecord, reason: str) -> RunStatus:
+        """End a claimed parked run: its unsettled calls denied with ``reason``."""
+        return await RunDriver(self, run, self._agent_of(run)).supersede(reason)
 
     # -- cancellation -------------------------------------------------------------------------------
 
@@ -549,7 +471,7 @@ class Runtime:
         if run.status in _ENDED:
             raise RunNotActiveError(f"The run already ended ({run.status})")
         if run.status == "awaiting-approval":
-            await self._end_parked(run_id, "The person stopped the run.", via="cancelled")
+            await self.approvals.end_parked(run_id, "The person stopped the run.", via="cancelled")
             return
         driver = self._drivers.get(run_id)
         if driver is not None:
@@ -570,7 +492,7 @@ class Runtime:
             except StoreUnavailableError:
                 # Soon again: once the store is back, the leases held here must be renewed
                 # before another process's takeover grace runs out.
-                delay = min(self.maintenance_interval, self.takeover_grace / 4 or 0.25, 1.0)
+                delay = min(self.maintenance_interval, self.leases.retry_delay(1.0))
                 logger.warning("store unavailable; maintenance retries in %.2f s", delay)
             except Exception:
                 logger.exception("maintenance pass failed")
@@ -584,19 +506,14 @@ class Runtime:
         drivers = list(self._drivers.items())
         # One round trip for all: the store batches concurrent calls (a lease renewed late is a
         # run another process may take over).
-        held = await asyncio.gather(
-            *(
-                self.store.renew_lease(driver.run.thread_id, run_id, owner=self.instance_id, ttl=self.lease_ttl)
-                for run_id, driver in drivers
-            )
-        )
+        held = await asyncio.gather(*(self.leases.renew(driver.run) for _, driver in drivers))
         flags = await asyncio.gather(
             *(self.store.channel_get(_CANCEL_KEY.format(run_id=run_id)) for run_id, _ in drivers)
         )
         for (run_id, driver), still_held, cancel_flag in zip(drivers, held, flags, strict=True):
             task = self._tasks.get(run_id)
             if not still_held and task is not None and driver.run.status == "running":
-                if await self.reclaim(driver.run):
+                if await self.leases.reclaim(driver.run):
                     logger.info("took back the lease of run %s, which lapsed while the store was away", run_id)
                 else:
                     logger.warning("lost the lease of run %s; stopping here", run_id)
@@ -604,27 +521,9 @@ class Runtime:
                     continue
             if cancel_flag and not driver.cancel_requested:
                 driver.request_cancel()
-        await self._take_over_lapsed()
-        for approval in await self.store.expired_approvals(time.time()):
-            await self._expire(approval)
-
-    async def _take_over_lapsed(self) -> None:
-        """Resume runs whose lease has stayed lapsed for ``takeover_grace`` (their process died).
-
-        A lease also lapses when the store was away for longer than it: then its holder is
-        alive, may hold a finished tool's result, and renews the lease as soon as the store is
-        back. Taking such a run over would run that tool again; so a lapse must outlast the
-        grace, as seen by two of this process's sweeps, before the run is taken.
-        """
-        now = time.monotonic()
-        lapsed: dict[str, float] = {}
-        for _thread_id, run_id in await self.store.expired_leases():
-            if run_id in self._tasks:
-                continue
-            first_seen = lapsed[run_id] = self._lapsed.get(run_id, now)
-            if now - first_seen < self.takeover_grace:
-                continue
-            if await self._resume(run_id, expect=frozenset({"running"})):
+        for run_id in await self.leases.due(set(self._tasks)):
+            run = await self.leases.claim(run_id, expect=frozenset({"running"}))
+            if run is not None:
+                self._resume_claimed(run)
                 logger.info("resumed run %s whose process stopped", run_id)
-            lapsed.pop(run_id, None)
-        self._lapsed = lapsed
+        await self.approvals.expire_lapsed()
