@@ -308,3 +308,23 @@ def test_sign_actor_token_refuses_an_actor_that_skipped_validation() -> None:
         sign_actor_token(hostile, "s" * 32)
     token = sign_actor_token(Actor(id="u1", tenant_ref="acme"), "s" * 32)
     assert verify_actor_token(token, "s" * 32) == Actor(id="u1", tenant_ref="acme")
+
+
+@pytest.mark.parametrize("actor_id", ["client:127.0.0.1", "actor:client:127.0.0.1"])
+async def test_an_actor_named_like_an_address_does_not_share_its_rate_limit(make_client: Any, actor_id: str) -> None:
+    # Buckets of actors and of anonymous visitors' addresses are kept apart: a signed actor
+    # named "client:<address>" neither drains that address's bucket nor is drained by it.
+    client = await make_client(turn_burst=1, turn_rate_per_minute=1)
+    token = foreign_token({"id": actor_id, "roles": ["member"]})
+    named = await connect(client, token=token)
+    await named.hello()
+    await named.send({"type": "send", "text": "hi", "id": "a"})
+    assert (await named.recv())["type"] == "ack"
+    await named.ws.close()
+    client.session.cookie_jar.clear()
+    visitor = await connect(client)  # anonymous, from 127.0.0.1 as well
+    await visitor.hello()
+    await visitor.send({"type": "send", "text": "hi", "id": "b"})
+    answer = await visitor.recv()
+    assert answer["type"] == "ack", answer
+    await visitor.ws.close()
