@@ -8,11 +8,12 @@ discriminated by ``type``; ``RUN_EVENT_ADAPTER`` parses any of them from JSON or
 from __future__ import annotations
 
 import os
+import re
 import time
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from tools import Actor, Confirmation, UiCapabilities
 
@@ -64,6 +65,10 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{os.urandom(16).hex()}"
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""Control characters (C0, DEL, C1). A ``str`` field already refuses lone surrogates."""
+
+
 class Turn(BaseModel):
     """One person's message, as a channel hands it to the runtime.
 
@@ -73,7 +78,8 @@ class Turn(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     thread_id: str = Field(min_length=1, max_length=200)
-    """The conversation; created on the first turn, owned by its first actor."""
+    """The conversation; created on the first turn, owned by its first actor. No control
+    characters (channels allow fewer still: ``[A-Za-z0-9_.:-]``)."""
     actor: Actor
     """Who speaks; resolved and authenticated by the channel."""
     text: str = Field(max_length=32_000)
@@ -86,6 +92,14 @@ class Turn(BaseModel):
     """``web``, ``whatsapp``, ``ag-ui``, ``a2a``, ``api``..."""
     agent: str | None = None
     """The agent to talk to; the runtime's default when ``None``."""
+
+    @field_validator("thread_id")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        # The id is a part of store keys and of what channels key by it: no separator may hide in it.
+        if _CONTROL.search(value) is not None:
+            raise ValueError("must not contain control characters")
+        return value
 
 
 class Usage(BaseModel):
