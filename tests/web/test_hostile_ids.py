@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -179,10 +180,11 @@ async def test_a_colliding_id_cannot_cancel_the_victims_parked_run(parked: tuple
 
 @pytest.mark.parametrize("claims", HOSTILE_CLAIMS.values(), ids=HOSTILE_CLAIMS.keys())
 async def test_hostile_identities_are_refused_everywhere(
-    parked: tuple[Client, Runtime, str, str], claims: dict[str, Any]
+    parked: tuple[Client, Runtime, str, str], claims: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     client, runtime, thread_id, run_id = parked
     before = await snapshot(runtime, thread_id, run_id)
+    caplog.clear()
     token = foreign_token({"roles": ["member"], **claims})
     for method, path in (
         ("GET", f"/agent/threads/{thread_id}"),
@@ -199,6 +201,8 @@ async def test_hostile_identities_are_refused_everywhere(
     assert frame["type"] == "error" and frame["code"] == "invalid_token", frame
     await ws.ws.close()
     assert await snapshot(runtime, thread_id, run_id) == before
+    # Refused as bad input: one access line per request, no warning, no traceback.
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info] == []
 
 
 async def test_a_hostile_actor_that_skipped_validation_still_owns_nothing(
@@ -328,3 +332,18 @@ async def test_an_actor_named_like_an_address_does_not_share_its_rate_limit(make
     answer = await visitor.recv()
     assert answer["type"] == "ack", answer
     await visitor.ws.close()
+
+
+async def test_a_colliding_id_is_refused_on_a2a_and_ag_ui(parked: tuple[Client, Runtime, str, str]) -> None:
+    client, runtime, thread_id, run_id = parked
+    before = await snapshot(runtime, thread_id, run_id)
+    a2a = await client.post(
+        "/a2a",
+        json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": run_id}},
+        headers=bearer(COLLIDING),
+    )
+    assert a2a.status == 401 and (await a2a.json())["code"] == "invalid_token"
+    body = {"threadId": thread_id, "runId": "r1", "messages": [], "tools": [], "context": [], "state": {}}
+    ag_ui = await client.post("/agent/ag-ui", json=body, headers=bearer(COLLIDING))
+    assert ag_ui.status == 401 and (await ag_ui.json())["code"] == "invalid_token"
+    assert await snapshot(runtime, thread_id, run_id) == before
