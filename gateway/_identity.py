@@ -67,6 +67,13 @@ def _key(secret: str | bytes | SecretStr) -> bytes:
     return secret.encode("utf-8") if isinstance(secret, str) else secret
 
 
+def _first_error(exc: ValidationError) -> str:
+    """The first problem of an actor's claims, named by claim, without echoing the value."""
+    error = exc.errors(include_input=False, include_url=False)[0]
+    where = ".".join(str(part) for part in error["loc"]) or "actor"
+    return f"{where}: {error['msg']}"
+
+
 def sign_actor_token(actor: Actor, secret: str | bytes | SecretStr, ttl: float = 3600) -> str:
     """A signed token for ``actor`` that expires in ``ttl`` seconds (a JWT, HS256).
 
@@ -74,6 +81,10 @@ def sign_actor_token(actor: Actor, secret: str | bytes | SecretStr, ttl: float =
     """
     if not isinstance(actor, Actor):
         raise UserError("sign_actor_token() needs an Actor")
+    try:  # an Actor built without validation (model_construct) would sign what no resolver accepts
+        Actor.model_validate(actor.model_dump())
+    except ValidationError as exc:
+        raise UserError(f"sign_actor_token(): not a valid actor ({_first_error(exc)})") from None
     if actor.id.startswith(ANONYMOUS_PREFIX):
         raise UserError(
             f"sign_actor_token(): ids starting with {ANONYMOUS_PREFIX!r} are the gateway's anonymous visitors"
@@ -91,7 +102,9 @@ def verify_actor_token(token: str, secret: str | bytes | SecretStr, *, now: floa
     """The actor a token speaks for.
 
     Raises:
-        InvalidTokenError: Malformed, not HS256, forged, without ``exp`` or expired.
+        InvalidTokenError: Malformed, not HS256, forged, without ``exp`` or expired, or naming
+            an actor that cannot be (an id or tenant with control characters or lone
+            surrogates, longer than 256 characters, not a string, an anonymous id).
     """
     if not isinstance(token, str) or len(token) > _MAX_TOKEN or token.count(".") != 2:
         raise InvalidTokenError("Malformed token")
@@ -118,7 +131,7 @@ def verify_actor_token(token: str, secret: str | bytes | SecretStr, *, now: floa
             id=claims.get("id") or claims.get("sub"), roles=claims.get("roles") or [], tenant_ref=claims.get("tenant")
         )
     except ValidationError as exc:
-        raise InvalidTokenError("Token claims are invalid") from exc
+        raise InvalidTokenError(f"Token claims are invalid ({_first_error(exc)})") from None
     if actor.id.startswith(ANONYMOUS_PREFIX):  # signed elsewhere: anonymous ids are the cookie's alone
         raise InvalidTokenError("Token claims are invalid")
     return actor
@@ -215,7 +228,7 @@ class TrustedHeaderResolver:
         try:
             return Actor(id=actor_id, roles=roles, tenant_ref=request.headers.get("X-Tenant-Ref") or None)
         except ValidationError as exc:
-            raise InvalidTokenError("Invalid actor headers") from exc
+            raise InvalidTokenError(f"Invalid actor headers ({_first_error(exc)})") from None
 
 
 class ChainResolver:

@@ -101,7 +101,9 @@ class GatewayServices:
         Raises:
             RateLimitedError: The actor (or its address) started too many turns lately (429).
         """
-        keys = [turn.actor.key]
+        # Two namespaces, each under its own fixed tag: an actor named "client:<address>" must
+        # neither drain that address's bucket nor be drained by it.
+        keys = [f"actor:{turn.actor.key}"]
         if client and turn.actor.id.startswith("anon:"):
             keys.append(f"client:{client}")
         for key in keys:

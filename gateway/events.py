@@ -8,6 +8,7 @@ discriminated by ``type``; ``RUN_EVENT_ADAPTER`` parses any of them from JSON or
 from __future__ import annotations
 
 import os
+import re
 import time
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -66,6 +67,10 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{os.urandom(16).hex()}"
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""Control characters (C0, DEL, C1). A ``str`` field already refuses lone surrogates."""
+
+
 class Turn(BaseModel):
     """One person's message, as a channel hands it to the runtime.
 
@@ -75,7 +80,8 @@ class Turn(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     thread_id: str = Field(min_length=1, max_length=200)
-    """The conversation; created on the first turn, owned by its first actor."""
+    """The conversation; created on the first turn, owned by its first actor. No control
+    characters (channels allow fewer still: ``[A-Za-z0-9_.:-]``)."""
     actor: Actor
     """Who speaks; resolved and authenticated by the channel."""
     text: str = Field(max_length=32_000)
@@ -94,6 +100,14 @@ class Turn(BaseModel):
     def _valid_unicode(cls, value: Any) -> Any:
         # A lone surrogate has no UTF-8 form: stored as is, it would break every later read.
         return _valid_tree(value)
+
+    @field_validator("thread_id")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        # The id is a part of store keys and of what channels key by it: no separator may hide in it.
+        if _CONTROL.search(value) is not None:
+            raise ValueError("must not contain control characters")
+        return value
 
 
 class Usage(BaseModel):

@@ -19,8 +19,15 @@ key                               value                                         
 ``{p}:btn-used:{token}``          claimed when the button is redeemed                         approval ttl
 ``{p}:content:{shape}``           the Content sid of one approval text shape                  none
 ``{p}:sent:{MessageSid}``         what was sent, to resend or explain a failed status         3 d
-``{p}:status:{MessageSid}``       the last status callback                                    3 d
+``{p}:status-last:{MessageSid}``  the last status callback                                    3 d
+``{p}:status:{MessageSid}:{st}``  claimed once per status of a message (Twilio repeats them)  3 d
 ================================  ==========================================================  =======
+
+Each kind of key has a fixed number of parts. Every part but the last has ``%`` and ``:``
+percent-encoded, and the last is taken as it is, so no two part lists of one kind give the same
+key, and the keys of ordinary parts (sids, numbers, tokens, thread ids) read as they always did.
+(The last status used to be ``{p}:status:{MessageSid}``, the claim's kind with one part fewer:
+the claim of ``SM1`` being ``delivered`` was the last status of a message ``SM1:delivered``.)
 """
 
 from __future__ import annotations
@@ -67,6 +74,13 @@ class Cursor:
     """With ``part``: the events (by ``seq``, in delivery order) whose messages ``part`` counts."""
 
 
+def _escape(part: str) -> str:
+    """``part`` with ``%`` and ``:`` percent-encoded (unchanged when it holds neither)."""
+    if "%" not in part and ":" not in part:
+        return part
+    return part.replace("%", "%25").replace(":", "%3A")
+
+
 class ChannelState:
     """Typed access to the channel's keys in a ``Store``."""
 
@@ -74,9 +88,14 @@ class ChannelState:
         self.store = store
         self.prefix = prefix
 
-    def key(self, *parts: str) -> str:
-        """``{prefix}:{part}:{part}...``."""
-        return ":".join((self.prefix, *parts))
+    def key(self, kind: str, *parts: str) -> str:
+        """``{prefix}:{kind}:{part}...``: every part but the last escaped (``%`` and ``:``).
+
+        A kind must always take the same number of parts: that is what makes the key of one
+        part list never the key of another.
+        """
+        *head, last = (kind, *parts)
+        return ":".join((self.prefix, *map(_escape, head), last))
 
     # -- inbound ------------------------------------------------------------------------------------
 
@@ -183,10 +202,10 @@ class ChannelState:
             self.key("status", message_sid, str(status.get("status"))), ttl=3 * DAY, value=status
         )
         if fresh:
-            await self.store.channel_set(self.key("status", message_sid), status, ttl=3 * DAY)
+            await self.store.channel_set(self.key("status-last", message_sid), status, ttl=3 * DAY)
         return fresh
 
     async def status(self, message_sid: str) -> dict[str, Any] | None:
         """The last status Twilio reported for a message."""
-        value = await self.store.channel_get(self.key("status", message_sid))
+        value = await self.store.channel_get(self.key("status-last", message_sid))
         return value if isinstance(value, dict) else None

@@ -48,12 +48,16 @@ class ThreadRecord(BaseModel):
 
     @property
     def owner_key(self) -> str:
-        """The owner's ``Actor.key``: the id, qualified by the tenant when there is one."""
-        return self.owner_id if self.tenant_ref is None else f"{self.tenant_ref}\x1f{self.owner_id}"
+        """The owner's ``Actor.key``: what stores compare to refuse a thread to anyone else.
+
+        Built by ``Actor.key`` itself (not validated again: a record is what was stored), so both
+        sides encode the same way and no (id, tenant) pair can pass for another.
+        """
+        return Actor.model_construct(id=self.owner_id, roles=[], tenant_ref=self.tenant_ref).key
 
     def owned_by(self, actor: Actor) -> bool:
-        """Whether ``actor`` (same id, same tenant) owns the thread."""
-        return self.owner_key == actor.key
+        """Whether ``actor`` (same id, same tenant) owns the thread: the parts are compared, not joined."""
+        return self.owner_id == actor.id and self.tenant_ref == actor.tenant_ref
 
 
 class RunRecord(BaseModel):

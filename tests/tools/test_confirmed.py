@@ -275,6 +275,28 @@ def test_fields_cannot_bleed_into_each_other() -> None:
     assert tools.verify_confirm_token(token, SECRET, tool="t", actor_id="u\x1fx", tenant="y", args={}, now=0)
 
 
+@pytest.mark.parametrize(
+    ("signed", "presented"),
+    [
+        ({"actor_id": "u1", "tenant": None}, {"actor_id": "u1", "tenant": ""}),
+        ({"actor_id": "acme", "tenant": "u1"}, {"actor_id": "u1", "tenant": "acme"}),
+        ({"actor_id": "acme\x1fu1", "tenant": None}, {"actor_id": "u1", "tenant": "acme"}),
+        ({"tool": "t", "actor_id": "\x1fu1"}, {"tool": "t\x1f", "actor_id": "u1"}),
+        ({"args": {"a": "1"}}, {"args": {"a": 1}}),
+        ({"args": {"a": "x", "b": "y"}}, {"args": {"a": "x\x1fb", "b": "y"}}),
+        ({"args": ["a", "b"]}, {"args": ["a,b"]}),
+    ],
+)
+def test_tokens_whose_parts_join_alike_still_differ(signed: dict[str, Any], presented: dict[str, Any]) -> None:
+    # Each pair would have signed the same bytes under a separator-joined (or str()-joined) input.
+    base: dict[str, Any] = {"tool": "t", "actor_id": "u1", "tenant": None, "args": {}}
+    token = tools.sign_confirm_token(SECRET, expires_at=2**40, **{**base, **signed})
+    with pytest.raises(tools.ConfirmTokenError) as refused:
+        tools.verify_confirm_token(token, SECRET, now=0, **{**base, **presented})
+    assert refused.value.reason == "invalid"
+    assert tools.verify_confirm_token(token, SECRET, now=0, **{**base, **signed}) == 2**40
+
+
 # -- single use ------------------------------------------------------------------------------------
 
 
