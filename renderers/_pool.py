@@ -23,6 +23,7 @@ import os
 import pickle
 import signal
 import struct
+import sys
 import traceback
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -161,6 +162,33 @@ async def _read_message(reader: asyncio.StreamReader) -> tuple[str, Any]:
     (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
     message: tuple[str, Any] = pickle.loads(await reader.readexactly(size))
     return message
+
+
+def _reimported_main() -> str | None:
+    """The main module a spawned worker imports again before anything else (as ``spawn`` decides), if any."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name:  # python -m name
+        name = str(spec.name)
+        return None if name == "__main__" or name.endswith(".__main__") else name
+    path = getattr(main, "__file__", None)  # python script.py (none for -c or a prompt)
+    return str(path) if path else None
+
+
+def _unready_exit(pid: int, exitcode: int | None) -> str:
+    """Why a worker that ended before it reported ready did, and what to do about it, in one line."""
+    if exitcode is not None and exitcode < 0:
+        return f"render worker {pid} was killed by {signal.Signals(-exitcode).name} before it was ready"
+    how = f"exited with code {exitcode}" if exitcode is not None else "closed its pipe"
+    main = _reimported_main()
+    if main is None:
+        return f"render worker {pid} {how} before it was ready (its error is on stderr)"
+    return (
+        f"render worker {pid} {how} before it was ready. A spawned worker first re-imports the main module "
+        f"({main}), so what that module does at import time runs again in each worker, and a Renderer or "
+        'RenderPool used there cannot start its own workers: put that code under `if __name__ == "__main__":` '
+        "(the worker's own error is on stderr)"
+    )
 
 
 def _spawn(tasks: set[asyncio.Task[None]], coro: Coroutine[Any, Any, None]) -> None:
@@ -415,8 +443,17 @@ class RenderPool:
         worker: _Worker | None = None
         try:
             worker = await self._launch()
-            async with asyncio.timeout(self._start_timeout):
-                status, info = await _read_message(worker.reader)
+            try:
+                async with asyncio.timeout(self._start_timeout):
+                    status, info = await _read_message(worker.reader)
+            except TimeoutError:
+                raise RuntimeError(
+                    f"render worker {worker.pid} was not ready within {self._start_timeout:g} s (its initializer, "
+                    "or the main module it re-imports, did not return)"
+                ) from None
+            except (asyncio.IncompleteReadError, ConnectionError):
+                await asyncio.to_thread(worker.process.join, 5.0)
+                raise RuntimeError(_unready_exit(worker.pid, worker.process.exitcode)) from None
             if status != "ready":
                 raise info
             worker.info = info

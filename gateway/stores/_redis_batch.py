@@ -11,13 +11,18 @@ packs commands with hiredis (redis-py's asyncio client packs in Python, about 25
 script call with its two dozen arguments), keeps the connections it used instead of checking
 them in and out of the pool, and returns replies as Redis sent them (no response callbacks:
 ``XRANGE`` gives ``[id, [field, value, ...]]`` pairs). Failures follow redis-py's own rules: a
-connection error or timeout disconnects and the connection's ``Retry`` sends again; an
-interrupted send or read leaves the connection closed, to reconnect on its next use.
+connection error or timeout disconnects and the connection's ``Retry`` sends again.
+
+Each reconnection goes through the connection's ``connect``, so a Sentinel-managed connection
+asks the sentinels where the master is now. A connection whose send failed (the retries spent)
+or was interrupted is closed and given back to the pool, never kept: the next send checks out
+one the pool connects anew.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -109,28 +114,33 @@ class CommandBatcher:
             connection = self._idle.pop() if self._idle else await self._checkout()
         except Exception as exc:
             return [exc] * len(commands)
+        healthy = False
         try:
             replies: list[Any] = await connection.retry.call_with_retry(
                 lambda: _round_trip(connection, packed, len(commands)),
                 lambda error: connection.disconnect(),
             )
+            healthy = True
             return replies
         except Exception as exc:  # the connection failed: every command shares the failure
             return [exc] * len(commands)
         finally:
-            if self._closed:
-                await self._give_back(connection)
-            else:
+            if healthy and not self._closed:
                 self._idle.append(connection)
+            else:  # failed or interrupted: never reused, the pool connects it anew
+                await self._give_back(connection, discard=not healthy)
 
     async def _checkout(self) -> Connection:
         connection: Connection = await self._client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
         self._owned.add(connection)
         return connection
 
-    async def _give_back(self, connection: Connection) -> None:
+    async def _give_back(self, connection: Connection, *, discard: bool = False) -> None:
         if connection in self._owned:
             self._owned.discard(connection)
+            if discard:
+                with contextlib.suppress(Exception):  # closing a broken connection may fail too
+                    await connection.disconnect()
             await self._client.connection_pool.release(connection)
 
     def _flush(self) -> None:
@@ -191,6 +201,11 @@ def _pack(command: Command) -> bytes:
 
 
 async def _round_trip(connection: Connection, packed: bytes, count: int) -> list[Any]:
+    if not connection.is_connected:
+        # ``connect`` rather than letting the send connect: only ``connect`` asks a Sentinel-managed
+        # connection's sentinels where the master is now (since redis-py 6 a send reconnects to
+        # the last address, a dead master after a failover).
+        await connection.connect()  # type: ignore[no-untyped-call]
     await connection.send_packed_command(packed, check_health=False)
     replies: list[Any] = []
     for _ in range(count):

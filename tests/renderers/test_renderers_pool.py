@@ -4,6 +4,9 @@ import functools
 import json
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -51,6 +54,44 @@ async def test_workers_that_cannot_start_are_an_error_not_a_hang() -> None:
     async with RenderPool(1, initializer=functools.partial(int, "not a number"), start_timeout=30) as pool:
         with pytest.raises(RenderFailedError, match="cannot start: invalid literal"):
             await pool.run(abs, 1)
+
+
+async def test_a_worker_that_never_becomes_ready_is_named_in_the_error() -> None:
+    async with RenderPool(1, initializer=signal.pause, start_timeout=0.5) as pool:
+        with pytest.raises(RenderFailedError, match=r"cannot start: render worker \d+ was not ready within 0.5 s"):
+            await pool.run(abs, 1)
+
+
+UNGUARDED = """
+import asyncio
+
+from renderers import Renderer
+
+renderer = Renderer(workers=1)
+
+
+async def main() -> None:
+    await renderer.render("Callout", {"text": "Hello"}, "png")
+
+
+asyncio.run(main())
+"""
+
+
+def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path: Path) -> None:
+    """Spawned workers re-import the main module: one that renders at import time cannot start them."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    raised = result.stderr.strip().splitlines()[-1]  # the parent's exception (workers print their own above)
+    assert raised.startswith("renderers._errors.RenderFailedError: Render workers cannot start: ")
+    assert f"re-imports the main module ({script})" in raised
+    assert 'if __name__ == "__main__":' in raised
 
 
 async def test_workers_run_at_a_lower_priority() -> None:
