@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -87,17 +88,27 @@ class Gateway:
         answer: dict[str, Any] = response.json()
         return answer
 
-    async def sse(self, method: str, params: Any, *, actor: Actor = ALICE, version: str | None = "1.0") -> list[Any]:
-        """A raw streaming call; the JSON of every ``data:`` frame."""
+    @contextlib.asynccontextmanager
+    async def sse_stream(
+        self, method: str, params: Any, *, actor: Actor = ALICE, version: str | None = "1.0"
+    ) -> AsyncIterator[AsyncIterator[Any]]:
+        """A raw streaming call, open: the JSON of each ``data:`` frame as it arrives."""
         body = {"jsonrpc": "2.0", "id": "s-1", "method": method, "params": params}
-        frames = []
         client = self.http(actor, version=version)
         async with client.stream("POST", self.rpc_url, json=body) as response:
             assert response.headers["content-type"].startswith("text/event-stream"), await response.aread()
-            async for line in response.aiter_lines():
-                if line.startswith("data: "):
-                    frames.append(json.loads(line[6:]))
-        return frames
+
+            async def frames() -> AsyncIterator[Any]:
+                async for line in response.aiter_lines():
+                    if line.startswith("data: "):
+                        yield json.loads(line[6:])
+
+            yield frames()
+
+    async def sse(self, method: str, params: Any, *, actor: Actor = ALICE, version: str | None = "1.0") -> list[Any]:
+        """A raw streaming call; the JSON of every ``data:`` frame."""
+        async with asyncio.timeout(WATCHDOG), self.sse_stream(method, params, actor=actor, version=version) as frames:
+            return [frame async for frame in frames]
 
 
 @pytest.fixture

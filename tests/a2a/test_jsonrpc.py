@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 
 from channels.a2a import A2AOptions
 from gateway import SERVICES
@@ -78,12 +77,23 @@ async def test_v03_cancel_resubscribe_and_unknown_task(demo: Gateway) -> None:
     params = {"message": v03_message("refund order 1040"), "configuration": {"blocking": False}}
     sent = await demo.rpc("message/send", params, version=None)
     assert sent["result"]["kind"] == "task"
-    frames = await demo.sse("tasks/resubscribe", {"id": sent["result"]["id"]}, version=None)
-    # The task as it stands, then (if it was still working) its updates until it waits for input.
-    assert frames[0]["result"]["kind"] == "task"
-    assert frames[-1]["result"]["status"]["state"] == "input-required"
-    cancelled = await demo.rpc("tasks/cancel", {"id": sent["result"]["id"]}, version=None)
-    assert cancelled["result"]["status"]["state"] == "canceled"
+    record = await demo.channel.book.get(sent["result"]["id"])
+    assert record is not None
+    assert await demo.runtime.wait(record.run_id, timeout=WATCHDOG) == "awaiting-approval"
+    async with asyncio.timeout(WATCHDOG):
+        async with demo.sse_stream("tasks/resubscribe", {"id": record.task_id}, version=None) as frames:
+            # The task as it stands; the stream stays open while it waits for input (it ends at a
+            # terminal state only) and follows the cancel below to its end.
+            first = await anext(frames)
+            assert (first["result"]["kind"], first["result"]["status"]["state"]) == ("task", "input-required")
+            cancelled = await demo.rpc("tasks/cancel", {"id": record.task_id}, version=None)
+            assert cancelled["result"]["status"]["state"] == "canceled"
+            rest = [frame["result"] async for frame in frames]
+    # The cancel rejects the pending approval (WORKING updates), then the task ends; only that is final.
+    assert [(r["kind"], r["final"]) for r in rest] == [("status-update", False)] * (len(rest) - 1) + [
+        ("status-update", True)
+    ]
+    assert rest[-1]["status"]["state"] == "canceled"
     assert error_of(await demo.rpc("tasks/cancel", {"id": sent["result"]["id"]}, version=None))[0] == -32002
     code, message = error_of(await demo.rpc("tasks/get", {"id": "no-such-task"}, version=None))
     assert (code, message) == (-32001, "Task no-such-task not found")
@@ -276,16 +286,24 @@ async def test_the_token_secret_is_the_gateways(demo: Gateway) -> None:
     assert response.status_code == 401
 
 
-@pytest.mark.parametrize("method", ["SendStreamingMessage", "SubscribeToTask"])
-async def test_streaming_methods_answer_with_sse(demo: Gateway, method: str) -> None:
-    if method == "SendStreamingMessage":
-        params: dict[str, Any] = {"message": v10_message("weather in Lisbon")}
-    else:
-        sent = await demo.rpc("SendMessage", {"message": v10_message("refund order 1042")})
-        params = {"id": sent["result"]["task"]["id"]}
-    frames = await demo.sse(method, params)
-    assert frames[0]["result"]["task"]["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED")
-    assert list(frames[-1]["result"]) in (["statusUpdate"], ["task"])
+async def test_streaming_methods_answer_with_sse(demo: Gateway) -> None:
+    frames = await demo.sse("SendStreamingMessage", {"message": v10_message("weather in Lisbon")})
+    assert frames[0]["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING"
+    assert frames[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+    sent = await demo.rpc("SendMessage", {"message": v10_message("refund order 1042", message_id="m-2")})
+    task = sent["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    async with asyncio.timeout(WATCHDOG), demo.sse_stream("SubscribeToTask", {"id": task["id"]}) as stream:
+        first = await anext(stream)
+        assert first["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        parts = [{"data": {"approved": True}}]
+        answer = {"messageId": "m-3", "role": "ROLE_USER", "taskId": task["id"], "parts": parts}
+        done = await demo.rpc("SendMessage", {"message": answer})
+        assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        rest = [frame["result"] async for frame in stream]
+    states = [r["statusUpdate"]["status"]["state"] for r in rest if "statusUpdate" in r]
+    assert states[0] == "TASK_STATE_WORKING" and states[-1] == "TASK_STATE_COMPLETED"
 
 
 async def test_message_metadata_picks_the_agent(make_gateway: Any) -> None:
