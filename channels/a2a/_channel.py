@@ -31,7 +31,7 @@ from ._book import DEFAULT_TASK_TTL, TaskBook
 from ._card import A2AOptions, build_agent_card, public_base_url
 from ._errors import error_body
 from ._handler import ActorUser, GatewayRequestHandler
-from ._jsonrpc import JsonRpcCall, JsonRpcDispatcher, RefusedCall, read_call
+from ._jsonrpc import V03_STREAMING_METHODS, JsonRpcCall, JsonRpcDispatcher, RefusedCall, read_call
 from ._sse import stream_frames
 
 __all__ = ["A2A_CHANNEL", "A2AChannel", "setup"]
@@ -141,7 +141,8 @@ class A2AChannel:
             first = await anext(result, None)
         except RefusedCall as exc:
             legacy = call.legacy if call is not None else False
-            return web.json_response(error_body(exc.request_id, exc.error, legacy=legacy), dumps=_json)
+            method = call.method if call is not None else exc.method
+            return _error_answer(method, error_body(exc.request_id, exc.error, legacy=legacy))
         except A2AError as exc:
             return self._error(call, exc)
         except GatewayError:
@@ -153,7 +154,7 @@ class A2AChannel:
 
     def _error(self, call: JsonRpcCall | None, error: Any) -> web.Response:
         body = error_body(call.id if call else None, error, legacy=call.legacy if call else False)
-        return web.json_response(body, dumps=_json)
+        return _error_answer(call.method if call else None, body)
 
     async def _frames(
         self, call: JsonRpcCall, first: dict[str, Any] | None, rest: AsyncGenerator[dict[str, Any], None]
@@ -174,6 +175,23 @@ class A2AChannel:
             yield _error_frame(call, RpcInternalError())
         finally:
             await rest.aclose()
+
+
+def _error_answer(method: str | None, body: dict[str, Any]) -> web.Response:
+    """A JSON-RPC error answer: JSON, or one SSE frame for a 0.3 streaming method.
+
+    A 0.3 client reads a streaming method's answer as an event stream whatever it holds; a 1.0
+    client (the SDK's) takes a plain JSON answer to a stream refused up front, as the SDK's
+    server sends it.
+    """
+    if method in V03_STREAMING_METHODS:
+        return web.Response(
+            body=f"data: {_json(body)}\n\n".encode(),
+            content_type="text/event-stream",
+            charset="utf-8",
+            headers={"Cache-Control": "no-store"},
+        )
+    return web.json_response(body, dumps=_json)
 
 
 def _error_frame(call: JsonRpcCall, error: Any) -> bytes:

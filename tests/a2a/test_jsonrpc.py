@@ -102,6 +102,28 @@ async def test_v03_cancel_resubscribe_and_unknown_task(demo: Gateway) -> None:
     assert error_of(await demo.rpc("tasks/pushNotificationConfig/get", {"id": "t"}, version=None))[0] == -32003
 
 
+async def test_v03_streams_refused_up_front_answer_an_event_stream_carrying_the_error(demo: Gateway) -> None:
+    # A 0.3 client reads a streaming answer as SSE whatever happens (httpx-sse, @a2a-js/sdk): a
+    # refusal before the first event is one data frame holding the JSON-RPC error.
+    sent = await demo.rpc("message/send", {"message": v03_message("weather in Lisbon", message_id="m-9")}, version=None)
+    ended = sent["result"]["id"]
+    http = demo.http(version=None)
+    cases: list[tuple[str, Any, int]] = [
+        ("tasks/resubscribe", {"id": "no-such-task"}, -32001),
+        ("tasks/resubscribe", {"id": ended}, -32004),
+        ("message/stream", {"message": {"role": "user"}}, -32602),
+        ("message/stream", ["not", "an", "object"], -32602),
+    ]
+    for method, params, code in cases:
+        body = {"jsonrpc": "2.0", "id": 5, "method": method, "params": params}
+        response = await http.post(demo.rpc_url, json=body)
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream"), (method, response.text)
+        frames = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+        assert len(frames) == 1 and frames[0]["id"] == 5 and "result" not in frames[0], (method, frames)
+        assert frames[0]["error"]["code"] == code, (method, frames)
+
+
 # -- protocol 1.0 over raw JSON-RPC ---------------------------------------------------------------------
 
 
