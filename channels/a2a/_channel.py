@@ -43,6 +43,19 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _requested_version(request: web.Request) -> str | None:
+    """The protocol version a caller asks for: ``A2A-Version``, the header else the query parameter.
+
+    A2A 1.0 section 3.6.1 lets a client that cannot set headers name the version in the query;
+    the header wins when both are there. ``None`` when neither is (the protocol reads 0.3).
+    """
+    value = request.headers.get(VERSION_HEADER, "").strip()
+    if not value:
+        wanted = VERSION_HEADER.lower()
+        value = next((v for k, v in request.query.items() if k.lower() == wanted), "").strip()
+    return value or None
+
+
 @dataclass(kw_only=True, eq=False)
 class A2AChannel:
     """The A2A channel of one gateway app: its options, task records, handler and dispatcher."""
@@ -125,7 +138,7 @@ class A2AChannel:
         raw = await request.read()
         call: JsonRpcCall | None = None
         try:
-            call = read_call(raw, request.headers.get(VERSION_HEADER) or None)
+            call = read_call(raw, _requested_version(request))
             context = ServerCallContext(
                 user=ActorUser(actor),
                 state={
@@ -211,6 +224,8 @@ def setup(
 ) -> A2AChannel:
     """Mount ``GET /.well-known/agent-card.json`` and ``POST /a2a`` (``options.path``) on a gateway app.
 
+    The JSON-RPC endpoint answers with and without a trailing slash (``/a2a`` and ``/a2a/``).
+
     Args:
         app: An app from ``gateway.create_app`` (its ``app[SERVICES]`` is used).
         options: Card wording, media, stream heartbeat.
@@ -220,5 +235,8 @@ def setup(
     channel = A2AChannel.create(app[SERVICES], options, task_ttl=task_ttl, resolver=resolver)
     app[A2A_CHANNEL] = channel
     app.router.add_get("/.well-known/agent-card.json", channel.agent_card)
-    app.router.add_post(channel.options.path, channel.rpc)
+    path = channel.options.path.rstrip("/")
+    app.router.add_post(path + "/", channel.rpc)
+    if path:
+        app.router.add_post(path, channel.rpc)
     return channel

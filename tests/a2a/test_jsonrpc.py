@@ -148,6 +148,24 @@ async def test_version_header_selects_the_method_names(demo: Gateway) -> None:
     assert answer["error"]["data"][0]["reason"] == "VERSION_NOT_SUPPORTED"
 
 
+async def test_the_endpoint_takes_a_trailing_slash_and_the_version_as_a_query_parameter(demo: Gateway) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "no-such-task"}}
+    slash = await demo.http().post(demo.rpc_url + "/", json=body)
+    assert slash.status_code == 200 and slash.json()["error"]["code"] == -32001
+    # A2A 1.0 section 3.6.1: A2A-Version may come as a query parameter; the header wins over it.
+    bare = demo.http(version=None)
+    assert (await bare.post(demo.rpc_url, json=body)).json()["error"]["code"] == -32009
+    query = await bare.post(demo.rpc_url, params={"A2A-Version": "1.0"}, json=body)
+    assert query.json()["error"]["code"] == -32001
+    header_wins = await demo.http(version="1.0").post(demo.rpc_url, params={"A2A-Version": "0.3"}, json=body)
+    assert header_wins.json()["error"]["code"] == -32001
+    legacy = await bare.post(demo.rpc_url + "/?A2A-Version=0.3", json={**body, "method": "tasks/get"})
+    assert legacy.json()["error"]["code"] == -32001
+    send = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": v10_message("weather in Oslo")}}
+    sent = await bare.post(demo.rpc_url + "/", params={"A2A-Version": "1.0"}, json=send)
+    assert sent.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
 async def test_bad_requests_get_json_rpc_errors(demo: Gateway) -> None:
     http = demo.http()
 
