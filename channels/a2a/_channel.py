@@ -5,13 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from email.utils import formatdate
 from typing import Any
 
+from a2a.compat.v0_3.conversions import to_compat_agent_card
+from a2a.compat.v0_3.versions import is_legacy_version
 from a2a.server.context import ServerCallContext
 from a2a.server.jsonrpc_models import InternalError as RpcInternalError
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.errors import A2AError
 from aiohttp import web
@@ -32,11 +35,15 @@ from ._card import A2AOptions, build_agent_card, public_base_url
 from ._errors import error_body
 from ._handler import ActorUser, GatewayRequestHandler
 from ._jsonrpc import V03_STREAMING_METHODS, JsonRpcCall, JsonRpcDispatcher, RefusedCall, read_call
+from ._proto import to_json
 from ._sse import stream_frames
 
 __all__ = ["A2A_CHANNEL", "A2AChannel", "setup"]
 
 logger = logging.getLogger("channels.a2a")
+
+_CARDS_REMEMBERED = 64
+"""Cards (one per Host and version) whose first time served is kept for ``Last-Modified``."""
 
 
 def _json(value: Any) -> str:
@@ -67,6 +74,7 @@ class A2AChannel:
     dispatcher: JsonRpcDispatcher
     resolver: ActorResolver | None = None
     """Who the caller is; ``None`` reads a signed actor token from ``Authorization: Bearer``."""
+    _card_seen: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
     def create(
@@ -110,17 +118,37 @@ class A2AChannel:
     # -- routes -------------------------------------------------------------------------------------
 
     async def agent_card(self, request: web.Request) -> web.Response:
-        """``GET /.well-known/agent-card.json``: the public card, with a weak ``ETag``."""
+        """``GET /.well-known/agent-card.json``: the public card, with a weak ``ETag`` and ``Last-Modified``.
+
+        A strict 1.0 card, unless the caller asks for 0.3 (``A2A-Version: 0.3``, header or query
+        parameter): then the 0.3 card (``url``, ``preferredTransport``, ``protocolVersion``...).
+        """
         card = await build_agent_card(self.services, public_base_url(request, self.services), self.options)
-        body = _json(agent_card_to_dict(card))
+        legacy = is_legacy_version(_requested_version(request))
+        body = _json(to_compat_agent_card(card).model_dump(mode="json", exclude_none=True) if legacy else to_json(card))
         etag = f'W/"{hashlib.sha256(body.encode()).hexdigest()[:32]}"'
+        modified = self._card_seen_at(etag)
         # A card built from the request's Host (no public_base_url) must not be kept by a shared
         # cache: another caller's Host would then name our interfaces for everyone.
         shared = "public" if self.services.settings.public_base_url else "private"
-        headers = {"ETag": etag, "Cache-Control": f"{shared}, max-age=60", "Vary": "Host"}
-        if etag in request.headers.get("If-None-Match", ""):
+        headers = {
+            "ETag": etag,
+            "Last-Modified": formatdate(modified, usegmt=True),
+            "Cache-Control": f"{shared}, max-age=60",
+            "Vary": f"Host, {VERSION_HEADER}",
+        }
+        if _not_modified(request, etag, modified):
             return web.Response(status=304, headers=headers)
         return web.Response(text=body, content_type="application/json", headers=headers)
+
+    def _card_seen_at(self, etag: str) -> int:
+        """When this process first served the card ``etag`` names (whole seconds): its ``Last-Modified``."""
+        seen = self._card_seen.get(etag)
+        if seen is None:
+            if len(self._card_seen) >= _CARDS_REMEMBERED:  # one per Host and version: bounded
+                del self._card_seen[next(iter(self._card_seen))]
+            seen = self._card_seen[etag] = int(time.time())
+        return seen
 
     async def rpc(self, request: web.Request) -> web.StreamResponse:
         """``POST /a2a``: one JSON-RPC call; SSE for the streaming methods.
@@ -188,6 +216,15 @@ class A2AChannel:
             yield _error_frame(call, RpcInternalError())
         finally:
             await rest.aclose()
+
+
+def _not_modified(request: web.Request, etag: str, modified: int) -> bool:
+    """Whether a conditional GET may be answered 304 (``If-None-Match`` wins over ``If-Modified-Since``)."""
+    if_none_match = request.headers.get("If-None-Match")
+    if if_none_match is not None:
+        return etag in if_none_match
+    since = request.if_modified_since
+    return since is not None and modified <= since.timestamp()
 
 
 def _error_answer(method: str | None, body: dict[str, Any]) -> web.Response:

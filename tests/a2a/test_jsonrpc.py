@@ -228,7 +228,7 @@ async def test_callers_need_a_valid_bearer_token(demo: Gateway) -> None:
 
     async with httpx.AsyncClient(timeout=WATCHDOG) as anonymous:
         card = await anonymous.get(f"{demo.base_url}/.well-known/agent-card.json")
-        assert card.status_code == 200 and card.json()["url"] == demo.rpc_url
+        assert card.status_code == 200 and card.json()["supportedInterfaces"][0]["url"] == demo.rpc_url
         cached = await anonymous.get(
             f"{demo.base_url}/.well-known/agent-card.json", headers={"If-None-Match": card.headers["ETag"]}
         )
@@ -236,7 +236,8 @@ async def test_callers_need_a_valid_bearer_token(demo: Gateway) -> None:
         # Built from the settings' public URL, the card may sit in shared caches; built from the
         # request's Host it may not (another caller's Host would name our interfaces).
         expected = "public" if demo.app[SERVICES].settings.public_base_url else "private"
-        assert card.headers["Cache-Control"] == f"{expected}, max-age=60" and card.headers["Vary"] == "Host"
+        assert card.headers["Cache-Control"] == f"{expected}, max-age=60"
+        assert card.headers["Vary"] == "Host, A2A-Version"
 
 
 async def test_the_card_lists_only_open_tools_publicly_and_the_callers_tools_when_extended(
