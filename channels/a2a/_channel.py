@@ -26,6 +26,7 @@ from gateway import (
     GatewayServices,
     InvalidTokenError,
     UnauthenticatedError,
+    valid_text,
     verify_actor_token,
 )
 from tools import Actor
@@ -54,13 +55,14 @@ def _requested_version(request: web.Request) -> str | None:
     """The protocol version a caller asks for: ``A2A-Version``, the header else the query parameter.
 
     A2A 1.0 section 3.6.1 lets a client that cannot set headers name the version in the query;
-    the header wins when both are there. ``None`` when neither is (the protocol reads 0.3).
+    the header wins when both are there. ``None`` when neither is (the protocol reads 0.3). A
+    refusal echoes the value: header bytes that are not UTF-8 (lone surrogates) become U+FFFD.
     """
     value = request.headers.get(VERSION_HEADER, "").strip()
     if not value:
         wanted = VERSION_HEADER.lower()
         value = next((v for k, v in request.query.items() if k.lower() == wanted), "").strip()
-    return value or None
+    return valid_text(value) or None
 
 
 @dataclass(kw_only=True, eq=False)
