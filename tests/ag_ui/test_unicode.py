@@ -15,7 +15,7 @@ from gateway.models import ModelRequest, ScriptedModel, ScriptStep
 from gateway.models import UserMessage as HistoryUserMessage
 from gateway.stores import RedisStore
 
-from .conftest import Client, auth, new_id, parse_sse, settings, types
+from .conftest import Client, RefusalLog, auth, new_id, parse_sse, settings, types
 
 pytestmark = pytest.mark.redis
 
@@ -56,7 +56,7 @@ async def echo_client(aiohttp_client: Any, redis_store: RedisStore) -> AsyncIter
 
 
 async def test_lone_surrogates_in_the_message_and_props_become_u_fffd(
-    echo_client: Client, redis_store: RedisStore
+    echo_client: Client, redis_store: RedisStore, refusal_log: RefusalLog
 ) -> None:
     thread_id = new_id("t")
     # Raw bytes: the JSON escapes half a surrogate pair (json.dumps would never write one alone).
@@ -88,3 +88,4 @@ async def test_lone_surrogates_in_the_message_and_props_become_u_fffd(
     for message in messages:
         assert message.content is not None
         message.content.encode("utf-8")
+    refusal_log.none()  # not a refusal, and nothing failed on the way
