@@ -157,10 +157,12 @@ class A2AChannel:
 
         Unauthenticated callers get HTTP 401 before their body is read; a rate-limited one
         HTTP 429 (the gateway's error middleware); every other failure is a JSON-RPC error.
+        Each refusal writes one log line; only an unexpected failure (-32603) logs its traceback.
         """
         try:
             actor = await self.authenticate(request)
         except (UnauthenticatedError, InvalidTokenError) as exc:
+            _log_refusal(request, None, f"{exc.status} {exc.code}", str(exc))
             challenge = 'Bearer realm="a2a"' + (', error="invalid_token"' if isinstance(exc, InvalidTokenError) else "")
             return web.json_response(
                 {"code": exc.code, "message": str(exc)}, status=401, headers={"WWW-Authenticate": challenge}
@@ -185,19 +187,17 @@ class A2AChannel:
         except RefusedCall as exc:
             legacy = call.legacy if call is not None else False
             method = call.method if call is not None else exc.method
-            return _error_answer(method, error_body(exc.request_id, exc.error, legacy=legacy))
+            return _refused(request, method, error_body(exc.request_id, exc.error, legacy=legacy))
         except A2AError as exc:
-            return self._error(call, exc)
-        except GatewayError:
-            raise  # rate limits (429) and an unreachable store (503): the error middleware answers
+            return _refused(request, call.method if call else None, _call_error(call, exc))
+        except GatewayError as exc:
+            # Rate limits (429) and an unreachable store (503): the error middleware answers.
+            _log_refusal(request, call.method if call else None, f"{exc.status} {exc.code}", str(exc))
+            raise
         except Exception:
             logger.exception("A2A call %s failed", call.method if call else "?")
-            return self._error(call, RpcInternalError())
+            return _error_answer(call.method if call else None, _call_error(call, RpcInternalError()))
         return await stream_frames(request, self._frames(call, first, result), heartbeat=self.options.heartbeat)
-
-    def _error(self, call: JsonRpcCall | None, error: Any) -> web.Response:
-        body = error_body(call.id if call else None, error, legacy=call.legacy if call else False)
-        return _error_answer(call.method if call else None, body)
 
     async def _frames(
         self, call: JsonRpcCall, first: dict[str, Any] | None, rest: AsyncGenerator[dict[str, Any], None]
@@ -209,6 +209,7 @@ class A2AChannel:
             async for response in rest:
                 yield f"data: {_json(response)}\n\n".encode()
         except A2AError as exc:
+            logger.info("A2A stream %s ended with %s: %s", call.method, type(exc).__name__, valid_text(str(exc))[:500])
             yield _error_frame(call, exc)
         except GatewayError as exc:
             logger.warning("A2A stream %s stopped: %s", call.method, exc)
@@ -218,6 +219,26 @@ class A2AChannel:
             yield _error_frame(call, RpcInternalError())
         finally:
             await rest.aclose()
+
+
+def _call_error(call: JsonRpcCall | None, error: Any) -> dict[str, Any]:
+    return error_body(call.id if call else None, error, legacy=call.legacy if call else False)
+
+
+def _log_refusal(request: web.Request, method: str | None, code: str, reason: str) -> None:
+    """One line per refused call: route, method, code and reason (never a traceback)."""
+    resource = request.match_info.route.resource
+    target = f"{request.method} {resource.canonical if resource is not None else request.path}"
+    if method:
+        target += f" {method}"
+    logger.info("A2A refused %s: %s: %s", target, code, valid_text(reason)[:500])
+
+
+def _refused(request: web.Request, method: str | None, body: dict[str, Any]) -> web.Response:
+    """The answer to a refused call (logged on one line)."""
+    error = body.get("error", {})
+    _log_refusal(request, method, str(error.get("code")), str(error.get("message")))
+    return _error_answer(method, body)
 
 
 def _not_modified(request: web.Request, etag: str, modified: int) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -109,6 +110,43 @@ class Gateway:
         """A raw streaming call; the JSON of every ``data:`` frame."""
         async with asyncio.timeout(WATCHDOG), self.sse_stream(method, params, actor=actor, version=version) as frames:
             return [frame async for frame in frames]
+
+
+class RefusalLog:
+    """The log lines of refusals: exactly one per refused call, with its code, route and reason."""
+
+    def __init__(self, caplog: pytest.LogCaptureFixture) -> None:
+        self.caplog = caplog
+
+    def one(self, code: int | str, route: str = "/a2a") -> str:
+        """The one line logged since the last check (the access log aside), checked; it is consumed."""
+        lines = self._lines()
+        self.caplog.clear()
+        assert len(lines) == 1, [r.getMessage() for r in lines]
+        [line] = lines
+        message = line.getMessage()
+        assert line.exc_info is None and "\n" not in message, message  # never a traceback
+        assert f" {code}" in message and route in message, message
+        return message
+
+    def none(self) -> None:
+        """Nothing was logged since the last check (the access log aside)."""
+        lines = [r.getMessage() for r in self._lines()]
+        self.caplog.clear()
+        assert lines == []
+
+    def _lines(self) -> list[logging.LogRecord]:
+        # Not the server's: the access log, the client's (httpx) request lines; and the WhatsApp
+        # channel says at start-up that it is off.
+        others = ("aiohttp.access", "httpx", "channels.whatsapp")
+        return [r for r in self.caplog.records if r.name not in others]
+
+
+@pytest.fixture
+def refusal_log(caplog: pytest.LogCaptureFixture) -> RefusalLog:
+    caplog.set_level(logging.INFO)
+    caplog.clear()
+    return RefusalLog(caplog)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from gateway.models import ModelRequest, ScriptedModel, ScriptStep
 from gateway.models import UserMessage as HistoryUserMessage
 from gateway.stores import RedisStore
 
-from .conftest import Gateway
+from .conftest import Gateway, RefusalLog
 
 pytestmark = pytest.mark.redis
 
@@ -73,7 +73,9 @@ async def echo_gateway(make_gateway: Any, redis_store: RedisStore) -> Gateway:
     return gateway
 
 
-async def test_lone_surrogates_in_parts_and_metadata_become_u_fffd(echo_gateway: Gateway) -> None:
+async def test_lone_surrogates_in_parts_and_metadata_become_u_fffd(
+    echo_gateway: Gateway, refusal_log: RefusalLog
+) -> None:
     http = echo_gateway.http()
     headers = {"Content-Type": "application/json"}
     response = await http.post(echo_gateway.rpc_url, content=send_body("SendMessage"), headers=headers)
@@ -95,6 +97,7 @@ async def test_lone_surrogates_in_parts_and_metadata_become_u_fffd(echo_gateway:
     assert history[0].content is not None and history[0].content.startswith("echo hi \ufffd there\n")
     got = await echo_gateway.rpc("GetTask", {"id": task["id"]})
     assert got["result"]["history"] == task["history"]
+    refusal_log.none()  # not a refusal, and nothing failed on the way
 
 
 async def test_lone_surrogates_in_a_stream_and_in_0_3_calls(echo_gateway: Gateway) -> None:
@@ -119,7 +122,9 @@ async def test_lone_surrogates_in_a_stream_and_in_0_3_calls(echo_gateway: Gatewa
     assert task["history"][0]["parts"][0] == {"kind": "text", "text": "echo hi \ufffd there"}
 
 
-async def test_stray_bytes_in_the_version_header_and_the_host_are_answered_in_utf_8(demo: Gateway) -> None:
+async def test_stray_bytes_in_the_version_header_and_the_host_are_answered_in_utf_8(
+    demo: Gateway, refusal_log: RefusalLog
+) -> None:
     # aiohttp reads header bytes that are not UTF-8 as lone surrogates (surrogateescape): the
     # answers that echo them (a version refusal; a card built from the Host) must still encode.
     body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
@@ -128,8 +133,10 @@ async def test_stray_bytes_in_the_version_header_and_the_host_are_answered_in_ut
     assert refused.status_code == 200
     error = json.loads(refused.content.decode("utf-8"))["error"]
     assert error["code"] == -32009 and "\ufffd\ufffd1" in error["message"]
+    assert "\ufffd\ufffd1" in refusal_log.one(-32009)  # one line, no traceback
 
     card = await http.get(demo.base_url + "/.well-known/agent-card.json", headers={"Host": b"gateway\xff.test"})
     assert card.status_code == 200
     interfaces = json.loads(card.content.decode("utf-8"))["supportedInterfaces"]
     assert interfaces[0]["url"] == "http://gateway\ufffd.test/a2a"
+    refusal_log.none()
