@@ -167,7 +167,11 @@ class A2AChannel:
             return web.json_response(
                 {"code": exc.code, "message": str(exc)}, status=401, headers={"WWW-Authenticate": challenge}
             )
-        raw = await request.read()
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge as exc:  # over the app's client_max_size: the middleware answers
+            _log_refusal(request, None, f"{exc.status} payload_too_large", exc.text or exc.reason)
+            raise
         call: JsonRpcCall | None = None
         try:
             call = read_call(raw, _requested_version(request))

@@ -250,6 +250,10 @@ async def test_callers_need_a_valid_bearer_token(demo: Gateway, refusal_log: Ref
     basic = await demo.http(None, Authorization="Basic YWxpY2U6eA==").post(demo.rpc_url, content=b"not even json")
     assert basic.status_code == 401
     refusal_log.one(401)
+    # A body over the app's 1 MiB is 413 (the error middleware answers), logged like the rest.
+    huge = await demo.http().post(demo.rpc_url, content=b'{"x": "' + b"x" * (1024 * 1024) + b'"}')
+    assert huge.status_code == 413 and huge.json()["code"] == "payload_too_large"
+    assert "413 payload_too_large" in refusal_log.one(413)
 
     async with httpx.AsyncClient(timeout=WATCHDOG) as anonymous:
         card = await anonymous.get(f"{demo.base_url}/.well-known/agent-card.json")
