@@ -18,7 +18,7 @@ from a2a.types import (
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 from aiohttp import web
 
-from gateway import Agent, GatewayServices, Runtime
+from gateway import Agent, GatewayServices, Runtime, valid_text
 from tools import Actor, Tool, humanize_tool_name
 
 __all__ = ["A2AOptions", "build_agent_card", "public_base_url"]
@@ -55,7 +55,11 @@ class A2AOptions:
 
 
 def public_base_url(request: web.Request, services: GatewayServices) -> str:
-    """The URL callers reach us at: ``public_base_url``, else the request's own origin."""
+    """The URL callers reach us at: ``public_base_url``, else the request's own origin.
+
+    Header bytes that are not UTF-8 reach us as lone surrogates; they become U+FFFD here, so
+    a card built from such a ``Host`` still encodes.
+    """
     settings = services.settings
     if settings.public_base_url:
         return settings.public_base_url
@@ -63,7 +67,7 @@ def public_base_url(request: web.Request, services: GatewayServices) -> str:
     if settings.trust_forwarded:
         scheme = request.headers.get("X-Forwarded-Proto", scheme).split(",")[0].strip() or scheme
         host = request.headers.get("X-Forwarded-Host", host).split(",")[0].strip() or host
-    return f"{scheme}://{host}"
+    return valid_text(f"{scheme}://{host}")
 
 
 def _open_to_all(tool: Tool) -> bool:

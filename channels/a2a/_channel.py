@@ -5,13 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from email.utils import formatdate
 from typing import Any
 
+from a2a.compat.v0_3.conversions import to_compat_agent_card
+from a2a.compat.v0_3.versions import is_legacy_version
 from a2a.server.context import ServerCallContext
 from a2a.server.jsonrpc_models import InternalError as RpcInternalError
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.errors import A2AError
 from aiohttp import web
@@ -23,6 +26,7 @@ from gateway import (
     GatewayServices,
     InvalidTokenError,
     UnauthenticatedError,
+    valid_text,
     verify_actor_token,
 )
 from tools import Actor
@@ -31,16 +35,34 @@ from ._book import DEFAULT_TASK_TTL, TaskBook
 from ._card import A2AOptions, build_agent_card, public_base_url
 from ._errors import error_body
 from ._handler import ActorUser, GatewayRequestHandler
-from ._jsonrpc import JsonRpcCall, JsonRpcDispatcher, RefusedCall, read_call
+from ._jsonrpc import V03_STREAMING_METHODS, JsonRpcCall, JsonRpcDispatcher, RefusedCall, read_call
+from ._proto import to_json
 from ._sse import stream_frames
 
 __all__ = ["A2A_CHANNEL", "A2AChannel", "setup"]
 
 logger = logging.getLogger("channels.a2a")
 
+_CARDS_REMEMBERED = 64
+"""Cards (one per Host and version) whose first time served is kept for ``Last-Modified``."""
+
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _requested_version(request: web.Request) -> str | None:
+    """The protocol version a caller asks for: ``A2A-Version``, the header else the query parameter.
+
+    A2A 1.0 section 3.6.1 lets a client that cannot set headers name the version in the query;
+    the header wins when both are there. ``None`` when neither is (the protocol reads 0.3). A
+    refusal echoes the value: header bytes that are not UTF-8 (lone surrogates) become U+FFFD.
+    """
+    value = request.headers.get(VERSION_HEADER, "").strip()
+    if not value:
+        wanted = VERSION_HEADER.lower()
+        value = next((v for k, v in request.query.items() if k.lower() == wanted), "").strip()
+    return valid_text(value) or None
 
 
 @dataclass(kw_only=True, eq=False)
@@ -54,6 +76,7 @@ class A2AChannel:
     dispatcher: JsonRpcDispatcher
     resolver: ActorResolver | None = None
     """Who the caller is; ``None`` reads a signed actor token from ``Authorization: Bearer``."""
+    _card_seen: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
     def create(
@@ -97,35 +120,61 @@ class A2AChannel:
     # -- routes -------------------------------------------------------------------------------------
 
     async def agent_card(self, request: web.Request) -> web.Response:
-        """``GET /.well-known/agent-card.json``: the public card, with a weak ``ETag``."""
+        """``GET /.well-known/agent-card.json``: the public card, with a weak ``ETag`` and ``Last-Modified``.
+
+        A strict 1.0 card, unless the caller asks for 0.3 (``A2A-Version: 0.3``, header or query
+        parameter): then the 0.3 card (``url``, ``preferredTransport``, ``protocolVersion``...).
+        """
         card = await build_agent_card(self.services, public_base_url(request, self.services), self.options)
-        body = _json(agent_card_to_dict(card))
+        legacy = is_legacy_version(_requested_version(request))
+        body = _json(to_compat_agent_card(card).model_dump(mode="json", exclude_none=True) if legacy else to_json(card))
         etag = f'W/"{hashlib.sha256(body.encode()).hexdigest()[:32]}"'
+        modified = self._card_seen_at(etag)
         # A card built from the request's Host (no public_base_url) must not be kept by a shared
         # cache: another caller's Host would then name our interfaces for everyone.
         shared = "public" if self.services.settings.public_base_url else "private"
-        headers = {"ETag": etag, "Cache-Control": f"{shared}, max-age=60", "Vary": "Host"}
-        if etag in request.headers.get("If-None-Match", ""):
+        headers = {
+            "ETag": etag,
+            "Last-Modified": formatdate(modified, usegmt=True),
+            "Cache-Control": f"{shared}, max-age=60",
+            "Vary": f"Host, {VERSION_HEADER}",
+        }
+        if _not_modified(request, etag, modified):
             return web.Response(status=304, headers=headers)
         return web.Response(text=body, content_type="application/json", headers=headers)
+
+    def _card_seen_at(self, etag: str) -> int:
+        """When this process first served the card ``etag`` names (whole seconds): its ``Last-Modified``."""
+        seen = self._card_seen.get(etag)
+        if seen is None:
+            if len(self._card_seen) >= _CARDS_REMEMBERED:  # one per Host and version: bounded
+                del self._card_seen[next(iter(self._card_seen))]
+            seen = self._card_seen[etag] = int(time.time())
+        return seen
 
     async def rpc(self, request: web.Request) -> web.StreamResponse:
         """``POST /a2a``: one JSON-RPC call; SSE for the streaming methods.
 
         Unauthenticated callers get HTTP 401 before their body is read; a rate-limited one
         HTTP 429 (the gateway's error middleware); every other failure is a JSON-RPC error.
+        Each refusal writes one log line; only an unexpected failure (-32603) logs its traceback.
         """
         try:
             actor = await self.authenticate(request)
         except (UnauthenticatedError, InvalidTokenError) as exc:
+            _log_refusal(request, None, f"{exc.status} {exc.code}", str(exc))
             challenge = 'Bearer realm="a2a"' + (', error="invalid_token"' if isinstance(exc, InvalidTokenError) else "")
             return web.json_response(
                 {"code": exc.code, "message": str(exc)}, status=401, headers={"WWW-Authenticate": challenge}
             )
-        raw = await request.read()
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge as exc:  # over the app's client_max_size: the middleware answers
+            _log_refusal(request, None, f"{exc.status} payload_too_large", exc.text or exc.reason)
+            raise
         call: JsonRpcCall | None = None
         try:
-            call = read_call(raw, request.headers.get(VERSION_HEADER) or None)
+            call = read_call(raw, _requested_version(request))
             context = ServerCallContext(
                 user=ActorUser(actor),
                 state={
@@ -141,19 +190,18 @@ class A2AChannel:
             first = await anext(result, None)
         except RefusedCall as exc:
             legacy = call.legacy if call is not None else False
-            return web.json_response(error_body(exc.request_id, exc.error, legacy=legacy), dumps=_json)
+            method = call.method if call is not None else exc.method
+            return _refused(request, method, error_body(exc.request_id, exc.error, legacy=legacy))
         except A2AError as exc:
-            return self._error(call, exc)
-        except GatewayError:
-            raise  # rate limits (429) and an unreachable store (503): the error middleware answers
+            return _refused(request, call.method if call else None, _call_error(call, exc))
+        except GatewayError as exc:
+            # Rate limits (429) and an unreachable store (503): the error middleware answers.
+            _log_refusal(request, call.method if call else None, f"{exc.status} {exc.code}", str(exc))
+            raise
         except Exception:
             logger.exception("A2A call %s failed", call.method if call else "?")
-            return self._error(call, RpcInternalError())
+            return _error_answer(call.method if call else None, _call_error(call, RpcInternalError()))
         return await stream_frames(request, self._frames(call, first, result), heartbeat=self.options.heartbeat)
-
-    def _error(self, call: JsonRpcCall | None, error: Any) -> web.Response:
-        body = error_body(call.id if call else None, error, legacy=call.legacy if call else False)
-        return web.json_response(body, dumps=_json)
 
     async def _frames(
         self, call: JsonRpcCall, first: dict[str, Any] | None, rest: AsyncGenerator[dict[str, Any], None]
@@ -165,6 +213,7 @@ class A2AChannel:
             async for response in rest:
                 yield f"data: {_json(response)}\n\n".encode()
         except A2AError as exc:
+            logger.info("A2A stream %s ended with %s: %s", call.method, type(exc).__name__, valid_text(str(exc))[:500])
             yield _error_frame(call, exc)
         except GatewayError as exc:
             logger.warning("A2A stream %s stopped: %s", call.method, exc)
@@ -174,6 +223,52 @@ class A2AChannel:
             yield _error_frame(call, RpcInternalError())
         finally:
             await rest.aclose()
+
+
+def _call_error(call: JsonRpcCall | None, error: Any) -> dict[str, Any]:
+    return error_body(call.id if call else None, error, legacy=call.legacy if call else False)
+
+
+def _log_refusal(request: web.Request, method: str | None, code: str, reason: str) -> None:
+    """One line per refused call: route, method, code and reason (never a traceback)."""
+    resource = request.match_info.route.resource
+    target = f"{request.method} {resource.canonical if resource is not None else request.path}"
+    if method:
+        target += f" {method}"
+    logger.info("A2A refused %s: %s: %s", target, code, valid_text(reason)[:500])
+
+
+def _refused(request: web.Request, method: str | None, body: dict[str, Any]) -> web.Response:
+    """The answer to a refused call (logged on one line)."""
+    error = body.get("error", {})
+    _log_refusal(request, method, str(error.get("code")), str(error.get("message")))
+    return _error_answer(method, body)
+
+
+def _not_modified(request: web.Request, etag: str, modified: int) -> bool:
+    """Whether a conditional GET may be answered 304 (``If-None-Match`` wins over ``If-Modified-Since``)."""
+    if_none_match = request.headers.get("If-None-Match")
+    if if_none_match is not None:
+        return etag in if_none_match
+    since = request.if_modified_since
+    return since is not None and modified <= since.timestamp()
+
+
+def _error_answer(method: str | None, body: dict[str, Any]) -> web.Response:
+    """A JSON-RPC error answer: JSON, or one SSE frame for a 0.3 streaming method.
+
+    A 0.3 client reads a streaming method's answer as an event stream whatever it holds; a 1.0
+    client (the SDK's) takes a plain JSON answer to a stream refused up front, as the SDK's
+    server sends it.
+    """
+    if method in V03_STREAMING_METHODS:
+        return web.Response(
+            body=f"data: {_json(body)}\n\n".encode(),
+            content_type="text/event-stream",
+            charset="utf-8",
+            headers={"Cache-Control": "no-store"},
+        )
+    return web.json_response(body, dumps=_json)
 
 
 def _error_frame(call: JsonRpcCall, error: Any) -> bytes:
@@ -193,6 +288,8 @@ def setup(
 ) -> A2AChannel:
     """Mount ``GET /.well-known/agent-card.json`` and ``POST /a2a`` (``options.path``) on a gateway app.
 
+    The JSON-RPC endpoint answers with and without a trailing slash (``/a2a`` and ``/a2a/``).
+
     Args:
         app: An app from ``gateway.create_app`` (its ``app[SERVICES]`` is used).
         options: Card wording, media, stream heartbeat.
@@ -202,5 +299,8 @@ def setup(
     channel = A2AChannel.create(app[SERVICES], options, task_ttl=task_ttl, resolver=resolver)
     app[A2A_CHANNEL] = channel
     app.router.add_get("/.well-known/agent-card.json", channel.agent_card)
-    app.router.add_post(channel.options.path, channel.rpc)
+    path = channel.options.path.rstrip("/")
+    app.router.add_post(path + "/", channel.rpc)
+    if path:
+        app.router.add_post(path, channel.rpc)
     return channel

@@ -158,11 +158,24 @@ class GatewayRequestHandler(RequestHandler):
                         break
         return view, last
 
-    async def follow(self, record: TaskRecord, config: Any = None) -> AsyncGenerator[StreamEvent, None]:
-        """The task now, then its updates until the run ends or waits for input."""
+    async def follow(
+        self, record: TaskRecord, config: Any = None, *, until_terminal: bool = False
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """The task now, then its updates until the run ends or waits for input.
+
+        Args:
+            record: The task.
+            config: What shapes the first event (``historyLength``).
+            until_terminal: Follow through ``INPUT_REQUIRED`` too, to a terminal state
+                (``SubscribeToTask``); a message stream ends when the task waits for input.
+        """
+
+        def done(view: TaskView) -> bool:
+            return view.stopped() and (not until_terminal or view.state in TERMINAL_STATES)
+
         view, last = await self.fold(record)
         yield apply_history_length(view.task(), config)
-        if view.stopped():
+        if done(view):
             return
         async with contextlib.aclosing(self._events(record.context_id, last, follow=True)) as events:
             async for event in events:
@@ -170,7 +183,7 @@ class GatewayRequestHandler(RequestHandler):
                     continue
                 for update in await view.apply(event):
                     yield update
-                if view.stopped():
+                if done(view):
                     return
 
     # -- sending messages ---------------------------------------------------------------------------
@@ -305,12 +318,17 @@ class GatewayRequestHandler(RequestHandler):
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[StreamEvent, None]:
-        """``SubscribeToTask``: the task, then its updates (not for a task that ended)."""
+        """``SubscribeToTask``: the task, then its updates until it ends (not for a task that ended).
+
+        A2A 1.0 section 3.1.6: the stream ends at a terminal state only, so it stays open while
+        the task waits for input and follows the run on once the approval is decided.
+        """
         validate_proto_required_fields(params)
         record = await self._record(params.id, _actor(context))
         if state_of_run((await self._run(record)).status) in TERMINAL_STATES:
             raise UnsupportedOperationError(message=f"Task {record.task_id} has ended: read it with GetTask")
-        async with contextlib.aclosing(self.follow(record, SendMessageConfiguration())) as updates:
+        follow = self.follow(record, SendMessageConfiguration(), until_terminal=True)
+        async with contextlib.aclosing(follow) as updates:
             async for update in updates:
                 yield update
 

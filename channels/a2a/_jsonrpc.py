@@ -46,7 +46,16 @@ from ._handler import GatewayRequestHandler
 from ._proto import ProtoParseError, from_json, to_json
 from ._view import StreamEvent
 
-__all__ = ["V03_METHODS", "V10_METHODS", "JsonRpcCall", "JsonRpcDispatcher", "RefusedCall", "RpcResult", "read_call"]
+__all__ = [
+    "V03_METHODS",
+    "V03_STREAMING_METHODS",
+    "V10_METHODS",
+    "JsonRpcCall",
+    "JsonRpcDispatcher",
+    "RefusedCall",
+    "RpcResult",
+    "read_call",
+]
 
 logger = logging.getLogger("channels.a2a")
 
@@ -101,14 +110,22 @@ RpcResult = dict[str, Any] | AsyncGenerator[dict[str, Any], None]
 """A whole JSON-RPC response, or the responses of a stream."""
 
 
+V03_STREAMING_METHODS = frozenset({"message/stream", "tasks/resubscribe"})
+"""0.3 methods whose every answer is an event stream, a refusal included (one frame)."""
+
+
 class RefusedCall(Exception):
     """A request refused before it reached a method: answer with ``error``."""
 
-    def __init__(self, error: A2AError | JSONRPCError, request_id: str | int | None = None) -> None:
+    def __init__(
+        self, error: A2AError | JSONRPCError, request_id: str | int | None = None, *, method: str | None = None
+    ) -> None:
         super().__init__(str(error))
         self.error = error
         self.request_id = request_id
         """The request's ``id`` when it could be read (``None`` otherwise, as JSON-RPC says)."""
+        self.method = method
+        """The request's method when it could be read."""
 
 
 def _is_version(actual: str, expected: str) -> bool:
@@ -140,12 +157,12 @@ def read_call(raw: bytes, version: str | None) -> JsonRpcCall:
     method = body.get("method")
     if not isinstance(method, str) or not method:
         raise RefusedCall(RpcInvalidRequest(message="method must be a non-empty string"), request_id)
-    params = body.get("params", {})
-    if not isinstance(params, dict):
-        raise RefusedCall(InvalidParamsError(message="params must be an object"), request_id)
     legacy = method in V03_METHODS
     if not legacy and method not in V10_METHODS:
         raise RefusedCall(MethodNotFoundError(message=f"Method not found: {method[:80]}"), request_id)
+    params = body.get("params", {})
+    if not isinstance(params, dict):
+        raise RefusedCall(InvalidParamsError(message="params must be an object"), request_id, method=method)
     actual = version or PROTOCOL_VERSION_0_3
     expected = PROTOCOL_VERSION_0_3 if legacy else "1.0"
     if not _is_version(actual, expected):
@@ -155,6 +172,7 @@ def read_call(raw: bytes, version: str | None) -> JsonRpcCall:
                 f" Expected version '{expected}'."
             ),
             request_id,
+            method=method,
         )
     return JsonRpcCall(id=request_id, method=method, params=params, body=body, legacy=legacy)
 
@@ -285,7 +303,8 @@ def _v03_request(call: JsonRpcCall) -> Any:
         detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:5])
         if all(e["loc"][:1] == ("params",) for e in errors):
             raise InvalidParamsError(message=f"Invalid params: {detail}") from None
-        raise RefusedCall(RpcInvalidRequest(message=f"Invalid request: {detail}"), call.id) from None
+        error = RpcInvalidRequest(message=f"Invalid request: {detail}")
+        raise RefusedCall(error, call.id, method=call.method) from None
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:

@@ -9,11 +9,15 @@ protocol reports in-band (a missing or bad ``resume``) and anything after the fi
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from aiohttp import web
 
-from gateway import SERVICES, Turn
+from gateway import SERVICES, GatewayError, Turn, valid_text
+from tools import AgoraError
 
 from ._input import MAX_BODY, AgUiRequestError, parse_run_input, read_run_input
 from ._resume import InterruptError, plan_resume
@@ -22,6 +26,35 @@ from ._sse import KEEPALIVE_SECONDS
 from ._stream import AgUiStream
 
 __all__ = ["AG_UI_OPTIONS", "AgUiOptions", "run_agent", "setup", "thread_events"]
+
+logger = logging.getLogger("channels.ag_ui")
+
+_HTTP_CODES = {413: "payload_too_large"}
+"""Codes of the aiohttp errors a handler raises, as the gateway's error middleware names them."""
+
+
+def _log_refusal(request: web.Request, status: int | str, code: str, reason: str) -> None:
+    """One line per refused request: status, code, route and reason (never a traceback)."""
+    route = request.match_info.route.resource
+    where = route.canonical if route is not None else request.path
+    logger.info("AG-UI refused %s %s: %s %s: %s", request.method, where, status, code, valid_text(reason)[:500])
+
+
+@contextlib.contextmanager
+def _refusals_logged(request: web.Request) -> Iterator[None]:
+    """Log what a handler refuses before its stream starts; the error middleware answers it."""
+    try:
+        yield
+    except GatewayError as exc:
+        _log_refusal(request, exc.status, exc.code, str(exc))
+        raise
+    except web.HTTPException as exc:
+        if exc.status >= 400:
+            _log_refusal(request, exc.status, _HTTP_CODES.get(exc.status, "http_error"), exc.text or exc.reason)
+        raise
+    except AgoraError as exc:
+        _log_refusal(request, 400, "bad_request", str(exc))
+        raise
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,8 +75,14 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
     """``POST /agent/ag-ui``: a ``RunAgentInput`` in, a stream of AG-UI events out.
 
     The last user message is the turn on ``threadId``; with ``resume`` the request decides the
-    thread's open interrupts instead and streams what follows.
+    thread's open interrupts instead and streams what follows. A refusal (before the stream, or
+    as its ``RUN_ERROR``) is logged on one line.
     """
+    with _refusals_logged(request):
+        return await _run_agent(request)
+
+
+async def _run_agent(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     options = request.app[AG_UI_OPTIONS]
     actor = await services.resolve_actor(request)
@@ -57,6 +96,7 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
             plan = await plan_resume(runtime, actor, ask.thread_id, ask.resume)
             return await stream.resume(ask.run_id, actor, plan)
         except InterruptError as exc:
+            _log_refusal(request, "RUN_ERROR", exc.code, str(exc))
             return await stream.refuse(ask.run_id, exc)
     if ask.text is None:
         raise AgUiRequestError("no_user_message", "messages has no user message with text, and there is no resume")
@@ -64,6 +104,7 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
     if pending:
         ids = ", ".join(a.tool_call_id for a in pending)
         error = InterruptError("interrupt_pending", f"Answer the open interrupts first with resume[] ({ids})")
+        _log_refusal(request, "RUN_ERROR", error.code, str(error))
         return await stream.refuse(ask.run_id, error)
     turn = Turn(
         thread_id=ask.thread_id,
@@ -84,8 +125,14 @@ async def thread_events(request: web.Request) -> web.StreamResponse:
     """``GET /agent/ag-ui/threads/{thread_id}/events?after=``: re-attach to a thread's runs.
 
     Streams the thread's events after ``after`` (or the ``Last-Event-ID`` header, which wins)
-    as AG-UI runs, and ends when it has caught up with no run in progress.
+    as AG-UI runs, and ends when it has caught up with no run in progress. A refusal is logged
+    on one line.
     """
+    with _refusals_logged(request):
+        return await _thread_events(request)
+
+
+async def _thread_events(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     options = request.app[AG_UI_OPTIONS]
     actor = await services.resolve_actor(request)

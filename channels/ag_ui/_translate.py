@@ -135,12 +135,17 @@ class AgUiTranslator:
         """Open the primed segment again on a new stream: ``RUN_STARTED``, then messages in progress.
 
         A re-attaching client gets ``RUN_STARTED`` (and ``TEXT_MESSAGE_START`` for a message
-        it was reading) before the rest, so the new stream is a well-formed run on its own.
+        it was reading) before the rest, so the new stream is a well-formed run on its own. Both
+        are stamped with the time of the re-attach: no event of ours stands behind them.
         """
         opened_by = self.opened_by
-        out: list[BaseEvent] = [self.start(run_id, self.agora_run_id)]
+        started = self.start(run_id, self.agora_run_id)
         self.opened_by = opened_by
-        out.extend(TextMessageStartEvent(message_id=m, role="assistant") for m in sorted(self._messages))
+        out: list[BaseEvent] = [started]
+        out.extend(
+            TextMessageStartEvent(message_id=m, role="assistant", timestamp=started.timestamp)
+            for m in sorted(self._messages)
+        )
         return out
 
     def error(self, code: str, message: str) -> RunErrorEvent:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -87,17 +89,64 @@ class Gateway:
         answer: dict[str, Any] = response.json()
         return answer
 
-    async def sse(self, method: str, params: Any, *, actor: Actor = ALICE, version: str | None = "1.0") -> list[Any]:
-        """A raw streaming call; the JSON of every ``data:`` frame."""
+    @contextlib.asynccontextmanager
+    async def sse_stream(
+        self, method: str, params: Any, *, actor: Actor = ALICE, version: str | None = "1.0"
+    ) -> AsyncIterator[AsyncIterator[Any]]:
+        """A raw streaming call, open: the JSON of each ``data:`` frame as it arrives."""
         body = {"jsonrpc": "2.0", "id": "s-1", "method": method, "params": params}
-        frames = []
         client = self.http(actor, version=version)
         async with client.stream("POST", self.rpc_url, json=body) as response:
             assert response.headers["content-type"].startswith("text/event-stream"), await response.aread()
-            async for line in response.aiter_lines():
-                if line.startswith("data: "):
-                    frames.append(json.loads(line[6:]))
-        return frames
+
+            async def frames() -> AsyncIterator[Any]:
+                async for line in response.aiter_lines():
+                    if line.startswith("data: "):
+                        yield json.loads(line[6:])
+
+            yield frames()
+
+    async def sse(self, method: str, params: Any, *, actor: Actor = ALICE, version: str | None = "1.0") -> list[Any]:
+        """A raw streaming call; the JSON of every ``data:`` frame."""
+        async with asyncio.timeout(WATCHDOG), self.sse_stream(method, params, actor=actor, version=version) as frames:
+            return [frame async for frame in frames]
+
+
+class RefusalLog:
+    """The log lines of refusals: exactly one per refused call, with its code, route and reason."""
+
+    def __init__(self, caplog: pytest.LogCaptureFixture) -> None:
+        self.caplog = caplog
+
+    def one(self, code: int | str, route: str = "/a2a") -> str:
+        """The one line logged since the last check (the access log aside), checked; it is consumed."""
+        lines = self._lines()
+        self.caplog.clear()
+        assert len(lines) == 1, [r.getMessage() for r in lines]
+        [line] = lines
+        message = line.getMessage()
+        assert line.exc_info is None and "\n" not in message, message  # never a traceback
+        assert f" {code}" in message and route in message, message
+        return message
+
+    def none(self) -> None:
+        """Nothing was logged since the last check (the access log aside)."""
+        lines = [r.getMessage() for r in self._lines()]
+        self.caplog.clear()
+        assert lines == []
+
+    def _lines(self) -> list[logging.LogRecord]:
+        # Not the server's: the access log, the client's (httpx) request lines; and the WhatsApp
+        # channel says at start-up that it is off.
+        others = ("aiohttp.access", "httpx", "channels.whatsapp")
+        return [r for r in self.caplog.records if r.name not in others]
+
+
+@pytest.fixture
+def refusal_log(caplog: pytest.LogCaptureFixture) -> RefusalLog:
+    caplog.set_level(logging.INFO)
+    caplog.clear()
+    return RefusalLog(caplog)
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ INTERNAL = {
     "JSON_MEDIA_TYPE",
     "MAX_TURN_TEXT",
     "TERMINAL_STATES",
+    "V03_STREAMING_METHODS",
     "Decision",
     "JsonRpcCall",
     "JsonRpcDispatcher",

@@ -8,12 +8,11 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 
 from channels.a2a import A2AOptions
 from gateway import SERVICES
 
-from .conftest import ALICE, BOB, SECRET, WATCHDOG, Gate, Gateway, token_for
+from .conftest import ALICE, BOB, SECRET, WATCHDOG, Gate, Gateway, RefusalLog, token_for
 
 
 def v03_message(text: str | None = None, *, message_id: str = "m-1", **fields: Any) -> dict[str, Any]:
@@ -78,18 +77,55 @@ async def test_v03_cancel_resubscribe_and_unknown_task(demo: Gateway) -> None:
     params = {"message": v03_message("refund order 1040"), "configuration": {"blocking": False}}
     sent = await demo.rpc("message/send", params, version=None)
     assert sent["result"]["kind"] == "task"
-    frames = await demo.sse("tasks/resubscribe", {"id": sent["result"]["id"]}, version=None)
-    # The task as it stands, then (if it was still working) its updates until it waits for input.
-    assert frames[0]["result"]["kind"] == "task"
-    assert frames[-1]["result"]["status"]["state"] == "input-required"
-    cancelled = await demo.rpc("tasks/cancel", {"id": sent["result"]["id"]}, version=None)
-    assert cancelled["result"]["status"]["state"] == "canceled"
+    record = await demo.channel.book.get(sent["result"]["id"])
+    assert record is not None
+    assert await demo.runtime.wait(record.run_id, timeout=WATCHDOG) == "awaiting-approval"
+    async with asyncio.timeout(WATCHDOG):
+        async with demo.sse_stream("tasks/resubscribe", {"id": record.task_id}, version=None) as frames:
+            # The task as it stands; the stream stays open while it waits for input (it ends at a
+            # terminal state only) and follows the cancel below to its end.
+            first = await anext(frames)
+            assert (first["result"]["kind"], first["result"]["status"]["state"]) == ("task", "input-required")
+            cancelled = await demo.rpc("tasks/cancel", {"id": record.task_id}, version=None)
+            assert cancelled["result"]["status"]["state"] == "canceled"
+            rest = [frame["result"] async for frame in frames]
+    # The cancel rejects the pending approval (WORKING updates), then the task ends; only that is final.
+    assert [(r["kind"], r["final"]) for r in rest] == [("status-update", False)] * (len(rest) - 1) + [
+        ("status-update", True)
+    ]
+    assert rest[-1]["status"]["state"] == "canceled"
     assert error_of(await demo.rpc("tasks/cancel", {"id": sent["result"]["id"]}, version=None))[0] == -32002
     code, message = error_of(await demo.rpc("tasks/get", {"id": "no-such-task"}, version=None))
     assert (code, message) == (-32001, "Task no-such-task not found")
     assert error_of(await demo.rpc("tasks/get", {"idd": 1}, version=None))[0] == -32602
     assert error_of(await demo.rpc("message/send", {"message": {"role": "user"}}, version=None))[0] == -32602
     assert error_of(await demo.rpc("tasks/pushNotificationConfig/get", {"id": "t"}, version=None))[0] == -32003
+
+
+async def test_v03_streams_refused_up_front_answer_an_event_stream_carrying_the_error(
+    demo: Gateway, refusal_log: RefusalLog
+) -> None:
+    # A 0.3 client reads a streaming answer as SSE whatever happens (httpx-sse, @a2a-js/sdk): a
+    # refusal before the first event is one data frame holding the JSON-RPC error.
+    sent = await demo.rpc("message/send", {"message": v03_message("weather in Lisbon", message_id="m-9")}, version=None)
+    ended = sent["result"]["id"]
+    refusal_log.none()
+    http = demo.http(version=None)
+    cases: list[tuple[str, Any, int]] = [
+        ("tasks/resubscribe", {"id": "no-such-task"}, -32001),
+        ("tasks/resubscribe", {"id": ended}, -32004),
+        ("message/stream", {"message": {"role": "user"}}, -32602),
+        ("message/stream", ["not", "an", "object"], -32602),
+    ]
+    for method, params, code in cases:
+        body = {"jsonrpc": "2.0", "id": 5, "method": method, "params": params}
+        response = await http.post(demo.rpc_url, json=body)
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream"), (method, response.text)
+        frames = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+        assert len(frames) == 1 and frames[0]["id"] == 5 and "result" not in frames[0], (method, frames)
+        assert frames[0]["error"]["code"] == code, (method, frames)
+        assert f"POST /a2a {method}" in refusal_log.one(code)
 
 
 # -- protocol 1.0 over raw JSON-RPC ---------------------------------------------------------------------
@@ -106,9 +142,10 @@ async def test_v10_send_and_get_task_shapes(demo: Gateway) -> None:
     assert listed["result"]["nextPageToken"] == "" and listed["result"]["totalSize"] == 1
 
 
-async def test_version_header_selects_the_method_names(demo: Gateway) -> None:
+async def test_version_header_selects_the_method_names(demo: Gateway, refusal_log: RefusalLog) -> None:
     code, message = error_of(await demo.rpc("SendMessage", {"message": v10_message("hi")}, version=None))
     assert code == -32009 and "'0.3' is not supported" in message
+    assert message in refusal_log.one(-32009)
     assert error_of(await demo.rpc("message/send", {"message": v03_message("hi")}, version="1.0"))[0] == -32009
     assert error_of(await demo.rpc("GetTask", {"id": "x"}, version="2.0"))[0] == -32009
     assert error_of(await demo.rpc("GetTask", {"id": "x"}, version="1.0.0"))[0] == -32001
@@ -116,7 +153,29 @@ async def test_version_header_selects_the_method_names(demo: Gateway) -> None:
     assert answer["error"]["data"][0]["reason"] == "VERSION_NOT_SUPPORTED"
 
 
-async def test_bad_requests_get_json_rpc_errors(demo: Gateway) -> None:
+async def test_the_endpoint_takes_a_trailing_slash_and_the_version_as_a_query_parameter(
+    demo: Gateway, refusal_log: RefusalLog
+) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "no-such-task"}}
+    slash = await demo.http().post(demo.rpc_url + "/", json=body)
+    assert slash.status_code == 200 and slash.json()["error"]["code"] == -32001
+    assert "POST /a2a/ GetTask" in refusal_log.one(-32001, route="/a2a/")
+    # A2A 1.0 section 3.6.1: A2A-Version may come as a query parameter; the header wins over it.
+    bare = demo.http(version=None)
+    assert (await bare.post(demo.rpc_url, json=body)).json()["error"]["code"] == -32009
+    refusal_log.one(-32009)
+    query = await bare.post(demo.rpc_url, params={"A2A-Version": "1.0"}, json=body)
+    assert query.json()["error"]["code"] == -32001
+    header_wins = await demo.http(version="1.0").post(demo.rpc_url, params={"A2A-Version": "0.3"}, json=body)
+    assert header_wins.json()["error"]["code"] == -32001
+    legacy = await bare.post(demo.rpc_url + "/?A2A-Version=0.3", json={**body, "method": "tasks/get"})
+    assert legacy.json()["error"]["code"] == -32001
+    send = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": v10_message("weather in Oslo")}}
+    sent = await bare.post(demo.rpc_url + "/", params={"A2A-Version": "1.0"}, json=send)
+    assert sent.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_bad_requests_get_json_rpc_errors(demo: Gateway, refusal_log: RefusalLog) -> None:
     http = demo.http()
 
     async def post(body: Any) -> dict[str, Any]:
@@ -126,59 +185,79 @@ async def test_bad_requests_get_json_rpc_errors(demo: Gateway) -> None:
         answer: dict[str, Any] = response.json()
         return answer
 
-    parse = await post(b"{not json")
-    assert parse["error"]["code"] == -32700 and parse["id"] is None
+    async def refused(body: Any, code: int) -> dict[str, Any]:
+        """A raw body refused with ``code``, and its one log line."""
+        answer = await post(body)
+        assert answer["error"]["code"] == code, answer
+        refusal_log.one(code)
+        return answer
+
+    async def rpc_refused(method: str, params: Any, code: int) -> dict[str, Any]:
+        answer = await demo.rpc(method, params)
+        assert error_of(answer)[0] == code
+        refusal_log.one(code)
+        return answer
+
+    parse = await refused(b"{not json", -32700)
+    assert parse["id"] is None
     for body in (b"[" * 50_000 + b"]" * 50_000, b"\xff\xfe"):  # too deep to be a request; not UTF-8
-        assert (await post(body))["error"]["code"] == -32700
-    assert (await post([{"jsonrpc": "2.0", "id": 1, "method": "GetTask"}]))["error"]["code"] == -32600
-    assert (await post("a string"))["error"]["code"] == -32600
-    assert (await post({"id": 1, "method": "GetTask", "params": {"id": "x"}}))["error"]["code"] == -32600
-    assert (await post({"jsonrpc": "1.0", "id": 1, "method": "GetTask"}))["error"]["code"] == -32600
-    assert (await post({"jsonrpc": "2.0", "id": 1}))["error"]["code"] == -32600
-    assert (await post({"jsonrpc": "2.0", "id": True, "method": "GetTask"}))["error"]["code"] == -32600
-    unknown = await post({"jsonrpc": "2.0", "id": 7, "method": "tasks/explode"})
-    assert unknown["error"]["code"] == -32601 and unknown["id"] == 7
-    assert error_of(await demo.rpc("GetTask", [1, 2]))[0] == -32602
-    assert error_of(await demo.rpc("GetTask", {}))[0] == -32602
-    no_message = await demo.rpc("SendMessage", {"configuration": {}})
-    assert error_of(no_message)[0] == -32602
+        await refused(body, -32700)
+    await refused([{"jsonrpc": "2.0", "id": 1, "method": "GetTask"}], -32600)
+    await refused("a string", -32600)
+    await refused({"id": 1, "method": "GetTask", "params": {"id": "x"}}, -32600)
+    await refused({"jsonrpc": "1.0", "id": 1, "method": "GetTask"}, -32600)
+    await refused({"jsonrpc": "2.0", "id": 1}, -32600)
+    await refused({"jsonrpc": "2.0", "id": True, "method": "GetTask"}, -32600)
+    unknown = await refused({"jsonrpc": "2.0", "id": 7, "method": "tasks/explode"}, -32601)
+    assert unknown["id"] == 7
+    await rpc_refused("GetTask", [1, 2], -32602)
+    await rpc_refused("GetTask", {}, -32602)
+    no_message = await rpc_refused("SendMessage", {"configuration": {}}, -32602)
     assert no_message["error"]["data"][1]["fieldViolations"][0]["field"] == "message"
-    assert error_of(await demo.rpc("SendMessage", {"message": "hello"}))[0] == -32602
-    assert error_of(await demo.rpc("SendMessage", {"message": v10_message(" ")}))[0] == -32602
-    bad_context = await demo.rpc("SendMessage", {"message": v10_message("hi", contextId="no spaces please")})
-    assert error_of(bad_context)[0] == -32602
-    assert error_of(await demo.rpc("ListTasks", {"pageSize": 0}))[0] == -32602
-    assert error_of(await demo.rpc("ListTasks", {"pageToken": "%%%"}))[0] == -32602
+    await rpc_refused("SendMessage", {"message": "hello"}, -32602)
+    await rpc_refused("SendMessage", {"message": v10_message(" ")}, -32602)
+    await rpc_refused("SendMessage", {"message": v10_message("hi", contextId="no spaces please")}, -32602)
+    await rpc_refused("ListTasks", {"pageSize": 0}, -32602)
+    await rpc_refused("ListTasks", {"pageToken": "%%%"}, -32602)
     not_found = await demo.rpc("GetTask", {"id": "no-such-task"})
     assert error_of(not_found)[0] == -32001 and not_found["error"]["data"][0]["reason"] == "TASK_NOT_FOUND"
-    assert error_of(await demo.rpc("CancelTask", {"id": "no-such-task"}))[0] == -32001
-    answer_unknown = await demo.rpc("SendMessage", {"message": v10_message("yes", taskId="no-such-task")})
-    assert error_of(answer_unknown)[0] == -32001
-    assert error_of(await demo.rpc("GetTaskPushNotificationConfig", {"taskId": "t", "id": "c"}))[0] == -32003
+    line = refusal_log.one(-32001)
+    assert line == "A2A refused POST /a2a GetTask: -32001: Task no-such-task not found"
+    await rpc_refused("CancelTask", {"id": "no-such-task"}, -32001)
+    await rpc_refused("SendMessage", {"message": v10_message("yes", taskId="no-such-task")}, -32001)
+    await rpc_refused("GetTaskPushNotificationConfig", {"taskId": "t", "id": "c"}, -32003)
     # A stream refused up front is a plain JSON answer, not an event stream.
     response = await http.post(
         demo.rpc_url, json={"jsonrpc": "2.0", "id": 9, "method": "SubscribeToTask", "params": {"id": "nope"}}
     )
     assert response.headers["content-type"].startswith("application/json")
     assert response.json()["error"]["code"] == -32001
+    refusal_log.one(-32001)
 
 
-async def test_callers_need_a_valid_bearer_token(demo: Gateway) -> None:
+async def test_callers_need_a_valid_bearer_token(demo: Gateway, refusal_log: RefusalLog) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
     missing = await demo.http(None).post(demo.rpc_url, json=body)
     assert missing.status_code == 401 and missing.json()["code"] == "unauthenticated"
     assert missing.headers["WWW-Authenticate"] == 'Bearer realm="a2a"'
+    assert "401 unauthenticated" in refusal_log.one(401)
     forged = await demo.http(None, Authorization="Bearer " + token_for(ALICE)[:-4] + "AAAA").post(
         demo.rpc_url, json=body
     )
     assert forged.status_code == 401 and forged.json()["code"] == "invalid_token"
     assert 'error="invalid_token"' in forged.headers["WWW-Authenticate"]
+    assert "401 invalid_token" in refusal_log.one(401)
     basic = await demo.http(None, Authorization="Basic YWxpY2U6eA==").post(demo.rpc_url, content=b"not even json")
     assert basic.status_code == 401
+    refusal_log.one(401)
+    # A body over the app's 1 MiB is 413 (the error middleware answers), logged like the rest.
+    huge = await demo.http().post(demo.rpc_url, content=b'{"x": "' + b"x" * (1024 * 1024) + b'"}')
+    assert huge.status_code == 413 and huge.json()["code"] == "payload_too_large"
+    assert "413 payload_too_large" in refusal_log.one(413)
 
     async with httpx.AsyncClient(timeout=WATCHDOG) as anonymous:
         card = await anonymous.get(f"{demo.base_url}/.well-known/agent-card.json")
-        assert card.status_code == 200 and card.json()["url"] == demo.rpc_url
+        assert card.status_code == 200 and card.json()["supportedInterfaces"][0]["url"] == demo.rpc_url
         cached = await anonymous.get(
             f"{demo.base_url}/.well-known/agent-card.json", headers={"If-None-Match": card.headers["ETag"]}
         )
@@ -186,7 +265,8 @@ async def test_callers_need_a_valid_bearer_token(demo: Gateway) -> None:
         # Built from the settings' public URL, the card may sit in shared caches; built from the
         # request's Host it may not (another caller's Host would name our interfaces).
         expected = "public" if demo.app[SERVICES].settings.public_base_url else "private"
-        assert card.headers["Cache-Control"] == f"{expected}, max-age=60" and card.headers["Vary"] == "Host"
+        assert card.headers["Cache-Control"] == f"{expected}, max-age=60"
+        assert card.headers["Vary"] == "Host, A2A-Version"
 
 
 async def test_the_card_lists_only_open_tools_publicly_and_the_callers_tools_when_extended(
@@ -216,7 +296,7 @@ async def test_the_card_lists_only_open_tools_publicly_and_the_callers_tools_whe
     assert [s["id"] for s in member["result"]["skills"]] == ["open_tool"]
 
 
-async def test_rate_limited_callers_get_429(make_gateway: Any) -> None:
+async def test_rate_limited_callers_get_429(make_gateway: Any, refusal_log: RefusalLog) -> None:
     gw = await make_gateway(turn_burst=1, turn_rate_per_minute=1)
     first = await gw.rpc("SendMessage", {"message": v10_message("weather in Lisbon", message_id="r-1")})
     assert first["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -226,8 +306,10 @@ async def test_rate_limited_callers_get_429(make_gateway: Any) -> None:
         "method": "SendMessage",
         "params": {"message": v10_message("hi", message_id="r-2")},
     }
+    refusal_log.caplog.clear()
     limited = await gw.http().post(gw.rpc_url, json=body)
     assert limited.status_code == 429 and int(limited.headers["Retry-After"]) >= 1
+    assert "SendMessage: 429 rate_limited" in refusal_log.one(429)
     # The refused message took no effect: its id is free for a retry.
     assert await gw.channel.book.claim_message(ALICE.id, "r-2", "probe") is None
 
@@ -276,16 +358,24 @@ async def test_the_token_secret_is_the_gateways(demo: Gateway) -> None:
     assert response.status_code == 401
 
 
-@pytest.mark.parametrize("method", ["SendStreamingMessage", "SubscribeToTask"])
-async def test_streaming_methods_answer_with_sse(demo: Gateway, method: str) -> None:
-    if method == "SendStreamingMessage":
-        params: dict[str, Any] = {"message": v10_message("weather in Lisbon")}
-    else:
-        sent = await demo.rpc("SendMessage", {"message": v10_message("refund order 1042")})
-        params = {"id": sent["result"]["task"]["id"]}
-    frames = await demo.sse(method, params)
-    assert frames[0]["result"]["task"]["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED")
-    assert list(frames[-1]["result"]) in (["statusUpdate"], ["task"])
+async def test_streaming_methods_answer_with_sse(demo: Gateway) -> None:
+    frames = await demo.sse("SendStreamingMessage", {"message": v10_message("weather in Lisbon")})
+    assert frames[0]["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING"
+    assert frames[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+    sent = await demo.rpc("SendMessage", {"message": v10_message("refund order 1042", message_id="m-2")})
+    task = sent["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    async with asyncio.timeout(WATCHDOG), demo.sse_stream("SubscribeToTask", {"id": task["id"]}) as stream:
+        first = await anext(stream)
+        assert first["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        parts = [{"data": {"approved": True}}]
+        answer = {"messageId": "m-3", "role": "ROLE_USER", "taskId": task["id"], "parts": parts}
+        done = await demo.rpc("SendMessage", {"message": answer})
+        assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        rest = [frame["result"] async for frame in stream]
+    states = [r["statusUpdate"]["status"]["state"] for r in rest if "statusUpdate" in r]
+    assert states[0] == "TASK_STATE_WORKING" and states[-1] == "TASK_STATE_COMPLETED"
 
 
 async def test_message_metadata_picks_the_agent(make_gateway: Any) -> None:

@@ -232,6 +232,32 @@ async def test_subscribe_follows_a_working_task_to_its_end(make_gateway: Any, ga
     await subscriber.close()
 
 
+async def test_subscribe_stays_open_through_an_approval_until_the_task_completes(demo: Gateway) -> None:
+    # A2A 1.0 section 3.1.6 (TCK STREAM-SUB-002): a subscription ends at a terminal state only;
+    # INPUT_REQUIRED is not one, so the stream waits through the approval.
+    sender = await demo.sdk(streaming=False)
+    [event] = await collect(sender.send_message(send_request("refund order 1042")))
+    task = event.task
+    assert task.status.state == INPUT_REQUIRED
+    subscriber = await demo.sdk(streaming=True)
+    stream = subscriber.subscribe(SubscribeToTaskRequest(id=task.id))
+    async with asyncio.timeout(WATCHDOG):
+        first = await anext(stream)
+    assert first.task.id == task.id and first.task.status.state == INPUT_REQUIRED
+
+    # Another client (the non-streaming one) answers the approval while the subscription waits.
+    answer = SendMessageRequest(message=user_message(new_data_part({"approved": True}), task_id=task.id))
+    [done] = await collect(sender.send_message(answer))
+    assert done.task.status.state == COMPLETED
+    rest = await collect(stream)
+    assert kinds(rest)[0] == "status:WORKING" and get_message_text(rest[0].status_update.status.message) == "Approved."
+    assert kinds(rest)[-1] == "status:COMPLETED"
+    assert "artifact:KpiCards" in kinds(rest)
+    assert get_message_text(rest[-1].status_update.status.message) == get_message_text(done.task.status.message)
+    await sender.close()
+    await subscriber.close()
+
+
 async def test_components_come_with_an_image_when_the_caller_accepts_png(demo: Gateway) -> None:
     # Media URLs are built from the configured public URL; the test server's port is known only now.
     demo.channel.services.settings.public_base_url = demo.base_url

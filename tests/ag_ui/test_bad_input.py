@@ -1,24 +1,33 @@
-"""What is refused before any stream starts: JSON ``{code, message}`` and no side effect."""
+"""What is refused before any stream starts: JSON ``{code, message}``, one log line, no side effect."""
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from gateway import SERVICES
 
-from .conftest import BOB, Client, Shop, auth, new_id, post, run, run_input
+from .conftest import BOB, Client, RefusalLog, Shop, auth, new_id, post, run, run_input
+
+Refused = Callable[[Any, int, str], Awaitable[None]]
 
 
-async def refused(response: Any, status: int, code: str) -> None:
-    assert response.status == status, await response.text()
-    assert response.headers["Content-Type"].startswith("application/json")
-    body = await response.json()
-    assert body["code"] == code and body["message"]
+@pytest.fixture
+def refused(refusal_log: RefusalLog) -> Refused:
+    """Checks a refusal: its status, its JSON ``{code, message}``, and its one log line."""
+
+    async def check(response: Any, status: int, code: str) -> None:
+        assert response.status == status, await response.text()
+        assert response.headers["Content-Type"].startswith("application/json")
+        body = await response.json()
+        assert body["code"] == code and body["message"]
+        refusal_log.one(status, code, route="/agent/ag-ui")
+
+    return check
 
 
 @pytest.mark.parametrize(
@@ -56,13 +65,13 @@ async def refused(response: Any, status: int, code: str) -> None:
         (run_input("t", "x" * 32_001), "text_too_long"),
     ],
 )
-async def test_bad_bodies_are_400_and_change_nothing(client: Client, body: Any, code: str) -> None:
+async def test_bad_bodies_are_400_and_change_nothing(client: Client, refused: Refused, body: Any, code: str) -> None:
     await refused(await post(client, body), 400, code)
     runtime = client.app[SERVICES].runtime
     assert await runtime.store.get_thread("t") is None and await runtime.store.get_thread("bad thread/{x}") is None
 
 
-async def test_content_type_size_and_identity(make_client: Any) -> None:
+async def test_content_type_size_and_identity(make_client: Any, refused: Refused) -> None:
     client = await make_client(anonymous=False)
     body = run_input(new_id("t"), "hello")
     await refused(await client.post("/agent/ag-ui", data="threadId=t", headers=auth()), 415, "unsupported_media_type")
@@ -89,7 +98,7 @@ async def test_content_type_size_and_identity(make_client: Any) -> None:
     assert typed.status == 200 and "RUN_FINISHED" in await typed.text()
 
 
-async def test_threads_runs_and_agents_refused_before_the_stream(client: Client) -> None:
+async def test_threads_runs_and_agents_refused_before_the_stream(client: Client, refused: Refused) -> None:
     thread_id = new_id("t")
     await run(client, run_input(thread_id, "hello"))
     await refused(await post(client, run_input(thread_id, "mine now"), actor=BOB), 403, "thread_forbidden")
@@ -107,7 +116,7 @@ async def test_threads_runs_and_agents_refused_before_the_stream(client: Client)
     assert await client.app[SERVICES].runtime.store.get_thread(fresh) is None
 
 
-async def test_the_rate_limit_is_429_before_the_stream(make_client: Any) -> None:
+async def test_the_rate_limit_is_429_before_the_stream(make_client: Any, refused: Refused) -> None:
     client = await make_client(turn_burst=1, turn_rate_per_minute=1)
     thread_id = new_id("t")
     await run(client, run_input(thread_id, "hello"))
@@ -116,7 +125,7 @@ async def test_the_rate_limit_is_429_before_the_stream(make_client: Any) -> None
     assert int(response.headers["Retry-After"]) >= 1
 
 
-async def test_a_busy_thread_is_409_before_the_stream(client: Client, shop: Shop) -> None:
+async def test_a_busy_thread_is_409_before_the_stream(client: Client, shop: Shop, refused: Refused) -> None:
     thread_id = new_id("t")
     first = await post(client, run_input(thread_id, "slow report please"))
     await shop.entered.wait()

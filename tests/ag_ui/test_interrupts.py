@@ -12,7 +12,7 @@ import gateway.stores._records as records
 from channels.ag_ui import APPROVAL_RESPONSE_SCHEMA
 from gateway import SERVICES
 
-from .conftest import BOB, Client, Frame, Shop, approve, new_id, of_type, post, run, run_input, types
+from .conftest import BOB, Client, Frame, RefusalLog, Shop, approve, new_id, of_type, post, run, run_input, types
 
 
 async def park(client: Client, key: str = "cache:42", thread_id: str | None = None) -> tuple[str, list[Frame]]:
@@ -122,7 +122,9 @@ async def test_reject_via_resume_and_cancelled_status(client: Client, shop: Shop
     assert shop.executed == []
 
 
-async def test_bad_resumes_are_run_errors_and_decide_nothing(client: Client, shop: Shop, monkeypatch: Any) -> None:
+async def test_bad_resumes_are_run_errors_and_decide_nothing(
+    client: Client, shop: Shop, monkeypatch: Any, refusal_log: RefusalLog
+) -> None:
     runtime = client.app[SERVICES].runtime
     thread_id, frames = await park(client)
     call_id = interrupt_of(frames)["id"]
@@ -132,6 +134,7 @@ async def test_bad_resumes_are_run_errors_and_decide_nothing(client: Client, sho
         assert types(answer) == ["RUN_STARTED", "RUN_ERROR"]
         assert answer[0].data["runId"] == body["runId"]
         error: dict[str, Any] = answer[1].data
+        refusal_log.one("RUN_ERROR", error["code"])  # one line, no traceback
         return error
 
     # A new message while the interrupt is open (no resume at all): not silently superseded.
@@ -155,6 +158,7 @@ async def test_bad_resumes_are_run_errors_and_decide_nothing(client: Client, sho
     # Another actor may not decide it: 403 before any stream.
     forbidden = await post(client, run_input(other_thread, resume=[approve(other_id)]), actor=BOB)
     assert forbidden.status == 403
+    refusal_log.one(403, "thread_forbidden")
 
     # An expired interrupt.
     future = records.time.time() + 30 * 24 * 3600

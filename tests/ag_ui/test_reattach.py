@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from channels.ag_ui import AG_UI_OPTIONS, AgUiOptions
-from gateway import SERVICES, create_app
+from gateway import SERVICES, Agent, Runtime, create_app
+from gateway.events import Usage
+from gateway.models import ModelRequest, TextChunk
 
 from .conftest import (
     Client,
@@ -164,3 +168,59 @@ async def test_a_quiet_stream_sends_keep_alive_comments(make_client: Any, shop: 
     async with asyncio.timeout(5):
         frames = parse_sse(text + await response.text())
     assert frames[-1].type == "RUN_FINISHED"
+
+
+class HalfwayModel:
+    """Streams the first half of its answer, waits for ``go``, then the rest."""
+
+    name = "halfway"
+
+    def __init__(self) -> None:
+        self.paused = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[TextChunk | Usage]:
+        yield TextChunk("Half ")
+        self.paused.set()
+        await self.go.wait()
+        yield TextChunk("and the rest.")
+        yield Usage(model_calls=1)
+
+
+async def test_a_reattach_in_the_middle_of_a_message_stamps_every_frame(
+    aiohttp_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every delta is written as it comes, so the log holds half a message while the model waits.
+    monkeypatch.setattr("gateway._driver.DELTA_FLUSH_SECONDS", 0.0)
+    model = HalfwayModel()
+    runtime = Runtime(agents=[Agent(name="assistant")], model=model)
+    try:
+        client = await aiohttp_client(create_app(settings(), runtime=runtime))
+        thread_id = new_id("t")
+        first = await post(client, run_input(thread_id, "tell me", run_id="half-1"))
+        seen, _ = await read_until(first, "TEXT_MESSAGE_CONTENT")
+        async with asyncio.timeout(5):
+            await model.paused.wait()
+
+        # A second client joins while the message is half written: its stream starts the run and
+        # the message again (RUN_STARTED, TEXT_MESSAGE_START) before the rest.
+        second = await client.get(
+            f"/agent/ag-ui/threads/{thread_id}/events", headers={**auth(), "Last-Event-ID": str(seen[-1].id)}
+        )
+        assert second.status == 200
+        model.go.set()
+        async with asyncio.timeout(5):
+            live = parse_sse(await second.text())
+            await first.text()
+        assert types(live) == [
+            "RUN_STARTED",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED",
+        ]
+        assert live[1].data["messageId"] == seen[-1].data["messageId"]
+        # docs/ag-ui.md: every event carries a timestamp, the synthesized ones too.
+        assert [type(f.event.timestamp) for f in live] == [int] * len(live), [f.data for f in live]
+    finally:
+        await runtime.aclose()
