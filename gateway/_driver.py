@@ -18,6 +18,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
 
 from tools import (
     PreflightCompleted,
@@ -103,6 +104,12 @@ class _StepNotStored(Exception):
     """The store refused a write of this run for good (not an outage): the run cannot go on."""
 
 
+UNSTORABLE: tuple[type[Exception], ...] = (PydanticSerializationError, UnicodeError, ValueError, TypeError)
+"""What a store raises for a batch it can never take (it cannot be encoded), as opposed to an
+outage (``StoreUnavailableError``) or a fault of the store itself, which the run leaves to the
+lease and a later resume."""
+
+
 class RunDriver:
     """Drives one run on this process. The runtime creates one per run it drives."""
 
@@ -163,18 +170,19 @@ class RunDriver:
         self.run.updated_at = now_iso()
         batch.run = self.run
         try:
-            return await self.host.write(self.run.thread_id, batch)
+            return await self._write_once(batch)
         except StoreUnavailableError:
             if self.host.store_retry <= 0:
                 raise
             return await self._write_when_back(batch)
-        except (asyncio.CancelledError, _StepNotStored):
-            raise
-        except Exception as exc:
-            if isinstance(exc, GatewayError) and exc.status == 503:
-                raise
-            # Not an outage: the same write would fail again on any process, so the run stops
-            # here (see drive) instead of being resumed, re-asking the model, for ever.
+
+    async def _write_once(self, batch: Batch) -> list[RunEvent]:
+        """One attempt; a batch the store cannot take (not an outage) raises ``_StepNotStored``."""
+        try:
+            return await self.host.write(self.run.thread_id, batch)
+        except UNSTORABLE as exc:
+            # The same write would fail again on any process: the run stops here (see drive)
+            # instead of being resumed, re-asking the model, for ever.
             raise _StepNotStored(f"{type(exc).__name__}: {exc}") from exc
 
     async def _write_when_back(self, batch: Batch) -> list[RunEvent]:
@@ -191,7 +199,7 @@ class RunDriver:
                 raise StoreUnavailableError(f"run {self.run.run_id}: the runtime closed while the store was away")
             try:
                 held = await self.host.leases.reclaim(self.run)
-                events = await self.host.write(self.run.thread_id, batch) if held else None
+                events = await self._write_once(batch) if held else None
             except StoreUnavailableError:
                 if loop.time() >= deadline:
                     raise
@@ -249,8 +257,16 @@ class RunDriver:
     async def drive(self, *, resume: bool) -> RunStatus:
         """Run (or resume) the run until it ends or parks; return how it stopped."""
         self._task = asyncio.current_task()
-        if resume:
-            await self._load_journal()
+        try:
+            if resume:
+                await self._load_journal()
+            return await self._drive()
+        except _StepNotStored as exc:
+            # Wherever it came from (a step, or the end a failure or a Stop tried to write).
+            logger.error("run %s failed: the store refused a step: %s", self.run.run_id, exc)
+            return await self._fail_unstored()
+
+    async def _drive(self) -> RunStatus:
         try:
             return await self._loop()
         except _UserCancelled:
@@ -262,10 +278,7 @@ class RunDriver:
         except ModelError as exc:
             logger.warning("run %s: the model failed: %s", self.run.run_id, exc)
             return await self.finish("failed", error=(exc.code, exc.public))
-        except _StepNotStored as exc:
-            logger.error("run %s failed: the store refused a step: %s", self.run.run_id, exc)
-            return await self._fail_unstored()
-        except (StoreUnavailableError, asyncio.CancelledError):
+        except (_StepNotStored, StoreUnavailableError, asyncio.CancelledError):
             # The store is gone or this process is stopping: leave the run as it is. Its lease
             # lapses and a process that can reach the store resumes it from the journal.
             raise
@@ -273,11 +286,7 @@ class RunDriver:
             if isinstance(exc, GatewayError) and exc.status == 503:
                 raise
             logger.exception("run %s failed", self.run.run_id)
-            try:
-                return await self.finish("failed", error=("internal_error", "The run failed unexpectedly."))
-            except _StepNotStored as unstored:
-                logger.error("run %s: the store refused its end: %s", self.run.run_id, unstored)
-                return await self._fail_unstored()
+            return await self.finish("failed", error=("internal_error", "The run failed unexpectedly."))
 
     async def _fail_unstored(self) -> RunStatus:
         """End a run whose step the store refused, writing only what is known to be storable.
@@ -423,7 +432,7 @@ class RunDriver:
         """End the run: its transcript joins the thread's history, ``run-finished`` is written."""
         batch = prefix or Batch()
         if error is not None:
-            code, message = error
+            code, message = error[0], valid_text(error[1])  # a provider's error text, say
             self.run.error = {"code": code, "message": message}
             batch.events.append(self.event(RunErrorEvent, code=code, message=message))
         self.run.status = status
@@ -563,7 +572,10 @@ class RunDriver:
         except (_UserCancelled, asyncio.CancelledError):
             batch.events.extend(await collector.drain())
             if batch.events:
-                await asyncio.shield(self.write(batch))
+                try:
+                    await asyncio.shield(self.write(batch))
+                except _StepNotStored as exc:  # the Stop (or shutdown) goes on regardless
+                    logger.warning("run %s: components shown before the stop were not stored: %s", self.run.run_id, exc)
             raise
         except (ToolError, ToolFailed) as exc:
             self._settle(batch, call, "failed", error=error_value(getattr(exc, "code", "failed"), str(exc)))
@@ -631,7 +643,9 @@ class RunDriver:
         entry = PreflightEntry(tool_call_id=call.id, phase=phase, result=jsonable(result.model_dump()))
         self._preflights[(call.id, phase)] = entry
         batch.journal.append(entry)
-        return result
+        if isinstance(result, PreflightCompleted):
+            return result  # its output goes to present() as execute's would, made valid in _complete
+        return as_preflight_result(entry.result)  # a reason or confirmation text made valid
 
     async def _prepared(
         self, call: PlannedCall, ctx: ToolContext, phase: PreflightPhase, batch: Batch

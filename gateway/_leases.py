@@ -84,7 +84,12 @@ class Leases:
         now = time.monotonic()
         seen: dict[str, float] = {}
         due: list[str] = []
-        for _thread_id, run_id in await self.store.expired_leases():
+        try:
+            expired = await self.store.expired_leases()
+        except BaseException:
+            self.forget()
+            raise
+        for _thread_id, run_id in expired:
             if run_id in driving:
                 continue
             first = seen[run_id] = self._lapsed.get(run_id, now)
@@ -93,3 +98,11 @@ class Leases:
                 del seen[run_id]
         self._lapsed = seen
         return due
+
+    def forget(self) -> None:
+        """Forget every lapse seen so far: after a pass that failed (the store away, say).
+
+        A lapse first seen before an outage must not count toward the grace after it: the
+        holder could not renew meanwhile, and must get the whole grace once the store is back.
+        """
+        self._lapsed = {}

@@ -115,7 +115,9 @@ class Runtime:
             takeover_grace: Seconds a lapsed lease must stay lapsed, as this process's sweeps
                 see it, before they take the run over (``maintenance_interval``). A process
                 alive after a store outage renews (or takes back) its leases first, so a result
-                it holds is written and its tool never runs twice.
+                it holds is written and its tool never runs twice. Where the outage you expect is
+                a network partition (calls hang until the store's timeout, not refused at once),
+                set it above that timeout.
 
         Raises:
             UserError: An agent has no model and no runtime model is given, or names repeat.
@@ -503,6 +505,13 @@ class Runtime:
         It renews leases, honours remote Stops, resumes runs whose process died and expires
         lapsed approvals. Runs every ``maintenance_interval``; tests may call it directly.
         """
+        try:
+            await self._sweep()
+        except BaseException:
+            self.leases.forget()  # a lapse seen before a failure gets the whole grace again
+            raise
+
+    async def _sweep(self) -> None:
         drivers = list(self._drivers.items())
         # One round trip for all: the store batches concurrent calls (a lease renewed late is a
         # run another process may take over).

@@ -60,6 +60,15 @@ class Actor(PositionalModel):
             raise ValueError("must not contain control characters or lone surrogates")
         return value
 
+    @field_validator("roles")
+    @classmethod
+    def _printable_roles(cls, value: list[str]) -> list[str]:
+        # Roles come from token claims and proxy headers too: held to the same rule as the id.
+        for role in value:
+            if _UNSAFE.search(role) is not None:
+                raise ValueError("a role must not contain control characters or lone surrogates")
+        return value
+
     @property
     def key(self) -> str:
         """Who this is across tenants: the id, qualified by the tenant when there is one.

@@ -24,7 +24,10 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import (
     ClusterDownError,
+    MasterDownError,
+    OutOfMemoryError,
     ReadOnlyError,
+    ResponseError,
     TryAgainError,
 )
 from redis.exceptions import (
@@ -36,7 +39,7 @@ from redis.exceptions import (
 
 from .._errors import StoreUnavailableError
 
-__all__ = ["SENTINEL_SCHEMES", "UNAVAILABLE", "connect", "describe", "guarded", "redact"]
+__all__ = ["SENTINEL_SCHEMES", "UNAVAILABLE", "connect", "describe", "guarded", "redact", "unavailable"]
 
 _QUERY_PASSWORD = re.compile(r"(?i)([?&][^=&#]*password=)[^&#]*")
 
@@ -49,8 +52,21 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
     ReadOnlyError,  # a write reached a replica during a failover
     ClusterDownError,
     TryAgainError,
+    OutOfMemoryError,  # maxmemory reached: writes come back once memory is freed
+    MasterDownError,
     OSError,
 )
+
+_TRANSIENT_REPLIES = ("NOREPLICAS", "MISCONF", "BUSY ", "MASTERDOWN", "LOADING")
+"""Error replies of a server that will take the same command later (replicas missing, a failing
+RDB save with stop-writes-on-bgsave-error, a long script running, a replica syncing)."""
+
+
+def unavailable(exc: BaseException | None) -> bool:
+    """Whether ``exc`` means Redis cannot serve now (as opposed to refusing the command itself)."""
+    if isinstance(exc, UNAVAILABLE):
+        return True
+    return isinstance(exc, ResponseError) and str(exc).startswith(_TRANSIENT_REPLIES)
 
 
 def redact(url: str) -> str:
@@ -91,7 +107,7 @@ class guarded:  # noqa: N801 - used like a function: ``async with guarded(...)``
             raise StoreUnavailableError(
                 f"Redis at {self._where} did not answer within {self._timeout:g} s"
             ) from expired
-        if isinstance(exc, UNAVAILABLE):
+        if unavailable(exc):
             raise StoreUnavailableError(f"Redis at {self._where} is unavailable: {exc}") from exc
 
 

@@ -8,19 +8,18 @@ made valid (U+FFFD), and a step that cannot be stored ends the run ``failed``, o
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from gateway import Runtime, Turn
-from gateway.events import RunEvent
+from gateway import ModelError, Runtime, Turn
+from gateway.events import RunErrorEvent, RunEvent, RunFinishedEvent, ToolCompletedEvent
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import Batch, Store
 from tools import Actor, ToolContext, define_tool
-
-from ._helpers import eventually
 
 BAD = "\ud83d"
 FFFD = "\ufffd"
@@ -95,47 +94,70 @@ async def test_tool_arguments_output_and_components_with_lone_surrogates_are_mad
     assert run.turn.page_context == {f"p{FFFD}": FFFD}
 
 
-async def test_a_step_that_cannot_be_stored_fails_the_run_once_and_never_asks_the_model_again(
-    store: Store, thread_id: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("refused", ["a tool's result", "the end of a failed model call", "the end of a Stop"])
+async def test_a_write_the_store_refuses_fails_the_run_once_and_never_asks_the_model_again(
+    store: Store, thread_id: str, monkeypatch: pytest.MonkeyPatch, refused: str
 ) -> None:
-    """A write the store refuses for good (not an outage) ends the run ``failed``; sweeps leave it."""
+    """A write the store refuses for good (not an outage) ends the run ``failed``, wherever it comes.
+
+    The run's end is written without the refused content, its lease is released (a new turn on
+    the thread starts at once), and sweeps never resume it to ask the model again.
+    """
     calls: list[int] = []
+    in_tool = asyncio.Event()
 
     @define_tool(name="lookup", description="Looks up.", input=NoteInput)
     async def lookup(input: NoteInput, ctx: ToolContext) -> dict[str, str]:
+        if refused == "the end of a Stop" and not in_tool.is_set():
+            in_tool.set()
+            await asyncio.Event().wait()  # stopped here
         return {"found": "unstorable"}
 
     def plan(request: ModelRequest, index: int) -> ScriptStep:
         calls.append(index)
+        if refused == "the end of a failed model call":
+            raise ModelError("the provider answered 400", public="The model refused.")
         if request.step == 0:
             return ScriptStep(tool_calls=[ToolCallRequest(name="lookup", args={"note": "x"})])
         return ScriptStep(text="Done.")
 
     real_write = store.write
 
+    def unstorable(event: RunEvent) -> bool:
+        match event:
+            case ToolCompletedEvent() | RunErrorEvent(code="model_error") | RunFinishedEvent(status="cancelled"):
+                return True
+        return False
+
     async def refusing_write(thread: str, batch: Batch) -> list[RunEvent]:
-        if any(e.type == "tool-completed" for e in batch.events):
+        if any(unstorable(e) for e in batch.events):
             raise ValueError("this value cannot be stored")  # what a serializer raises, not an outage
         return await real_write(thread, batch)
 
     monkeypatch.setattr(store, "write", refusing_write)
-    runtime = Runtime(tools=[lookup], model=ScriptedModel(plan), store=store, lease_ttl=0.3, maintenance_interval=0.05)
+    lease = 0.3
+    runtime = Runtime(
+        tools=[lookup], model=ScriptedModel(plan), store=store, lease_ttl=lease, maintenance_interval=0.05
+    )
     try:
         run_id = await runtime.start_turn(Turn(thread_id=thread_id, actor=Actor(id="u1"), text="look"))
+        if refused == "the end of a Stop":
+            async with asyncio.timeout(10):
+                await in_tool.wait()
+            await runtime.cancel(run_id, Actor(id="u1"))
         assert await runtime.wait(run_id, timeout=10) == "failed"
+        await asyncio.sleep(lease * 2)  # long enough for a lease left behind to lapse and be taken
         for _ in range(5):  # sweeps that would resume a run left running (and ask the model anew)
             await runtime.sweep()
-
-        async def idle() -> bool:
-            return not runtime._tasks
-
-        await eventually(idle)
+        run = await store.get_run(run_id)
+        assert run is not None and run.status == "failed"
+        assert run.error is not None and run.error["code"] == "store_rejected"
+        events = await store.read_events(thread_id)
+        assert [e.type for e in events][-2:] == ["run-error", "run-finished"]
+        assert len(calls) == 1, "the model was asked once"
+        monkeypatch.setattr(store, "write", real_write)
+        # The thread is free (the first run released it): a new turn starts and ends.
+        again = await runtime.start_turn(Turn(thread_id=thread_id, actor=Actor(id="u1"), text="again"))
+        assert await runtime.wait(again, timeout=10) in {"completed", "failed"}
     finally:
         await runtime.aclose()
-    run = await store.get_run(run_id)
-    assert run is not None and run.status == "failed"
-    assert run.error is not None and run.error["code"] == "store_rejected"
-    events = await store.read_events(thread_id)
-    assert [e.type for e in events][-2:] == ["run-error", "run-finished"]
-    assert calls == [0], "the model was asked once"
-    assert await store.expired_leases() == []

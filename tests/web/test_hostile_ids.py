@@ -81,6 +81,8 @@ HOSTILE_CLAIMS = {
     "tenant over 256 characters": {"id": "u1", "tenant": "t" * 257},
     "an id that is not text": {"id": 1},
     "a tenant that is not text": {"id": "u1", "tenant": ["acme"]},
+    "lone surrogate in a role": {"id": "u1", "roles": ["ops\ud83d"]},
+    "control character in a role": {"id": "u1", "roles": ["member", "ops\x1fadmin"]},
 }
 """Classes of hostile identities a token may carry; every one is refused (401)."""
 
@@ -234,6 +236,7 @@ async def test_a_hostile_actor_that_skipped_validation_still_owns_nothing(
         ({"X-Actor-Id": "u1\udcff"}, 401),
         ({"X-Actor-Id": "u1", "X-Tenant-Ref": "\udcc3acme"}, 401),
         ({"X-Actor-Id": "u1", "X-Tenant-Ref": "t" * 257}, 401),
+        ({"X-Actor-Id": "u1", "X-Actor-Roles": "ops\udcff"}, 401),
     ],
     ids=[
         "separator in the id",
@@ -243,6 +246,7 @@ async def test_a_hostile_actor_that_skipped_validation_still_owns_nothing(
         "invalid UTF-8 in the id",
         "invalid UTF-8 in the tenant",
         "tenant too long",
+        "invalid UTF-8 in a role",
     ],
 )
 async def test_trusted_headers_refuse_hostile_identities(
