@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import logging
 import re
@@ -219,8 +220,17 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """``GET /metrics``: Prometheus text format."""
-    body = _services(request).metrics.render()
+    """``GET /metrics``: Prometheus text format; with ``metrics_token`` set, only for its bearer."""
+    services = _services(request)
+    token = services.settings.metrics_token
+    if token is not None:
+        given = request.headers.get("Authorization", "").encode("utf-8", "surrogatepass")
+        expected = f"Bearer {token.get_secret_value()}".encode()
+        if not hmac.compare_digest(given, expected):  # constant time: the answer says nothing of the token
+            response = json_error(401, "unauthenticated", "Send Authorization: Bearer <AGORA_METRICS_TOKEN>")
+            response.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'
+            return response
+    body = services.metrics.render()
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 

@@ -84,6 +84,8 @@ class Settings(BaseSettings):
     """Connections one address may hold open at once, web sockets included; more are answered 429
     and closed. With ``trust_forwarded``: requests in flight (a web socket is one for its whole
     life) per forwarded address, since every connection comes from the proxy."""
+    metrics_token: SecretStr | None = None
+    """When set, ``GET /metrics`` wants ``Authorization: Bearer <token>`` (401 otherwise)."""
     media_ttl: int = Field(default=3600, ge=60)
     """Seconds a rendered media URL stays valid."""
     lease_ttl: float = Field(default=15.0, gt=0)

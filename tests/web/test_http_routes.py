@@ -179,6 +179,31 @@ async def test_health_and_metrics(make_client: Any) -> None:
     await ws.ws.close()
 
 
+async def test_metrics_behind_a_token_refuse_anyone_else_without_side_effect(make_client: Any) -> None:
+    token = "scrape-me-" + "7" * 32
+    client = await make_client(metrics_token=token)
+    for headers in (
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": f"Bearer {token}x"},
+        {"Authorization": f"Bearer {token[:-1]}"},
+        {"Authorization": token},
+        {"Authorization": f"Basic {token}"},
+        {"Authorization": "Bearer sc\u00e9ne".encode().decode("latin-1")},
+    ):
+        refused = await client.get("/metrics", headers=headers)
+        assert refused.status == 401, headers
+        assert refused.headers["WWW-Authenticate"] == 'Bearer realm="metrics"'
+        assert "Set-Cookie" not in refused.headers  # no visitor made, nothing stored
+        body = await refused.json()
+        assert body["code"] == "unauthenticated" and "agora_" not in json.dumps(body)
+    allowed = await client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert allowed.status == 200
+    text = await allowed.text()
+    assert 'agora_http_requests_total{route="/metrics",status="401"} 7.0' in text  # the refusals are counted
+    assert (await (await make_client()).get("/metrics")).status == 200  # no token set: open, as before
+
+
 @pytest.mark.parametrize("path", ["/agent/tool-call/approve", "/agent/tool-call/reject"])
 async def test_unknown_routes_and_methods_answer_json(make_client: Any, path: str) -> None:
     client = await make_client()
