@@ -1,4 +1,4 @@
-"""The server's edge: what one client may hold, and the line a refused request logs.
+"""The server's edge: what one client may hold, and the one line a refused request logs.
 
 Where each limit lives, and why:
 
@@ -19,6 +19,10 @@ Where each limit lives, and why:
   from the request (the last ``X-Forwarded-For`` hop, as for the rate limits), so there
   :func:`connection_limit` counts requests in flight per forwarded address; a web socket is one
   request for its whole life, so sockets count in both cases, and free their place on close.
+
+A request refused for bad input logs one line (:func:`log_refusal`), wherever it was refused:
+by a route (``error_middleware``), by the per-address limit, or by aiohttp's own parser
+(:class:`ProtocolLog`). Tracebacks are for faults nobody handled.
 """
 
 from __future__ import annotations
@@ -29,12 +33,14 @@ from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler, Middleware
 
 from ._errors import GatewayError
 
 __all__ = [
     "AddressCounter",
+    "ProtocolLog",
     "RequestTimeoutError",
     "TooManyConnectionsError",
     "body_deadline",
@@ -80,6 +86,28 @@ def log_refusal(status: int, code: str, where: str, reason: str) -> None:
     """
     level = logging.WARNING if status >= 500 else logging.INFO
     logger.log(level, "refused %s %s %s: %s", status, code, one_line(where, 120), one_line(reason))
+
+
+class ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server logger (``aiohttp.server``), with malformed requests as one line each.
+
+    aiohttp answers a request it cannot parse (a header line too long, a bad request line, a bad
+    ``Content-Length`` or chunk) with 400 and logs the parser's exception with its traceback at
+    ERROR. Such a request is the client's mistake, refused correctly: it gets one
+    :func:`log_refusal` line. Every other record, a real fault in a handler included, passes as is.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.getLogger("aiohttp.server"), {})
+
+    def log(self, level: int, msg: object, *args: object, exc_info: Any = None, **kwargs: Any) -> None:
+        """Log as aiohttp asked, unless ``exc_info`` is a parser error: then one refusal line."""
+        if isinstance(exc_info, HttpProcessingError):
+            where = str(msg) % args if args else str(msg)
+            reason = f"{type(exc_info).__name__}: {exc_info.message}"
+            log_refusal(exc_info.code or 400, "bad_http_request", f"({where})", reason)
+            return
+        super().log(level, msg, *args, exc_info=exc_info, **kwargs)
 
 
 def _expire(payload: Any, seconds: float) -> None:

@@ -20,6 +20,7 @@ from renderers import MediaTokenError
 from tools import AgoraError
 
 from ._errors import GatewayError, StoreUnavailableError
+from ._guard import log_refusal
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
 from .events import RUN_EVENT_ADAPTER
 
@@ -35,9 +36,18 @@ _MAX_JSON_BODY = 64 * 1024
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 
 
-def json_error(status: int, code: str, message: str, **extra: Any) -> web.Response:
-    """A JSON error answer ``{code, message}``."""
-    return web.json_response({"code": code, "message": message, **extra}, status=status)
+_REFUSAL = web.ResponseKey("agora_refusal", tuple)
+"""On an answer made by ``json_error``: its ``(code, message)``, for the refusal's log line."""
+
+
+def json_error(status: int, code: str, message: str, *, log_as: str | None = None, **extra: Any) -> web.Response:
+    """A JSON error answer ``{code, message}``; ``error_middleware`` logs it as one line.
+
+    The line gives ``log_as`` as the reason when set (details the client is not told).
+    """
+    response = web.json_response({"code": code, "message": message, **extra}, status=status)
+    response[_REFUSAL] = (code, log_as or message)
+    return response
 
 
 def _route_name(request: web.Request) -> str:
@@ -49,7 +59,10 @@ def _route_name(request: web.Request) -> str:
 async def error_middleware(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    """Translate errors to JSON ``{code, message}`` with the right status; count and time requests."""
+    """Translate errors to JSON ``{code, message}`` with the right status; count and time requests.
+
+    Every refusal (an error raised, or an answer made by ``json_error``) logs one line.
+    """
     started = time.perf_counter()
     services = request.app.get(SERVICES)
     response: web.StreamResponse
@@ -67,6 +80,11 @@ async def error_middleware(
         response = json_error(exc.status, code, exc.reason)
     except AgoraError as exc:
         response = json_error(400, "bad_request", str(exc))
+    refusal = response.get(_REFUSAL)
+    if refusal is not None:
+        route = _route_name(request)
+        where = request.rel_url.raw_path if route == "unmatched" else route  # log_refusal escapes and cuts it
+        log_refusal(response.status, refusal[0], f"{request.method} {where}", refusal[1])
     if services is not None:
         route = _route_name(request)
         services.metrics.http_count(route, str(response.status)).inc()
@@ -201,8 +219,8 @@ async def media(request: web.Request) -> web.Response:
         status = {"expired": 410, "not_found": 404}.get(exc.reason, 403)
         return json_error(status, f"media_{exc.reason}", str(exc))
     except (RedisError, OSError) as exc:
-        logger.warning("media backend unavailable: %s", exc)
-        return json_error(503, "media_unavailable", "Media are unavailable right now; try again")
+        message = "Media are unavailable right now; try again"
+        return json_error(503, "media_unavailable", message, log_as=f"media backend unavailable: {exc}")
     headers = {"Cache-Control": "private, max-age=300", "X-Content-Type-Options": "nosniff"}
     if item.filename:
         headers["Content-Disposition"] = f'inline; filename="{item.filename}"'

@@ -14,7 +14,7 @@ from tools import Tool, UserError, discover_tools
 
 from ._agents import Agent
 from ._errors import StoreUnavailableError
-from ._guard import AddressCounter, body_deadline, connection_limit
+from ._guard import AddressCounter, ProtocolLog, body_deadline, connection_limit
 from ._http import add_routes, error_middleware
 from ._identity import AnonymousCookieResolver, ChainResolver, SignedTokenResolver, TrustedHeaderResolver
 from ._metrics import Metrics
@@ -160,8 +160,8 @@ def create_app(
     app = web.Application(
         middlewares=middlewares,
         client_max_size=1024 * 1024,
-        # The keep-alive timer is the header deadline (gateway._guard).
-        handler_args={"keepalive_timeout": settings.read_timeout},
+        # The keep-alive timer is the header deadline; a malformed request logs one line (gateway._guard).
+        handler_args={"keepalive_timeout": settings.read_timeout, "logger": ProtocolLog()},
     )
     app[SERVICES] = services
     add_routes(app)

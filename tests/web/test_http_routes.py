@@ -5,18 +5,20 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 import gateway._identity as identity
 import gateway.stores._records as records
-from gateway import SERVICES
+from gateway import SERVICES, create_app
 from renderers import MediaStore
 from tools import Actor, UserError
 
-from .conftest import ALICE, BOB, SECRET, connect, token_for
+from .conftest import ALICE, BOB, SECRET, connect, settings, token_for
 
 
 def auth(actor: Any = ALICE) -> dict[str, str]:
@@ -263,3 +265,19 @@ async def test_text_is_served_as_utf_8_and_the_page_serves_without_anonymous_vis
     script = await (await client.get("/static/agora-chat.js")).read()
     assert "…".encode() in script  # the reason: the widget's own strings are UTF-8
     assert "Set-Cookie" not in (await client.get("/")).headers  # no anonymous identity handed out
+
+
+async def test_a_real_fault_still_logs_its_traceback(aiohttp_client: Any, caplog: pytest.LogCaptureFixture) -> None:
+    async def broken(request: web.Request) -> web.Response:
+        raise RuntimeError("a bug")
+
+    app = create_app(settings())
+    app.router.add_get("/broken", broken)
+    client = await aiohttp_client(app)
+    with caplog.at_level(logging.INFO):
+        assert (await client.get("/broken")).status == 500
+        assert (await client.get("/agent/threads/a%01b")).status == 400
+    faults = [r for r in caplog.records if r.exc_info]
+    assert len(faults) == 1 and faults[0].name == "aiohttp.server" and "a bug" in str(faults[0].exc_info[1])
+    refusals = [r.getMessage() for r in caplog.records if r.name == "gateway.http"]
+    assert refusals == ["refused 400 invalid_request GET /agent/threads/{thread_id}: Bad thread id"]
