@@ -166,8 +166,7 @@ class AddressCounter:
 def connection_limit(counter: AddressCounter, address_of: Callable[[web.Request], str | None]) -> Middleware:
     """A middleware counting requests in flight per ``address_of(request)`` (behind a trusted proxy).
 
-    Raises:
-        TooManyConnectionsError: The address already has ``counter.limit`` in flight (429).
+    One over ``counter.limit`` is answered 429 ``too_many_connections`` (and logged here: no route ran).
     """
 
     @web.middleware
@@ -176,7 +175,9 @@ def connection_limit(counter: AddressCounter, address_of: Callable[[web.Request]
         if address is None:
             return await handler(request)
         if not counter.acquire(address):
-            raise TooManyConnectionsError(f"Too many connections from {address}; close some and try again")
+            refusal = TooManyConnectionsError(f"Too many connections from {address}; close some and try again")
+            log_refusal(refusal.status, refusal.code, f"{request.method} {request.rel_url.raw_path}", str(refusal))
+            return web.json_response({"code": refusal.code, "message": str(refusal)}, status=refusal.status)
         try:
             return await handler(request)
         finally:
