@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
-import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -25,8 +24,6 @@ from ._services import SERVICES, GatewayServices, RateLimitedError, Unauthentica
 from .events import RUN_EVENT_ADAPTER
 
 __all__ = ["SELF_LOGGING_ROUTES", "STATIC_DIR", "add_routes", "error_middleware", "json_error"]
-
-logger = logging.getLogger("gateway.http")
 
 _HERE = Path(__file__).resolve().parent
 STATIC_DIR = _HERE / "static" if (_HERE / "static").is_dir() else _HERE.parent / "static"
