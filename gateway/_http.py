@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
-import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -19,12 +19,11 @@ from renderers import MediaTokenError
 from tools import AgoraError
 
 from ._errors import GatewayError, StoreUnavailableError
+from ._guard import log_refusal
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
 from .events import RUN_EVENT_ADAPTER
 
-__all__ = ["STATIC_DIR", "add_routes", "error_middleware", "json_error"]
-
-logger = logging.getLogger("gateway.http")
+__all__ = ["SELF_LOGGING_ROUTES", "STATIC_DIR", "add_routes", "error_middleware", "json_error"]
 
 _HERE = Path(__file__).resolve().parent
 STATIC_DIR = _HERE / "static" if (_HERE / "static").is_dir() else _HERE.parent / "static"
@@ -34,9 +33,21 @@ _MAX_JSON_BODY = 64 * 1024
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 
 
-def json_error(status: int, code: str, message: str, **extra: Any) -> web.Response:
-    """A JSON error answer ``{code, message}``."""
-    return web.json_response({"code": code, "message": message, **extra}, status=status)
+SELF_LOGGING_ROUTES = web.AppKey("agora_self_logging_routes", frozenset)
+"""Routes whose channel logs its own refusals (AG-UI, A2A): ``error_middleware`` adds no line of its own."""
+
+_REFUSAL = web.ResponseKey("agora_refusal", tuple)
+"""On an answer made by ``json_error``: its ``(code, message)``, for the refusal's log line."""
+
+
+def json_error(status: int, code: str, message: str, *, log_as: str | None = None, **extra: Any) -> web.Response:
+    """A JSON error answer ``{code, message}``; ``error_middleware`` logs it as one line.
+
+    The line gives ``log_as`` as the reason when set (details the client is not told).
+    """
+    response = web.json_response({"code": code, "message": message, **extra}, status=status)
+    response[_REFUSAL] = (code, log_as or message)
+    return response
 
 
 def _route_name(request: web.Request) -> str:
@@ -48,7 +59,11 @@ def _route_name(request: web.Request) -> str:
 async def error_middleware(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    """Translate errors to JSON ``{code, message}`` with the right status; count and time requests."""
+    """Translate errors to JSON ``{code, message}`` with the right status; count and time requests.
+
+    Every refusal (an error raised, or an answer made by ``json_error``) logs one line, but on the
+    routes of ``SELF_LOGGING_ROUTES``, whose channel logs it.
+    """
     started = time.perf_counter()
     services = request.app.get(SERVICES)
     response: web.StreamResponse
@@ -66,6 +81,11 @@ async def error_middleware(
         response = json_error(exc.status, code, exc.reason)
     except AgoraError as exc:
         response = json_error(400, "bad_request", str(exc))
+    refusal = response.get(_REFUSAL)
+    if refusal is not None and request.match_info.route.resource not in request.app.get(SELF_LOGGING_ROUTES, ()):
+        route = _route_name(request)
+        where = request.rel_url.raw_path if route == "unmatched" else route  # log_refusal escapes and cuts it
+        log_refusal(response.status, refusal[0], f"{request.method} {where}", refusal[1])
     if services is not None:
         route = _route_name(request)
         services.metrics.http_count(route, str(response.status)).inc()
@@ -200,8 +220,8 @@ async def media(request: web.Request) -> web.Response:
         status = {"expired": 410, "not_found": 404}.get(exc.reason, 403)
         return json_error(status, f"media_{exc.reason}", str(exc))
     except (RedisError, OSError) as exc:
-        logger.warning("media backend unavailable: %s", exc)
-        return json_error(503, "media_unavailable", "Media are unavailable right now; try again")
+        message = "Media are unavailable right now; try again"
+        return json_error(503, "media_unavailable", message, log_as=f"media backend unavailable: {exc}")
     headers = {"Cache-Control": "private, max-age=300", "X-Content-Type-Options": "nosniff"}
     if item.filename:
         headers["Content-Disposition"] = f'inline; filename="{item.filename}"'
@@ -219,8 +239,17 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """``GET /metrics``: Prometheus text format."""
-    body = _services(request).metrics.render()
+    """``GET /metrics``: Prometheus text format; with ``metrics_token`` set, only for its bearer."""
+    services = _services(request)
+    token = services.settings.metrics_token
+    if token is not None:
+        given = request.headers.get("Authorization", "").encode("utf-8", "surrogatepass")
+        expected = f"Bearer {token.get_secret_value()}".encode()
+        if not hmac.compare_digest(given, expected):  # constant time: the answer says nothing of the token
+            response = json_error(401, "unauthenticated", "Send Authorization: Bearer <AGORA_METRICS_TOKEN>")
+            response.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'
+            return response
+    body = services.metrics.render()
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 

@@ -88,6 +88,11 @@ class Metrics(RuntimeObserver):
             "agora_http_request_seconds", "HTTP request latency.", ["route"], buckets=_LATENCY, registry=r
         )
         self.rate_limited = Counter("agora_rate_limited_total", "Turns refused by the rate limit.", registry=r)
+        self.connections_refused = Counter(
+            "agora_connections_refused_total",
+            "Connections serve refused: their address held max_connections_per_address already.",
+            registry=r,
+        )
         self.turn_count = _Children(self.turns)
         self.run_count = _Children(self.runs)
         self.tool_count = _Children(self.tools)

@@ -76,6 +76,16 @@ class Settings(BaseSettings):
     ws_send_timeout: float = Field(default=10.0, gt=0)
     """A client that cannot take a frame for this long is disconnected (it may reconnect and replay)."""
     ws_heartbeat: float = Field(default=25.0, gt=0)
+    read_timeout: float = Field(default=5.0, gt=0)
+    """Seconds a client has to send a request's headers (from connecting, or from the previous
+    answer on a kept-alive connection: an idle connection closes after it too), and as many again
+    for its body. A client still sending when it runs out is cut (a late body answers 408)."""
+    max_connections_per_address: int = Field(default=128, ge=1)
+    """Connections one address may hold open at once, web sockets included; more are answered 429
+    and closed. With ``trust_forwarded``: requests in flight (a web socket is one for its whole
+    life) per forwarded address, since every connection comes from the proxy."""
+    metrics_token: SecretStr | None = None
+    """When set, ``GET /metrics`` wants ``Authorization: Bearer <token>`` (401 otherwise)."""
     media_ttl: int = Field(default=3600, ge=60)
     """Seconds a rendered media URL stays valid."""
     lease_ttl: float = Field(default=15.0, gt=0)

@@ -7,13 +7,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from renderers import MediaStore, RedisMediaBackend, Renderer, default_catalog
 from tools import Tool, UserError, discover_tools
 
 from ._agents import Agent
 from ._errors import StoreUnavailableError
-from ._http import add_routes, error_middleware
+from ._guard import AddressCounter, ProtocolLog, body_deadline, connection_limit
+from ._http import SELF_LOGGING_ROUTES, add_routes, error_middleware
 from ._identity import AnonymousCookieResolver, ChainResolver, SignedTokenResolver, TrustedHeaderResolver
 from ._metrics import Metrics
 from ._ratelimit import RateLimiter
@@ -151,7 +153,16 @@ def create_app(
         limiter=RateLimiter(settings.turn_rate_per_minute, settings.turn_burst),
         secret=secret,
     )
-    app = web.Application(middlewares=[error_middleware], client_max_size=1024 * 1024)
+    middlewares: list[Middleware] = [error_middleware, body_deadline(settings.read_timeout)]
+    if settings.trust_forwarded:  # each connection is the proxy's: count per forwarded address instead
+        counter = AddressCounter(settings.max_connections_per_address)
+        middlewares.insert(1, connection_limit(counter, services.client_address))
+    app = web.Application(
+        middlewares=middlewares,
+        client_max_size=1024 * 1024,
+        # The keep-alive timer is the header deadline; a malformed request logs one line (gateway._guard).
+        handler_args={"keepalive_timeout": settings.read_timeout, "logger": ProtocolLog()},
+    )
     app[SERVICES] = services
     add_routes(app)
 
@@ -159,10 +170,14 @@ def create_app(
     from channels import web as web_channel
 
     web_channel.setup(app)
-    ag_ui.setup(app)
     from channels import a2a
 
+    before = set(app.router.resources())
+    ag_ui.setup(app)
     a2a.setup(app)
+    # These two log each refusal of theirs (status, code, route, reason) before the error
+    # middleware answers it: it must not log it again.
+    app[SELF_LOGGING_ROUTES] = frozenset(set(app.router.resources()) - before)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:

@@ -68,8 +68,11 @@ def _event_loop_name(choice: str) -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+
     from aiohttp import web
 
+    from ._server import serve_app
     from ._settings import Settings
     from .app import create_app
 
@@ -88,18 +91,18 @@ def _serve(args: argparse.Namespace) -> int:
     loop_name = _event_loop_name(args.loop)
     settings = Settings(**overrides)
     app = create_app(settings)
-    runner: Any = None
+    loop_factory = None
     if loop_name == "uvloop":
         import uvloop
 
-        runner = uvloop.new_event_loop()
+        loop_factory = uvloop.new_event_loop
     store = "redis" if settings.redis_url else "memory"
 
     async def settle_memory(_: web.Application) -> None:
         tune_gc()
 
-    def announce(*_: object) -> None:
-        # run_app calls this once the listening sockets are bound: the URL answers from now on.
+    def announce() -> None:
+        # Called once the listening socket is bound: the URL answers from now on.
         public = f", public URL: {settings.public_base_url}/" if settings.public_base_url else ""
         print(
             f"agora-gateway listening on {settings.listen_url()}/  (model: {settings.model}, store: {store}, "
@@ -108,7 +111,8 @@ def _serve(args: argparse.Namespace) -> int:
         )
 
     app.on_startup.append(settle_memory)
-    web.run_app(app, host=settings.host, port=settings.port, print=announce, loop=runner, access_log=None)
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(serve_app(app, settings, ready=announce))
     return 0
 
 

@@ -18,7 +18,7 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
-from aiohttp import WSCloseCode, WSMsgType, web
+from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
 from gateway import SERVICES, GatewayError, GatewayServices, InvalidTokenError, parse_json, verify_actor_token
@@ -130,7 +130,8 @@ class WebSession:
         self._frames.outgoing += 1
 
     async def error(self, code: str, message: str, frame_id: str | None = None, **extra: Any) -> None:
-        """Send an ``error`` frame."""
+        """Send an ``error`` frame (and log it: one line)."""
+        logger.info("refused a frame: %s: %.300r", code, message)  # repr: one line, whatever was sent
         await self.send({"type": "error", "id": frame_id, "code": code, "message": message, **extra})
 
     async def run(self) -> None:
@@ -155,6 +156,13 @@ class WebSession:
 
     async def _on_message(self, message: Any) -> None:
         self._frames.incoming += 1
+        if message.type is WSMsgType.ERROR:
+            # aiohttp closed the socket already (1002 a bad frame, 1007 text not UTF-8, 1009 too big).
+            if isinstance(message.data, WebSocketError):
+                logger.info("closed a web socket (%s): %.300r", message.data.code, str(message.data))
+            else:
+                logger.info("a web socket ended: %.300r", message.data)
+            raise _Closed
         if message.type is WSMsgType.BINARY:
             await self.error("binary_not_supported", "Send JSON text frames")
             return
@@ -343,6 +351,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     try:
         actor = await services.identity.resolve(request)
     except InvalidTokenError as exc:
+        logger.info("refused 401 %s GET /agent/ws: %.300r", exc.code, str(exc))
         return web.json_response({"code": exc.code, "message": str(exc)}, status=401)
     ws = web.WebSocketResponse(
         heartbeat=services.settings.ws_heartbeat,
@@ -351,6 +360,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         timeout=2.0,  # the close handshake: a client that stopped reading will not answer it
     )
     if not ws.can_prepare(request).ok:
+        logger.info("refused 400 websocket_required GET /agent/ws: not a web-socket upgrade")
         return web.json_response({"code": "websocket_required", "message": "Upgrade to a web socket"}, status=400)
     services.identity.attach_cookie(request, ws)
     await ws.prepare(request)

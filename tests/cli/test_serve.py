@@ -12,6 +12,7 @@ import sys
 import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -37,21 +38,24 @@ SECRET_ENV = {"AGORA_SECRET": "a-test-secret-for-the-cli-test"}
 
 @contextlib.asynccontextmanager
 async def serving(
-    *options: str, env: dict[str, str] | None = None, cwd: Path = ROOT
+    *options: str, env: dict[str, str] | None = None, cwd: Path = ROOT, log: Path | None = None
 ) -> AsyncIterator[tuple[subprocess.Popen[str], int, str]]:
     """``python -m gateway serve`` on a free port: the process, the port and its start-up line.
 
-    On exit the process is stopped (SIGTERM) and must have exited cleanly.
+    Its log (stderr) goes to ``log`` when given. On exit the process is stopped (SIGTERM) and
+    must have exited cleanly.
     """
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--port", str(port), *options],
-        cwd=cwd,
-        env={**os.environ, **SECRET_ENV, **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with contextlib.ExitStack() as files:
+        stderr: Any = subprocess.PIPE if log is None else files.enter_context(log.open("w"))
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "serve", "--port", str(port), *options],
+            cwd=cwd,
+            env={**os.environ, **SECRET_ENV, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
     try:
         assert process.stdout is not None
         line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 30)

@@ -5,18 +5,20 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 import gateway._identity as identity
 import gateway.stores._records as records
-from gateway import SERVICES
+from gateway import SERVICES, create_app
 from renderers import MediaStore
 from tools import Actor, UserError
 
-from .conftest import ALICE, BOB, SECRET, connect, token_for
+from .conftest import ALICE, BOB, SECRET, connect, settings, token_for
 
 
 def auth(actor: Any = ALICE) -> dict[str, str]:
@@ -179,6 +181,31 @@ async def test_health_and_metrics(make_client: Any) -> None:
     await ws.ws.close()
 
 
+async def test_metrics_behind_a_token_refuse_anyone_else_without_side_effect(make_client: Any) -> None:
+    token = "scrape-me-" + "7" * 32
+    client = await make_client(metrics_token=token)
+    for headers in (
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": f"Bearer {token}x"},
+        {"Authorization": f"Bearer {token[:-1]}"},
+        {"Authorization": token},
+        {"Authorization": f"Basic {token}"},
+        {"Authorization": "Bearer sc\u00e9ne".encode().decode("latin-1")},
+    ):
+        refused = await client.get("/metrics", headers=headers)
+        assert refused.status == 401, headers
+        assert refused.headers["WWW-Authenticate"] == 'Bearer realm="metrics"'
+        assert "Set-Cookie" not in refused.headers  # no visitor made, nothing stored
+        body = await refused.json()
+        assert body["code"] == "unauthenticated" and "agora_" not in json.dumps(body)
+    allowed = await client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert allowed.status == 200
+    text = await allowed.text()
+    assert 'agora_http_requests_total{route="/metrics",status="401"} 7.0' in text  # the refusals are counted
+    assert (await (await make_client()).get("/metrics")).status == 200  # no token set: open, as before
+
+
 @pytest.mark.parametrize("path", ["/agent/tool-call/approve", "/agent/tool-call/reject"])
 async def test_unknown_routes_and_methods_answer_json(make_client: Any, path: str) -> None:
     client = await make_client()
@@ -238,3 +265,19 @@ async def test_text_is_served_as_utf_8_and_the_page_serves_without_anonymous_vis
     script = await (await client.get("/static/agora-chat.js")).read()
     assert "…".encode() in script  # the reason: the widget's own strings are UTF-8
     assert "Set-Cookie" not in (await client.get("/")).headers  # no anonymous identity handed out
+
+
+async def test_a_real_fault_still_logs_its_traceback(aiohttp_client: Any, caplog: pytest.LogCaptureFixture) -> None:
+    async def broken(request: web.Request) -> web.Response:
+        raise RuntimeError("a bug")
+
+    app = create_app(settings())
+    app.router.add_get("/broken", broken)
+    client = await aiohttp_client(app)
+    with caplog.at_level(logging.INFO):
+        assert (await client.get("/broken")).status == 500
+        assert (await client.get("/agent/threads/a%01b")).status == 400
+    faults = [r for r in caplog.records if r.exc_info]
+    assert len(faults) == 1 and faults[0].name == "aiohttp.server" and "a bug" in str(faults[0].exc_info[1])
+    refusals = [r.getMessage() for r in caplog.records if r.name == "gateway.http"]
+    assert refusals == ["refused 400 invalid_request GET /agent/threads/{thread_id}: Bad thread id"]

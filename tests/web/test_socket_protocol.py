@@ -354,3 +354,37 @@ async def test_an_approver_follows_someone_elses_thread_only_while_a_decision_wa
     assert (await again.recv())["code"] == "thread_forbidden"
     await again.closed()
     await alice.ws.close()
+
+
+async def test_lone_surrogates_in_a_send_are_stored_as_replacement_characters(make_client: Any) -> None:
+    client = await make_client()
+    runtime = client.app[SERVICES].runtime
+    token = token_for(ALICE)
+    ws = await connect(client, token=token)
+    thread_id = (await ws.hello())["thread_id"]
+    # The frame as a client may write it: JSON escapes of half a surrogate pair, in the text, in
+    # page_context's values and keys, and a whole pair that must stay one emoji.
+    await ws.ws.send_str(
+        '{"type": "send", "text": "weather in Lisbon \\ud83d", '
+        '"page_context": {"page": "\\ud83d", "\\udc00k": ["a\\udfffb", "\\ud83d\\ude00"]}}'
+    )
+    frames = await ws.until(lambda f: f.get("type") == "run-finished")
+    assert [f["type"] for f in frames][0] == "ack" and frames[-1]["status"] == "completed"
+    run = await runtime.get_run(frames[0]["run_id"])
+    assert run.turn.text == "weather in Lisbon \ufffd"
+    assert run.turn.page_context == {"page": "\ufffd", "\ufffdk": ["a\ufffdb", "\U0001f600"]}
+
+    history = await client.get(f"/agent/threads/{thread_id}", headers={"Authorization": f"Bearer {token}"})
+    assert history.status == 200
+    body = await history.json()
+    assert body["messages"][0]["role"] == "user" and "weather in Lisbon \ufffd" in json.dumps(
+        body["messages"][0], ensure_ascii=False
+    )
+    live = [f for f in frames if "seq" in f]
+    await ws.ws.close()
+
+    again = await connect(client, token=token)
+    assert (await again.hello(thread_id=thread_id, after_seq=0))["thread_id"] == thread_id
+    replayed = await again.until(lambda f: f.get("type") == "run-finished")
+    assert [(f["seq"], f["type"]) for f in replayed] == [(f["seq"], f["type"]) for f in live]
+    await again.ws.close()

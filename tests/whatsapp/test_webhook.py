@@ -4,12 +4,28 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from urllib.parse import quote_plus
 
+import pytest
 from twilio.request_validator import RequestValidator
 
 from channels.whatsapp import EMPTY_TWIML, WebhookVerifier
+from gateway import sign_actor_token
+from tools import Actor
 
-from .conftest import ALICE, AUTH_TOKEN, INBOUND_URL, PUBLIC, STATUS_URL, Gateway, MakeGateway, inbound, sign, thread_of
+from .conftest import (
+    ALICE,
+    AUTH_TOKEN,
+    INBOUND_URL,
+    PUBLIC,
+    SECRET,
+    STATUS_URL,
+    Gateway,
+    MakeGateway,
+    inbound,
+    sign,
+    thread_of,
+)
 
 THREAD = thread_of(ALICE)
 TEMPLATE = "HX" + "f" * 32
@@ -222,3 +238,34 @@ async def test_a_body_larger_than_any_twilio_webhook_is_refused(make_gateway: Ma
     response = await gw.client.post("/channels/whatsapp", data=fields, headers=sign(INBOUND_URL, fields))
     assert response.status == 413
     await nothing_happened(gw)
+
+
+@pytest.mark.parametrize(
+    ("encoded", "stored"),
+    [
+        ("weather+in+Lisbon+%ED%A0%BD", "weather in Lisbon \ufffd\ufffd\ufffd"),  # U+D83D alone, as UTF-8 cannot be
+        ("weather+in+Lisbon+%FF", "weather in Lisbon \ufffd"),  # a byte that is never UTF-8
+        ("weather+in+Lisbon+%F0%9F%98", "weather in Lisbon \ufffd"),  # an emoji cut short
+    ],
+)
+async def test_a_body_of_invalid_utf8_is_stored_with_replacement_characters(
+    make_gateway: MakeGateway, encoded: str, stored: str
+) -> None:
+    gw = await make_gateway()
+    fields = inbound(stored)  # the form as decoded: what the signature covers
+    form = "&".join(f"{quote_plus(key)}={quote_plus(value)}" for key, value in fields.items() if key != "Body")
+    response = await gw.client.post(
+        "/channels/whatsapp",
+        data=f"{form}&Body={encoded}".encode("ascii"),
+        headers={**sign(INBOUND_URL, fields), "Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status == 200, await response.text()
+    await gw.http.wait_for(lambda h: any(b.startswith("It's") for b in h.bodies()))
+    await gw.settle()
+    messages = await gw.channel.services.runtime.store.get_messages(THREAD)
+    assert messages[0].role == "user" and messages[0].content == stored
+    assert all(m.model_dump_json().encode("utf-8") for m in messages)  # every message has a UTF-8 form
+    owner = sign_actor_token(Actor(id=f"whatsapp:{ALICE}"), SECRET, 60)
+    history = await gw.client.get(f"/agent/threads/{THREAD}", headers={"Authorization": f"Bearer {owner}"})
+    assert history.status == 200
+    assert (await history.json())["messages"][0]["content"] == stored

@@ -1,0 +1,186 @@
+"""The server's edge: what one client may hold, and the one line a refused request logs.
+
+Where each limit lives, and why:
+
+- **Headers.** aiohttp's keep-alive timer (``keepalive_timeout``, set in the app's
+  ``handler_args``) runs from the moment a connection opens, and again from each answer, and closes
+  the connection when no complete request head arrived by then. Set to ``read_timeout`` it is the
+  header deadline: a client trickling header lines, or saying nothing, is cut when it fires. An
+  idle kept-alive connection closes after the same time.
+- **Bodies.** :func:`body_deadline` (a middleware) gives a body ``read_timeout`` from the moment its
+  headers were read. A read still waiting then raises :class:`RequestTimeoutError` (408) in
+  whichever handler reads, ours or a channel's; a body that nobody reads (a request refused before
+  its body) is waited for no longer either, since aiohttp's lingering read stops on that error.
+- **Connections per address.** Counted where connections open and close: ``serve`` listens
+  through a site (``gateway._server``) that counts each address's open connections and answers
+  429 to one too many before reading a byte. A middleware cannot do this: an idle connection or one
+  trickling its headers never reaches it, and it learns nothing when a kept-alive connection
+  closes. Behind a trusted proxy every connection comes from the proxy and the client is known only
+  from the request (the last ``X-Forwarded-For`` hop, as for the rate limits), so there
+  :func:`connection_limit` counts requests in flight per forwarded address; a web socket is one
+  request for its whole life, so sockets count in both cases, and free their place on close.
+
+A request refused for bad input logs one line (:func:`log_refusal`), wherever it was refused:
+by a route (``error_middleware``), by the per-address limit, or by aiohttp's own parser
+(:class:`ProtocolLog`). Tracebacks are for faults nobody handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Handler, Middleware
+
+from ._errors import GatewayError
+
+__all__ = [
+    "AddressCounter",
+    "ProtocolLog",
+    "RequestTimeoutError",
+    "TooManyConnectionsError",
+    "body_deadline",
+    "connection_limit",
+    "log_refusal",
+    "one_line",
+]
+
+logger = logging.getLogger("gateway.http")
+
+
+_REASON_CHARS = 300
+
+
+class RequestTimeoutError(GatewayError, TimeoutError):
+    """The request's body did not arrive within ``read_timeout`` (408).
+
+    A ``TimeoutError`` too: aiohttp's lingering read of an unread body stops quietly on it.
+    """
+
+    status, code = 408, "request_timeout"
+
+
+class TooManyConnectionsError(GatewayError):
+    """The address already holds as many connections as it may (429)."""
+
+    status, code = 429, "too_many_connections"
+
+
+def one_line(text: str, limit: int = _REASON_CHARS) -> str:
+    """``text`` for a log line: whitespace runs as one space, control characters escaped, cut at ``limit``."""
+    flat = " ".join(text.split())
+    if not flat.isprintable():
+        flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in flat)
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def log_refusal(status: int, code: str, where: str, reason: str) -> None:
+    """The one line a refused request gets: ``refused <status> <code> <where>: <reason>``.
+
+    Refusals of bad input are INFO; a 5xx answered on purpose (a store that is down) is a WARNING.
+    Neither carries a traceback: those are for faults nobody handled.
+    """
+    level = logging.WARNING if status >= 500 else logging.INFO
+    logger.log(level, "refused %s %s %s: %s", status, code, one_line(where, 120), one_line(reason))
+
+
+class ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server logger (``aiohttp.server``), with malformed requests as one line each.
+
+    aiohttp answers a request it cannot parse (a header line too long, a bad request line, a bad
+    ``Content-Length`` or chunk) with 400 and logs the parser's exception with its traceback at
+    ERROR. Such a request is the client's mistake, refused correctly: it gets one
+    :func:`log_refusal` line. Every other record, a real fault in a handler included, passes as is.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.getLogger("aiohttp.server"), {})
+
+    def log(self, level: int, msg: object, *args: object, exc_info: Any = None, **kwargs: Any) -> None:
+        """Log as aiohttp asked, unless ``exc_info`` is a parser error: then one refusal line."""
+        if isinstance(exc_info, HttpProcessingError):
+            where = str(msg) % args if args else str(msg)
+            reason = f"{type(exc_info).__name__}: {exc_info.message}"
+            log_refusal(exc_info.code or 400, "bad_http_request", f"({where})", reason)
+            return
+        super().log(level, msg, *args, exc_info=exc_info, **kwargs)
+
+
+def _expire(payload: Any, seconds: float) -> None:
+    if not payload.is_eof() and payload.exception() is None:
+        payload.set_exception(RequestTimeoutError(f"The request body did not arrive within {seconds:g} s"))
+
+
+def body_deadline(seconds: float) -> Middleware:
+    """A middleware giving each request's body ``seconds`` to arrive in full.
+
+    The timer starts when the handler does (just after the headers were read) and stops when the
+    body's last byte arrives; requests without a body start none.
+    """
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        payload = request.content
+        if not payload.is_eof():
+            timer = asyncio.get_running_loop().call_later(seconds, _expire, payload, seconds)
+            payload.on_eof(timer.cancel)
+        return await handler(request)
+
+    return middleware
+
+
+class AddressCounter:
+    """Open connections per address, up to ``limit`` each (in this process)."""
+
+    __slots__ = ("_open", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: dict[str, int] = {}
+
+    def acquire(self, address: str) -> bool:
+        """Count one more connection of ``address``; False (and nothing counted) when it has ``limit``."""
+        held = self._open.get(address, 0)
+        if held >= self.limit:
+            return False
+        self._open[address] = held + 1
+        return True
+
+    def release(self, address: str) -> None:
+        """One connection of ``address`` closed."""
+        held = self._open.get(address, 0) - 1
+        if held > 0:
+            self._open[address] = held
+        else:
+            self._open.pop(address, None)
+
+    def held(self, address: str) -> int:
+        """How many connections ``address`` holds now."""
+        return self._open.get(address, 0)
+
+
+def connection_limit(counter: AddressCounter, address_of: Callable[[web.Request], str | None]) -> Middleware:
+    """A middleware counting requests in flight per ``address_of(request)`` (behind a trusted proxy).
+
+    One over ``counter.limit`` is answered 429 ``too_many_connections`` (and logged here: no route ran).
+    """
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        address = address_of(request)
+        if address is None:
+            return await handler(request)
+        if not counter.acquire(address):
+            refusal = TooManyConnectionsError(f"Too many connections from {address}; close some and try again")
+            log_refusal(refusal.status, refusal.code, f"{request.method} {request.rel_url.raw_path}", str(refusal))
+            return web.json_response({"code": refusal.code, "message": str(refusal)}, status=refusal.status)
+        try:
+            return await handler(request)
+        finally:
+            counter.release(address)
+
+    return middleware
