@@ -92,7 +92,8 @@ class Renderer:
             (``RenderTimeoutError``; the worker is replaced).
         timeout_per_kb: Seconds added to ``timeout`` per KiB of the props' JSON, up to six
             times ``timeout`` in all: layout time grows with the text to lay out (a
-            500-row, 12-column table takes about 18 s here), a hung render is still cut off.
+            500-row, 12-column table, about 145 KiB, takes 18-26 s on a busy 2-core machine, so
+            it gets 46 s), a hung render is still cut off.
         image_width: Width of PNG images in pixels (the page is laid out at phone width and
             rasterised to this).
         max_pages: Refuse layouts of more pages (``RenderFailedError``).
@@ -109,7 +110,7 @@ class Renderer:
         workers: int | None = None,
         cache: RenderCache | None | _Default = _DEFAULT,
         timeout: float = 10.0,
-        timeout_per_kb: float = 0.1,
+        timeout_per_kb: float = 0.25,
         image_width: int = 1080,
         max_pages: int = 50,
         max_props_bytes: int = 2_000_000,
