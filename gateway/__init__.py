@@ -20,6 +20,7 @@ from ._errors import (
     ThreadParkedError,
     UnknownAgentError,
 )
+from ._guard import one_line
 from ._identity import (
     ActorResolver,
     AnonymousCookieResolver,
@@ -75,6 +76,7 @@ __all__ = [
     "UnauthenticatedError",
     "UnknownAgentError",
     "create_app",
+    "one_line",
     "parse_json",
     "sign_actor_token",
     "valid_text",

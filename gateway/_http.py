@@ -81,6 +81,12 @@ async def error_middleware(
         response = json_error(exc.status, code, exc.reason)
     except AgoraError as exc:
         response = json_error(400, "bad_request", str(exc))
+    except OSError as exc:
+        # aiohttp's static files resolve the path on disk: a name too long for the file system
+        # (or otherwise unusable) is a file we do not have.
+        if not isinstance(request.match_info.route.resource, web.StaticResource):
+            raise
+        response = json_error(404, "not_found", f"Not Found ({exc.strerror or 'unusable path'})")
     refusal = response.get(_REFUSAL)
     if refusal is not None and request.match_info.route.resource not in request.app.get(SELF_LOGGING_ROUTES, ()):
         route = _route_name(request)

@@ -10,6 +10,8 @@ import base64
 import hashlib
 import hmac
 import json
+import math
+import re
 import secrets
 import time
 from collections.abc import Sequence
@@ -102,7 +104,8 @@ def verify_actor_token(token: str, secret: str | bytes | SecretStr, *, now: floa
     """The actor a token speaks for.
 
     Raises:
-        InvalidTokenError: Malformed, not HS256, forged, without ``exp`` or expired, or naming
+        InvalidTokenError: Malformed, not HS256, forged, without a finite ``exp``, expired, before
+            its ``nbf``, or naming
             an actor that cannot be (an id or tenant with control characters or lone
             surrogates, longer than 256 characters, not a string, an anonymous id).
     """
@@ -116,16 +119,24 @@ def verify_actor_token(token: str, secret: str | bytes | SecretStr, *, now: floa
         expected = hmac.new(key, f"{header}.{payload}".encode(), hashlib.sha256).digest()
         if not hmac.compare_digest(expected, _unb64(signature)):
             raise InvalidTokenError("Bad token signature")
-        claims = json.loads(_unb64(payload))
-    except (ValueError, TypeError, AttributeError) as exc:
+        # Not parse_json: a lone surrogate in an id must be refused, never made U+FFFD (two
+        # different ids would become one). A header of thousands of nested arrays is malformed.
+        claims = json.loads(_unb64(payload), parse_constant=_no_constant)
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
         raise InvalidTokenError("Malformed token") from exc
     if not isinstance(claims, dict):
         raise InvalidTokenError("Malformed token")
-    exp = claims.get("exp")
-    if not isinstance(exp, int | float) or isinstance(exp, bool):
-        raise InvalidTokenError("Token has no expiry")
-    if (time.time() if now is None else now) >= exp:
+    exp, nbf = claims.get("exp"), claims.get("nbf")
+    if not isinstance(exp, int | float) or isinstance(exp, bool) or not math.isfinite(exp):
+        raise InvalidTokenError("Token has no expiry")  # NaN or 1e999 would never expire
+    moment = time.time() if now is None else now
+    if moment >= exp:
         raise InvalidTokenError("Token expired")
+    if nbf is not None:
+        if not isinstance(nbf, int | float) or isinstance(nbf, bool) or not math.isfinite(nbf):
+            raise InvalidTokenError("Malformed token")
+        if moment < nbf:
+            raise InvalidTokenError("Token not valid yet")
     try:
         actor = Actor(
             id=claims.get("id") or claims.get("sub"), roles=claims.get("roles") or [], tenant_ref=claims.get("tenant")
@@ -179,6 +190,13 @@ class SignedTokenResolver:
         return verify_actor_token(token, self.secret)
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_URLSAFE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 class AnonymousCookieResolver:
     """Gives each browser a stable anonymous id in a signed, HttpOnly cookie (``agora_anon``)."""
 
@@ -194,7 +212,14 @@ class AnonymousCookieResolver:
         """The cookie's actor, or a new one (whose cookie ``attach_cookie`` sets on the response)."""
         cookie = _read_cookie(request.headers.get("Cookie", ""), ANON_COOKIE)
         value, _, signature = cookie.partition(".")
-        if value and len(value) <= 64 and hmac.compare_digest(self._sign(value), signature):
+        # Both parts are URL-safe base64 (anything else, non-ASCII say, is simply not ours).
+        if (
+            value
+            and len(value) <= 64
+            and _URLSAFE.fullmatch(value)
+            and _URLSAFE.fullmatch(signature)
+            and hmac.compare_digest(self._sign(value), signature)
+        ):
             return Actor(id=f"{ANONYMOUS_PREFIX}{value}", roles=self.roles)
         value = secrets.token_urlsafe(16)
         request[_PENDING_COOKIE] = f"{value}.{self._sign(value)}"

@@ -26,11 +26,11 @@ def parse_json(data: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Parse ``data`` as JSON, with lone surrogates in its strings replaced by U+FFFD.
 
     Raises:
-        ValueError: Not JSON, not UTF-8, or nested more than ``max_depth`` levels (the message
-            says which).
+        ValueError: Not JSON (``NaN``, ``Infinity`` and numbers out of a double's range included),
+            not UTF-8, or nested more than ``max_depth`` levels (the message says which).
     """
     try:
-        value = json.loads(data)
+        value = json.loads(data, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise ValueError(f"JSON nested more than {max_depth} levels") from None
     except UnicodeDecodeError as exc:
@@ -38,6 +38,20 @@ def parse_json(data: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     if _deeper_than(value, max_depth):
         raise ValueError(f"JSON nested more than {max_depth} levels")
     return valid_tree(value)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Python's json takes NaN and Infinity; the standard does not
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if number in (_INF, -_INF):
+        raise ValueError(f"number out of range: {text[:20]}")  # 1e999: no JSON peer can hold it
+    return number
+
+
+_INF = float("inf")
 
 
 def _deeper_than(value: Any, limit: int) -> bool:

@@ -1,4 +1,4 @@
-"""Lone surrogates never get past the edge: parse_json and valid_text replace them with U+FFFD."""
+"""What enters as JSON text: lone surrogates become U+FFFD; NaN, Infinity and out-of-range numbers are refused."""
 
 from __future__ import annotations
 
@@ -29,3 +29,10 @@ def test_parse_json_keeps_clean_input_as_parsed() -> None:
 def test_valid_text(text: str, expected: str) -> None:
     assert valid_text(text) == expected
     valid_text(text).encode("utf-8")
+
+
+@pytest.mark.parametrize("raw", ["NaN", '{"a": [Infinity]}', '{"a": -Infinity}', "1e999", '{"n": -1e400}'])
+def test_parse_json_refuses_what_the_json_standard_does_not_allow(raw: str) -> None:
+    # Python's json takes NaN and Infinity, and 1e999 becomes inf: no other JSON peer can read them back.
+    with pytest.raises(ValueError):
+        parse_json(raw)

@@ -26,6 +26,7 @@ from gateway import (
     GatewayServices,
     InvalidTokenError,
     UnauthenticatedError,
+    one_line,
     valid_text,
     verify_actor_token,
 )
@@ -235,7 +236,8 @@ def _log_refusal(request: web.Request, method: str | None, code: str, reason: st
     target = f"{request.method} {resource.canonical if resource is not None else request.path}"
     if method:
         target += f" {method}"
-    logger.info("A2A refused %s: %s: %s", target, code, valid_text(reason)[:500])
+    # one_line: a method name or an id the client sent must not split the line (or forge one).
+    logger.info("A2A refused %s: %s: %s", one_line(target, 200), one_line(code, 40), one_line(reason))
 
 
 def _refused(request: web.Request, method: str | None, body: dict[str, Any]) -> web.Response:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from gateway import SERVICES, GatewayError, Turn, valid_text
+from gateway import SERVICES, GatewayError, Turn, one_line
 from tools import AgoraError
 
 from ._input import MAX_BODY, AgUiRequestError, parse_run_input, read_run_input
@@ -37,7 +37,8 @@ def _log_refusal(request: web.Request, status: int | str, code: str, reason: str
     """One line per refused request: status, code, route and reason (never a traceback)."""
     route = request.match_info.route.resource
     where = route.canonical if route is not None else request.path
-    logger.info("AG-UI refused %s %s: %s %s: %s", request.method, where, status, code, valid_text(reason)[:500])
+    # one_line: the reason may quote the client's input (a role, an id), which must not split the line.
+    logger.info("AG-UI refused %s %s: %s %s: %s", request.method, one_line(where, 120), status, code, one_line(reason))
 
 
 @contextlib.contextmanager

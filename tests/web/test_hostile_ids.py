@@ -83,6 +83,10 @@ HOSTILE_CLAIMS = {
     "a tenant that is not text": {"id": "u1", "tenant": ["acme"]},
     "lone surrogate in a role": {"id": "u1", "roles": ["ops\ud83d"]},
     "control character in a role": {"id": "u1", "roles": ["member", "ops\x1fadmin"]},
+    "an expiry that is NaN (would never expire)": {"id": "u1", "exp": float("nan")},
+    "an expiry past a double's range": {"id": "u1", "exp": float("inf")},
+    "not valid yet (nbf in an hour)": {"id": "u1", "nbf": time.time() + 3600},
+    "an nbf that is not a number": {"id": "u1", "nbf": "soon"},
 }
 """Classes of hostile identities a token may carry; every one is refused (401)."""
 
