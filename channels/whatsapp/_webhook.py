@@ -100,6 +100,9 @@ async def _signed_form(request: web.Request, verifier: WebhookVerifier) -> Multi
         raise web.HTTPRequestEntityTooLarge(max_size=_MAX_FORM, actual_size=request.content_length)
     if request.content_type not in ("application/x-www-form-urlencoded", ""):
         return None
+    body = await request.read()  # kept by the request: post() below parses these bytes
+    if len(body) > _MAX_FORM:  # a chunked body says no length up front
+        raise web.HTTPRequestEntityTooLarge(max_size=_MAX_FORM, actual_size=len(body))
     try:
         raw = await request.post()
     except ValueError:  # not UTF-8 (UnicodeDecodeError), or not a form: Twilio sends neither

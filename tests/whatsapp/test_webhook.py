@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import quote_plus
+from urllib.parse import quote_plus, urlencode
 
 import pytest
 from twilio.request_validator import RequestValidator
@@ -236,6 +237,21 @@ async def test_a_body_larger_than_any_twilio_webhook_is_refused(make_gateway: Ma
     gw = await make_gateway()
     fields = inbound("x" * 600_000)
     response = await gw.client.post("/channels/whatsapp", data=fields, headers=sign(INBOUND_URL, fields))
+    assert response.status == 413
+    await nothing_happened(gw)
+
+
+async def test_a_chunked_body_larger_than_any_twilio_webhook_is_refused(make_gateway: MakeGateway) -> None:
+    gw = await make_gateway()
+    fields = inbound("x" * 600_000)
+    encoded = urlencode(fields).encode()
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: the size is known only once read
+        for start in range(0, len(encoded), 64 * 1024):
+            yield encoded[start : start + 64 * 1024]
+
+    headers = {**sign(INBOUND_URL, fields), "Content-Type": "application/x-www-form-urlencoded"}
+    response = await gw.client.post("/channels/whatsapp", data=chunks(), headers=headers)
     assert response.status == 413
     await nothing_happened(gw)
 
