@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import redis.asyncio as redis
 
 from gateway import Agent, Runtime
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep
@@ -46,23 +44,6 @@ def send_body(method: str, *, legacy: bool = False) -> bytes:
 def echo(request: ModelRequest, index: int) -> ScriptStep:
     said = next(m.content for m in reversed(request.messages) if isinstance(m, HistoryUserMessage))
     return ScriptStep(text="You said: " + said.splitlines()[0])
-
-
-@pytest.fixture
-async def redis_store(redis_url: str) -> AsyncIterator[RedisStore]:
-    prefix = f"test-a2a-{uuid.uuid4().hex[:12]}"
-    store = RedisStore(redis_url, prefix=prefix)
-    try:
-        yield store
-    finally:
-        await store.aclose()
-        client = redis.Redis.from_url(redis_url)
-        try:
-            keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
-            if keys:
-                await client.delete(*keys)
-        finally:
-            await client.aclose()
 
 
 @pytest.fixture

@@ -3,12 +3,10 @@ r"""Lone surrogates (``"\ud83d"`` in the JSON) in a ``RunAgentInput``: the run w
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import redis.asyncio as redis
 
 from gateway import Agent, Runtime, create_app
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep
@@ -26,23 +24,6 @@ LONE = {"<HI>": "\\ud83d", "<LO>": "\\udc00", "<HI2>": "\\ud800", "<LO2>": "\\ud
 def echo(request: ModelRequest, index: int) -> ScriptStep:
     said = next(m.content for m in reversed(request.messages) if isinstance(m, HistoryUserMessage))
     return ScriptStep(deltas=["You said: ", said])
-
-
-@pytest.fixture
-async def redis_store(redis_url: str) -> AsyncIterator[RedisStore]:
-    prefix = f"test-agui-{uuid.uuid4().hex[:12]}"
-    store = RedisStore(redis_url, prefix=prefix)
-    try:
-        yield store
-    finally:
-        await store.aclose()
-        client = redis.Redis.from_url(redis_url)
-        try:
-            keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
-            if keys:
-                await client.delete(*keys)
-        finally:
-            await client.aclose()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,28 +11,17 @@ import pytest
 from gateway import Runtime, Turn
 from gateway.events import ApprovalRequestedEvent, ToolDeniedEvent
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
-from gateway.stores import MemoryStore, RedisStore, Store
+from gateway.stores import Store
 from tests.engine.conftest import purge_tool
-from tests.stores.conftest import drop_prefix
 from tools import Actor, Confirmation, PreflightDenied, PreflightReady
 
 BAD = "\ud83d"
 FFFD = "\ufffd"
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    url: str = request.getfixturevalue("redis_url")
-    prefix = f"test-{uuid.uuid4().hex[:10]}"
-    redis_store = RedisStore(url, prefix=prefix)
-    try:
-        yield redis_store
-    finally:
-        await redis_store.aclose()
-        await drop_prefix(url, prefix)
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    return any_store
 
 
 def utf8(value: Any) -> None:

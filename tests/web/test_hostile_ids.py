@@ -16,7 +16,6 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -27,10 +26,9 @@ from pydantic import BaseModel
 
 from gateway import Agent, Runtime, ThreadForbiddenError, Turn, sign_actor_token, verify_actor_token
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest
-from gateway.stores import MemoryStore, RedisStore, Store
+from gateway.stores import RedisStore, Store
 from tools import Actor, ToolContext, UserError, define_tool
 
-from ..stores.conftest import drop_prefix
 from .conftest import SECRET, connect, token_for
 
 VICTIM = Actor(id="u1", roles=["member"], tenant_ref="acme")
@@ -91,21 +89,9 @@ HOSTILE_CLAIMS = {
 """Classes of hostile identities a token may carry; every one is refused (401)."""
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        memory = MemoryStore()
-        yield memory
-        await memory.aclose()
-        return
-    url: str = request.getfixturevalue("redis_url")
-    prefix = f"test-{uuid.uuid4().hex[:12]}"
-    redis_store = RedisStore(url, prefix=prefix)
-    try:
-        yield redis_store
-    finally:
-        await redis_store.aclose()
-        await drop_prefix(url, prefix)
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    return any_store
 
 
 Client = TestClient[web.Request, web.Application]
