@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
@@ -33,7 +34,7 @@ def redis_url() -> str:
     return url
 
 
-async def drop_keys(url: str, prefix: str) -> None:
+async def drop_prefix(url: str, prefix: str) -> None:
     """Delete the keys under ``prefix`` (never FLUSHDB: the server is shared)."""
     client = redis.Redis.from_url(url)
     try:
@@ -45,15 +46,15 @@ async def drop_keys(url: str, prefix: str) -> None:
 
 
 @asynccontextmanager
-async def own_redis_store(url: str) -> AsyncIterator[RedisStore]:
+async def own_redis_store(url: str, prefix: str | None = None) -> AsyncIterator[RedisStore]:
     """A ``RedisStore`` on the shared Redis under a prefix of its own, whose keys are dropped after."""
-    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    prefix = prefix or f"test-{uuid.uuid4().hex[:12]}"
     store = RedisStore(url, prefix=prefix)
     try:
         yield store
     finally:
         await store.aclose()
-        await drop_keys(url, prefix)
+        await drop_prefix(url, prefix)
 
 
 @pytest.fixture
@@ -73,3 +74,36 @@ async def any_store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         return
     async with own_redis_store(request.getfixturevalue("redis_url")) as store:
         yield store
+
+
+class RefusalLog:
+    """The log lines of refusals: exactly one per refused request, naming its codes and route.
+
+    Records of ``ignore`` (the access log, a client's own request lines...) do not count.
+    """
+
+    def __init__(self, caplog: pytest.LogCaptureFixture, *, route: str, ignore: Iterable[str]) -> None:
+        self.caplog = caplog
+        self.route = route
+        self.ignore = frozenset(ignore)
+
+    def one(self, *parts: int | str, route: str | None = None) -> str:
+        """The one line logged since the last check, checked (no traceback, every part named); consumed."""
+        lines = self._lines()
+        self.caplog.clear()
+        assert len(lines) == 1, [r.getMessage() for r in lines]
+        [line] = lines
+        message = line.getMessage()
+        assert line.exc_info is None and "\n" not in message, message  # never a traceback
+        assert all(f" {part}" in f" {message}" for part in parts), (parts, message)
+        assert (route or self.route) in message, message
+        return message
+
+    def none(self) -> None:
+        """Nothing was logged since the last check."""
+        lines = [r.getMessage() for r in self._lines()]
+        self.caplog.clear()
+        assert lines == []
+
+    def _lines(self) -> list[logging.LogRecord]:
+        return [r for r in self.caplog.records if r.name not in self.ignore]

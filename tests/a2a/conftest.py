@@ -24,6 +24,8 @@ from gateway.models import ScriptedModel, ScriptStep
 from gateway.stores import MemoryStore
 from tools import Actor
 
+from ..conftest import RefusalLog
+
 SECRET = "test-secret-for-the-a2a-tests-0123456789"
 ALICE = Actor(id="alice", roles=["member"])
 BOB = Actor(id="bob", roles=["member"])
@@ -112,41 +114,13 @@ class Gateway:
             return [frame async for frame in frames]
 
 
-class RefusalLog:
-    """The log lines of refusals: exactly one per refused call, with its code, route and reason."""
-
-    def __init__(self, caplog: pytest.LogCaptureFixture) -> None:
-        self.caplog = caplog
-
-    def one(self, code: int | str, route: str = "/a2a") -> str:
-        """The one line logged since the last check (the access log aside), checked; it is consumed."""
-        lines = self._lines()
-        self.caplog.clear()
-        assert len(lines) == 1, [r.getMessage() for r in lines]
-        [line] = lines
-        message = line.getMessage()
-        assert line.exc_info is None and "\n" not in message, message  # never a traceback
-        assert f" {code}" in message and route in message, message
-        return message
-
-    def none(self) -> None:
-        """Nothing was logged since the last check (the access log aside)."""
-        lines = [r.getMessage() for r in self._lines()]
-        self.caplog.clear()
-        assert lines == []
-
-    def _lines(self) -> list[logging.LogRecord]:
-        # Not the server's: the access log, the client's (httpx) request lines; and the WhatsApp
-        # channel says at start-up that it is off.
-        others = ("aiohttp.access", "httpx", "channels.whatsapp")
-        return [r for r in self.caplog.records if r.name not in others]
-
-
 @pytest.fixture
 def refusal_log(caplog: pytest.LogCaptureFixture) -> RefusalLog:
     caplog.set_level(logging.INFO)
     caplog.clear()
-    return RefusalLog(caplog)
+    # Not the server's: the access log, the client's (httpx) request lines; and the WhatsApp
+    # channel says at start-up that it is off.
+    return RefusalLog(caplog, route="/a2a", ignore=("aiohttp.access", "httpx", "channels.whatsapp"))
 
 
 @pytest.fixture

@@ -25,6 +25,8 @@ from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequ
 from gateway.models import UserMessage as HistoryUserMessage
 from tools import Actor, ConfirmTemplate, ToolPresentation, UiComponent, define_tool
 
+from ..conftest import RefusalLog
+
 SECRET = "test-secret-for-the-ag-ui-tests"
 ALICE = Actor(id="alice", roles=["member"])
 BOB = Actor(id="bob", roles=["member"])
@@ -107,39 +109,12 @@ def parse_sse(body: str) -> list[Frame]:
     return frames
 
 
-class RefusalLog:
-    """The log lines of refusals: exactly one per refused request, with its code, route and reason."""
-
-    def __init__(self, caplog: pytest.LogCaptureFixture) -> None:
-        self.caplog = caplog
-
-    def one(self, status: int | str, code: str, route: str = "/agent/ag-ui") -> str:
-        """The one line logged since the last check (the access log aside), checked; it is consumed."""
-        lines = self._lines()
-        self.caplog.clear()
-        assert len(lines) == 1, [r.getMessage() for r in lines]
-        [line] = lines
-        message = line.getMessage()
-        assert line.exc_info is None and "\n" not in message, message  # never a traceback
-        assert f" {status} " in f" {message} " and code in message and route in message, message
-        return message
-
-    def none(self) -> None:
-        """Nothing was logged since the last check (the access log aside)."""
-        lines = [r.getMessage() for r in self._lines()]
-        self.caplog.clear()
-        assert lines == []
-
-    def _lines(self) -> list[logging.LogRecord]:
-        # The access log is aiohttp's; the WhatsApp channel says at start-up that it is off.
-        return [r for r in self.caplog.records if r.name not in ("aiohttp.access", "channels.whatsapp")]
-
-
 @pytest.fixture
 def refusal_log(caplog: pytest.LogCaptureFixture) -> RefusalLog:
     caplog.set_level(logging.INFO)
     caplog.clear()
-    return RefusalLog(caplog)
+    # The access log is aiohttp's; the WhatsApp channel says at start-up that it is off.
+    return RefusalLog(caplog, route="/agent/ag-ui", ignore=("aiohttp.access", "channels.whatsapp"))
 
 
 def of_type(frames: list[Frame], kind: str) -> list[Frame]:

@@ -11,18 +11,10 @@ import redis.asyncio as redis
 
 from gateway.stores import MemoryStore, RedisStore, Store
 
+from ..conftest import drop_prefix, own_redis_store
 from ._server import RedisServer
 
-
-async def drop_prefix(url: str, prefix: str) -> None:
-    """Delete this test's keys (never FLUSHDB: the server is shared)."""
-    client = redis.Redis.from_url(url)
-    try:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
-        if keys:
-            await client.delete(*keys)
-    finally:
-        await client.aclose()
+__all__ = ["drop_prefix"]  # imported from here by the store tests
 
 
 @pytest.fixture
@@ -59,12 +51,9 @@ async def store(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[St
 
 @pytest.fixture
 async def redis_store(redis_url: str, prefix: str) -> AsyncIterator[RedisStore]:
-    store = RedisStore(redis_url, prefix=prefix)
-    try:
+    """The root fixture's store, under this test's ``prefix`` (some tests read its keys)."""
+    async with own_redis_store(redis_url, prefix) as store:
         yield store
-    finally:
-        await store.aclose()
-        await drop_prefix(redis_url, prefix)
 
 
 @pytest.fixture
