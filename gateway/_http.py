@@ -23,7 +23,7 @@ from ._guard import log_refusal
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
 from .events import RUN_EVENT_ADAPTER
 
-__all__ = ["SELF_LOGGING_ROUTES", "STATIC_DIR", "add_routes", "error_middleware", "json_error"]
+__all__ = ["STATIC_DIR", "add_routes", "error_middleware", "json_error"]
 
 _HERE = Path(__file__).resolve().parent
 STATIC_DIR = _HERE / "static" if (_HERE / "static").is_dir() else _HERE.parent / "static"
@@ -32,9 +32,6 @@ STATIC_DIR = _HERE / "static" if (_HERE / "static").is_dir() else _HERE.parent /
 _MAX_JSON_BODY = 64 * 1024
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 
-
-SELF_LOGGING_ROUTES = web.AppKey("agora_self_logging_routes", frozenset)
-"""Routes whose channel logs its own refusals (AG-UI, A2A): ``error_middleware`` adds no line of its own."""
 
 _REFUSAL = web.ResponseKey("agora_refusal", tuple)
 """On an answer made by ``json_error``: its ``(code, message)``, for the refusal's log line."""
@@ -61,8 +58,9 @@ async def error_middleware(
 ) -> web.StreamResponse:
     """Translate errors to JSON ``{code, message}`` with the right status; count and time requests.
 
-    Every refusal (an error raised, or an answer made by ``json_error``) logs one line, but on the
-    routes of ``SELF_LOGGING_ROUTES``, whose channel logs it.
+    Every refusal (an error raised, or an answer made by ``json_error``) logs one line here, on
+    every route; a channel logs only the refusals it answers in-band (a JSON-RPC error, a
+    ``RUN_ERROR``), which never reach this middleware as errors.
     """
     started = time.perf_counter()
     services = request.app.get(SERVICES)
@@ -88,7 +86,7 @@ async def error_middleware(
             raise
         response = json_error(404, "not_found", f"Not Found ({exc.strerror or 'unusable path'})")
     refusal = response.get(_REFUSAL)
-    if refusal is not None and request.match_info.route.resource not in request.app.get(SELF_LOGGING_ROUTES, ()):
+    if refusal is not None:
         route = _route_name(request)
         where = request.rel_url.raw_path if route == "unmatched" else route  # log_refusal escapes and cuts it
         log_refusal(response.status, refusal[0], f"{request.method} {where}", refusal[1])

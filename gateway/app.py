@@ -15,7 +15,7 @@ from tools import Tool, UserError, discover_tools
 from ._agents import Agent
 from ._errors import StoreUnavailableError
 from ._guard import AddressCounter, ProtocolLog, body_deadline, connection_limit
-from ._http import SELF_LOGGING_ROUTES, add_routes, error_middleware
+from ._http import add_routes, error_middleware
 from ._identity import AnonymousCookieResolver, ChainResolver, SignedTokenResolver, TrustedHeaderResolver
 from ._metrics import Metrics
 from ._ratelimit import RateLimiter
@@ -172,12 +172,8 @@ def create_app(
     web_channel.setup(app)
     from channels import a2a
 
-    before = set(app.router.resources())
     ag_ui.setup(app)
     a2a.setup(app)
-    # These two log each refusal of theirs (status, code, route, reason) before the error
-    # middleware answers it: it must not log it again.
-    app[SELF_LOGGING_ROUTES] = frozenset(set(app.router.resources()) - before)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:

@@ -168,11 +168,7 @@ class A2AChannel:
             return web.json_response(
                 {"code": exc.code, "message": str(exc)}, status=401, headers={"WWW-Authenticate": challenge}
             )
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge as exc:  # over the app's client_max_size: the middleware answers
-            _log_refusal(request, None, f"{exc.status} payload_too_large", exc.text or exc.reason)
-            raise
+        raw = await request.read()  # over the app's client_max_size: 413, answered and logged by the middleware
         call: JsonRpcCall | None = None
         try:
             call = read_call(raw, _requested_version(request))
@@ -195,10 +191,8 @@ class A2AChannel:
             return _refused(request, method, error_body(exc.request_id, exc.error, legacy=legacy))
         except A2AError as exc:
             return _refused(request, call.method if call else None, _call_error(call, exc))
-        except GatewayError as exc:
-            # Rate limits (429) and an unreachable store (503): the error middleware answers.
-            _log_refusal(request, call.method if call else None, f"{exc.status} {exc.code}", str(exc))
-            raise
+        except GatewayError:
+            raise  # rate limits (429) and an unreachable store (503): the error middleware answers and logs
         except Exception:
             logger.exception("A2A call %s failed", call.method if call else "?")
             return _error_answer(call.method if call else None, _call_error(call, RpcInternalError()))

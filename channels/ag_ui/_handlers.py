@@ -9,15 +9,12 @@ protocol reports in-band (a missing or bad ``resume``) and anything after the fi
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from aiohttp import web
 
-from gateway import SERVICES, GatewayError, Turn, one_line
-from tools import AgoraError
+from gateway import SERVICES, Turn, one_line
 
 from ._input import MAX_BODY, AgUiRequestError, parse_run_input, read_run_input
 from ._resume import InterruptError, plan_resume
@@ -29,33 +26,17 @@ __all__ = ["AG_UI_OPTIONS", "AgUiOptions", "run_agent", "setup", "thread_events"
 
 logger = logging.getLogger("channels.ag_ui")
 
-_HTTP_CODES = {413: "payload_too_large"}
-"""Codes of the aiohttp errors a handler raises, as the gateway's error middleware names them."""
-
 
 def _log_refusal(request: web.Request, status: int | str, code: str, reason: str) -> None:
-    """One line per refused request: status, code, route and reason (never a traceback)."""
+    """The one line of a refusal answered in-band (a ``RUN_ERROR``), never a traceback.
+
+    A refusal raised before the stream (a bad body, a bad token) is the gateway's error
+    middleware's to answer and to log.
+    """
     route = request.match_info.route.resource
     where = route.canonical if route is not None else request.path
     # one_line: the reason may quote the client's input (a role, an id), which must not split the line.
     logger.info("AG-UI refused %s %s: %s %s: %s", request.method, one_line(where, 120), status, code, one_line(reason))
-
-
-@contextlib.contextmanager
-def _refusals_logged(request: web.Request) -> Iterator[None]:
-    """Log what a handler refuses before its stream starts; the error middleware answers it."""
-    try:
-        yield
-    except GatewayError as exc:
-        _log_refusal(request, exc.status, exc.code, str(exc))
-        raise
-    except web.HTTPException as exc:
-        if exc.status >= 400:
-            _log_refusal(request, exc.status, _HTTP_CODES.get(exc.status, "http_error"), exc.text or exc.reason)
-        raise
-    except AgoraError as exc:
-        _log_refusal(request, 400, "bad_request", str(exc))
-        raise
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,11 +60,6 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
     thread's open interrupts instead and streams what follows. A refusal (before the stream, or
     as its ``RUN_ERROR``) is logged on one line.
     """
-    with _refusals_logged(request):
-        return await _run_agent(request)
-
-
-async def _run_agent(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     options = request.app[AG_UI_OPTIONS]
     actor = await services.resolve_actor(request)
@@ -127,13 +103,8 @@ async def thread_events(request: web.Request) -> web.StreamResponse:
 
     Streams the thread's events after ``after`` (or the ``Last-Event-ID`` header, which wins)
     as AG-UI runs, and ends when it has caught up with no run in progress. A refusal is logged
-    on one line.
+    on one line (by the error middleware).
     """
-    with _refusals_logged(request):
-        return await _thread_events(request)
-
-
-async def _thread_events(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     options = request.app[AG_UI_OPTIONS]
     actor = await services.resolve_actor(request)

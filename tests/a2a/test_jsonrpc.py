@@ -309,7 +309,7 @@ async def test_rate_limited_callers_get_429(make_gateway: Any, refusal_log: Refu
     refusal_log.caplog.clear()
     limited = await gw.http().post(gw.rpc_url, json=body)
     assert limited.status_code == 429 and int(limited.headers["Retry-After"]) >= 1
-    assert "SendMessage: 429 rate_limited" in refusal_log.one(429)
+    assert "refused 429 rate_limited POST /a2a" in refusal_log.one(429)  # the error middleware's line
     # The refused message took no effect: its id is free for a retry.
     assert await gw.channel.book.claim_message(ALICE.id, "r-2", "probe") is None
 
