@@ -20,12 +20,12 @@ _MAX_ERROR_TEXT = 500
 def jsonable(value: Any) -> Any:
     """``value`` as JSON data (a model's fields, dates as text...), its strings valid UTF-8."""
     try:
-        return valid_tree(to_jsonable_python(valid_tree(value), fallback=str))
+        # The serializer passes lone surrogates in values through (the walk replaces them)...
+        return valid_tree(to_jsonable_python(value, fallback=str))
     except (PydanticSerializationError, UnicodeEncodeError):
-        # A lone surrogate inside a model stops the serializer: clean its Python form first.
-        if not isinstance(value, BaseModel):
-            raise
-        return valid_tree(to_jsonable_python(valid_tree(value.model_dump()), fallback=str))
+        # ...but stops at one in a key: clean the Python form first (a model's as its dump).
+        plain = value.model_dump() if isinstance(value, BaseModel) else value
+        return valid_tree(to_jsonable_python(valid_tree(plain), fallback=str))
 
 
 def error_value(code: str, message: str) -> dict[str, str]:

@@ -135,10 +135,7 @@ async def test_a_write_the_store_refuses_fails_the_run_once_and_never_asks_the_m
         return await real_write(thread, batch)
 
     monkeypatch.setattr(store, "write", refusing_write)
-    lease = 0.3
-    runtime = Runtime(
-        tools=[lookup], model=ScriptedModel(plan), store=store, lease_ttl=lease, maintenance_interval=0.05
-    )
+    runtime = Runtime(tools=[lookup], model=ScriptedModel(plan), store=store, lease_ttl=0.3, maintenance_interval=0.05)
     try:
         run_id = await runtime.start_turn(Turn(thread_id=thread_id, actor=Actor(id="u1"), text="look"))
         if refused == "the end of a Stop":
@@ -146,17 +143,16 @@ async def test_a_write_the_store_refuses_fails_the_run_once_and_never_asks_the_m
                 await in_tool.wait()
             await runtime.cancel(run_id, Actor(id="u1"))
         assert await runtime.wait(run_id, timeout=10) == "failed"
-        await asyncio.sleep(lease * 2)  # long enough for a lease left behind to lapse and be taken
-        for _ in range(5):  # sweeps that would resume a run left running (and ask the model anew)
-            await runtime.sweep()
         run = await store.get_run(run_id)
         assert run is not None and run.status == "failed"
         assert run.error is not None and run.error["code"] == "store_rejected"
         events = await store.read_events(thread_id)
         assert [e.type for e in events][-2:] == ["run-error", "run-finished"]
         assert len(calls) == 1, "the model was asked once"
+        # Nothing is left for a sweep to resume (and ask the model anew): no lease of it lapses,
+        # and the thread is free (the run released it), so a new turn starts and ends.
+        assert await store.expired_leases() == []
         monkeypatch.setattr(store, "write", real_write)
-        # The thread is free (the first run released it): a new turn starts and ends.
         again = await runtime.start_turn(Turn(thread_id=thread_id, actor=Actor(id="u1"), text="again"))
         assert await runtime.wait(again, timeout=10) in {"completed", "failed"}
     finally:
