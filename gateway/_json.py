@@ -12,6 +12,7 @@ can carry: every such string (keys too) comes back with U+FFFD in its place (``g
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ._unicode import valid_tree
@@ -37,7 +38,13 @@ def parse_json(data: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
         raise ValueError(f"not UTF-8: {exc.reason}") from None
     if _deeper_than(value, max_depth):
         raise ValueError(f"JSON nested more than {max_depth} levels")
-    return valid_tree(value)
+    # Only a surrogate escape (or, in text, a surrogate itself) can leave one: walk only then.
+    maybe = _SURROGATE_BYTES.search(data) if isinstance(data, bytes) else _SURROGATE_TEXT.search(data)
+    return valid_tree(value) if maybe else value
+
+
+_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_TEXT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 def _no_constant(name: str) -> Any:

@@ -36,3 +36,8 @@ def test_parse_json_refuses_what_the_json_standard_does_not_allow(raw: str) -> N
     # Python's json takes NaN and Infinity, and 1e999 becomes inf: no other JSON peer can read them back.
     with pytest.raises(ValueError):
         parse_json(raw)
+
+
+def test_parse_json_replaces_a_raw_lone_surrogate_in_text_input() -> None:
+    # A str (a web-socket text frame, say) may hold the surrogate itself rather than its escape.
+    assert parse_json('{"a": "x\ud83d"}') == {"a": "x\ufffd"}
