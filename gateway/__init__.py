@@ -21,6 +21,7 @@ from ._errors import (
     UnknownAgentError,
 )
 from ._guard import one_line
+from ._hooks import EventHooks
 from ._identity import (
     ActorResolver,
     AnonymousCookieResolver,
@@ -33,7 +34,7 @@ from ._identity import (
 )
 from ._json import parse_json
 from ._runtime import Runtime, RuntimeObserver
-from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
+from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef, RateLimitedError, UnauthenticatedError
 from ._settings import Settings
 from ._unicode import valid_text
 from .events import RunEvent, Turn
@@ -54,9 +55,12 @@ __all__ = [
     "ApprovalRule",
     "ApprovalSettledError",
     "ChainResolver",
+    "DeliveredUi",
+    "EventHooks",
     "GatewayError",
     "GatewayServices",
     "InvalidTokenError",
+    "MediaRef",
     "ModelError",
     "RateLimitedError",
     "RunEvent",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from pydantic import BaseModel, ConfigDict
 
 from renderers import Catalog, MediaStore, Renderer, negotiate
 from tools import Actor, UiCapabilities
@@ -23,7 +24,7 @@ from ._runtime import Runtime
 from ._settings import Settings
 from .events import Turn, UiEvent
 
-__all__ = ["SERVICES", "GatewayServices", "RateLimitedError", "UnauthenticatedError"]
+__all__ = ["SERVICES", "DeliveredUi", "GatewayServices", "MediaRef", "RateLimitedError", "UnauthenticatedError"]
 
 logger = logging.getLogger("gateway.services")
 
@@ -47,6 +48,46 @@ class RateLimitedError(GatewayError):
         self.retry_after = retry_after
 
 
+class MediaRef(BaseModel):
+    """One stored page of a rendered component: a signed, expiring URL and what it holds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str
+    mime: str
+    filename: str
+    token: str
+    """The media store's token (``services.media.get(token)`` reads the bytes back)."""
+
+
+class DeliveredUi(BaseModel):
+    """How a ``ui`` event reaches one client: the negotiated form and what goes with it.
+
+    ``form`` is ``props`` (the client draws the component from ``props``), ``html``, ``image``
+    or ``pdf`` (``media`` holds one ``MediaRef`` per page, ``text`` the component as text, for a
+    caption), or ``text``. ``text`` is filled for every form but ``props`` and ``html``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    form: str
+    props: dict[str, Any] | None = None
+    html: str | None = None
+    media: tuple[MediaRef, ...] = ()
+    text: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """The fields a JSON wire adds to a ``ui`` event (``form`` and the filled ones; media as dicts)."""
+        out: dict[str, Any] = {"form": self.form}
+        if self.html is not None:
+            out["html"] = self.html
+        if self.media:
+            out["media"] = [{"url": m.url, "mime": m.mime, "filename": m.filename} for m in self.media]
+        if self.text is not None:
+            out["text"] = self.text
+        return out
+
+
 @dataclass(kw_only=True, eq=False)
 class GatewayServices:
     """The runtime and everything around it that channels use.
@@ -63,7 +104,7 @@ class GatewayServices:
     metrics: Metrics
     limiter: RateLimiter
     secret: bytes
-    _media_urls: OrderedDict[tuple[str, int, str, str], tuple[float, list[dict[str, str]]]] = field(
+    _media_urls: OrderedDict[tuple[str, int, str, str], tuple[float, tuple[MediaRef, ...]]] = field(
         default_factory=OrderedDict, repr=False
     )
 
@@ -127,28 +168,29 @@ class GatewayServices:
             self.metrics.render_count(fmt).inc()
             self.metrics.render_time(fmt).observe(time.perf_counter() - started)
 
-    async def deliver_ui(self, event: UiEvent, capabilities: UiCapabilities) -> dict[str, Any]:
-        """What to add to a ``ui`` event for a client with ``capabilities``.
+    async def deliver_ui(self, event: UiEvent, capabilities: UiCapabilities) -> DeliveredUi:
+        """How a ``ui`` event reaches a client with ``capabilities`` (DESIGN section 5).
 
-        ``{"form": "props"}`` when the client draws the component itself; else the rendered
-        form: ``html``, ``media`` (``[{url, mime}]`` per page, for ``image`` and ``pdf``) or
-        ``text``. A component that cannot be rendered falls back to its text.
+        The component's props when the client draws it itself; else the rendered form:
+        ``html``, one ``MediaRef`` per page for ``image`` and ``pdf``, or ``text``. A component
+        that cannot be rendered falls back to its text.
         """
         form = negotiate(event, capabilities, self.catalog)
         try:
             match form:
                 case "props":
-                    return {"form": "props"}
+                    return DeliveredUi(form="props", props=event.props)
                 case "html":
                     rendered = await self.render(event.component, event.props, "html", event.version)
-                    return {"form": "html", "html": rendered.data}
+                    return DeliveredUi(form="html", html=str(rendered.data))
                 case "image" | "pdf":
-                    return {"form": form, "media": await self._media_of(event, form), "text": await self.ui_text(event)}
+                    media = await self._media_of(event, form)
+                    return DeliveredUi(form=form, media=media, text=await self.ui_text(event))
         except Exception:
             logger.warning("rendering %s as %s failed; sending text", event.component, form, exc_info=True)
-        return {"form": "text", "text": await self.ui_text(event)}
+        return DeliveredUi(form="text", text=await self.ui_text(event))
 
-    async def _media_of(self, event: UiEvent, form: str) -> list[dict[str, str]]:
+    async def _media_of(self, event: UiEvent, form: str) -> tuple[MediaRef, ...]:
         """Signed URLs of a component's pages, stored once per component and props.
 
         Every socket, replay and channel that shows the same component reuses the same stored
@@ -167,11 +209,12 @@ class GatewayServices:
         for index, page in enumerate(pages):
             filename = f"{event.component.lower()}-{index + 1}.{_MIME_EXT.get(rendered.mime, 'bin')}"
             token = await self.media.put(page, rendered.mime, filename=filename)
-            media.append({"url": self.media_url(token), "mime": rendered.mime, "filename": filename})
-        self._media_urls[key] = (now + self.media.ttl / 2, media)
+            media.append(MediaRef(url=self.media_url(token), mime=rendered.mime, filename=filename, token=token))
+        refs = tuple(media)
+        self._media_urls[key] = (now + self.media.ttl / 2, refs)
         while len(self._media_urls) > _MEDIA_URLS_KEPT:
             self._media_urls.popitem(last=False)
-        return media
+        return refs
 
     async def ui_text(self, event: UiEvent) -> str:
         """The text form of a ``ui`` event: its fallback text, else the component's own text."""

@@ -96,7 +96,7 @@ class UiParts:
         if isinstance(cached, list):
             return cached
         delivered = await self.services.deliver_ui(event, UiCapabilities(formats=[*modes.formats, "text"]))
-        files: list[dict[str, str]] = list(delivered.get("media", []))
+        files: list[dict[str, str]] = delivered.wire().get("media", [])
         if event.seq:
             await store.channel_set(key, files, ttl=self.services.settings.media_ttl / 2)
         return files

@@ -192,7 +192,7 @@ class AgUiStream:
 
     async def _deliver_ui(self, event: UiEvent) -> dict[str, Any]:
         capabilities = self._capabilities or await self._capabilities_of(event.run_id)
-        delivery = await self.services.deliver_ui(event, capabilities)
+        delivery = (await self.services.deliver_ui(event, capabilities)).wire()
         text = delivery.pop("text", None)
         delivery["fallbackText"] = text if text is not None else await self.services.ui_text(event)
         return delivery

@@ -319,7 +319,7 @@ class WebSession:
                     break
                 if isinstance(event, UiEvent):
                     frame = RUN_EVENT_ADAPTER.dump_python(event, mode="json")
-                    frame.update(await self.services.deliver_ui(event, self.capabilities))
+                    frame.update((await self.services.deliver_ui(event, self.capabilities)).wire())
                     await self.send(frame)
                 else:
                     await self.send_text(event.model_dump_json())

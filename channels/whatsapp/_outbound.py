@@ -402,12 +402,12 @@ class WhatsAppDelivery(RuntimeObserver):
 
     async def _ui(self, conversation: Conversation, event: UiEvent) -> list[Part]:
         delivered = await self.services.deliver_ui(event, self.options.capabilities)
-        text = str(delivered.get("text") or "")
-        media = delivered.get("media") or []
+        text = delivered.text or ""
+        media = delivered.media
         if media:
             caption = _clip(to_whatsapp(text), _MAX_CAPTION) if text else None
             return [
-                OutboundMessage(to=conversation.to, media_url=item["url"], body=caption if index == 0 else None)
+                OutboundMessage(to=conversation.to, media_url=item.url, body=caption if index == 0 else None)
                 for index, item in enumerate(media)
             ]
         return [OutboundMessage(to=conversation.to, body=body) for body in split_message(to_whatsapp(text))]
