@@ -10,7 +10,9 @@ from ._errors import (
     ApprovalNotFoundError,
     ApprovalSettledError,
     GatewayError,
+    InvalidTokenError,
     ModelError,
+    RateLimitedError,
     RunNotActiveError,
     RunNotFoundError,
     StoreUnavailableError,
@@ -18,6 +20,7 @@ from ._errors import (
     ThreadForbiddenError,
     ThreadNotFoundError,
     ThreadParkedError,
+    UnauthenticatedError,
     UnknownAgentError,
 )
 from ._guard import one_line
@@ -26,7 +29,6 @@ from ._identity import (
     ActorResolver,
     AnonymousCookieResolver,
     ChainResolver,
-    InvalidTokenError,
     SignedTokenResolver,
     TrustedHeaderResolver,
     sign_actor_token,
@@ -34,7 +36,7 @@ from ._identity import (
 )
 from ._json import parse_json
 from ._runtime import Runtime, RuntimeObserver
-from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef, RateLimitedError, UnauthenticatedError
+from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef
 from ._settings import Settings
 from ._unicode import valid_text
 from .events import RunEvent, Turn

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
 from tools import (
+    AgoraError,
     PreflightCompleted,
     PreflightDenied,
     PreflightPhase,
@@ -96,11 +97,11 @@ DELTA_FLUSH_SECONDS = 0.025
 """Text pieces arriving within this window are written together (fewer writes, same stream)."""
 
 
-class _UserCancelled(Exception):
+class _UserCancelled(AgoraError):
     """A person asked to stop the run while a model call or a tool was in flight."""
 
 
-class _StepNotStored(Exception):
+class _StepNotStored(AgoraError):
     """The store refused a write of this run for good (not an outage): the run cannot go on."""
 
 

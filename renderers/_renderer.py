@@ -23,7 +23,7 @@ from ._components import default_catalog
 from ._errors import PropsInvalidError, RenderError, RenderFailedError
 from ._html import HtmlEngine, PageProfile, component_stylesheet
 from ._negotiation import DELIVERY_FORMATS, Delivery
-from ._pool import RenderPool
+from ._pool import RemoteError, RenderPool
 from ._rendered import MIME_TYPES, RENDER_FORMATS, Rendered, RenderFormat
 from ._textform import generic_text
 
@@ -351,10 +351,12 @@ class Renderer:
                 png = await self.pool.run(_worker.render_png, page, self.image_width, self.max_pages, timeout=timeout)
                 pages = tuple(png.pages)
                 warnings, rendered = png.warnings, Rendered(pages[0], MIME_TYPES["png"], pages, len(pages))
+        except RemoteError as exc:  # weasyprint's own errors, crossed from the worker
+            raise RenderFailedError(f"Rendering {definition.name} failed: {exc}", component=definition.name) from exc
         except RenderError as exc:
             exc.component = exc.component or definition.name
             raise
-        except Exception as exc:  # RemoteError (weasyprint's own errors) or a built-in one
+        except Exception as exc:  # a built-in one
             raise RenderFailedError(f"Rendering {definition.name} failed: {exc}", component=definition.name) from exc
         for warning in warnings:
             logger.debug("weasyprint, rendering %s: %s", definition.name, warning)

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from gateway import SERVICES, GatewayError, GatewayServices, InvalidTokenError, parse_json, verify_actor_token
 from gateway.events import RUN_EVENT_ADAPTER, ApprovalSettledEvent, RunStartedEvent, Turn, UiEvent
 from gateway.stores import ThreadRecord
-from tools import Actor, UiCapabilities
+from tools import Actor, AgoraError, UiCapabilities
 
 from ._frames import CLIENT_FRAME, FRAME_TYPES, ApproveFrame, CancelFrame, HelloFrame, RejectFrame, SendFrame
 
@@ -61,7 +61,7 @@ def _origin_allowed(request: web.Request, services: GatewayServices) -> bool:
     return bool(public) and origin.rstrip("/") == public
 
 
-class _Closed(Exception):
+class _Closed(AgoraError):
     """The socket is gone (or we closed it): stop this session."""
 
 
