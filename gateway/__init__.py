@@ -38,6 +38,7 @@ from ._json import parse_json
 from ._runtime import Runtime, RuntimeObserver
 from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef
 from ._settings import Settings
+from ._sse import SseStream, sse_frame
 from ._unicode import valid_text
 from .events import RunEvent, Turn
 
@@ -72,6 +73,7 @@ __all__ = [
     "RuntimeObserver",
     "Settings",
     "SignedTokenResolver",
+    "SseStream",
     "StoreUnavailableError",
     "ThreadBusyError",
     "ThreadForbiddenError",
@@ -85,6 +87,7 @@ __all__ = [
     "one_line",
     "parse_json",
     "sign_actor_token",
+    "sse_frame",
     "valid_text",
     "verify_actor_token",
 ]
