@@ -22,7 +22,6 @@ from ._catalog import Catalog, ComponentDef
 from ._components import default_catalog
 from ._errors import PropsInvalidError, RenderError, RenderFailedError
 from ._html import HtmlEngine, PageProfile, component_stylesheet
-from ._negotiation import DELIVERY_FORMATS, Delivery
 from ._pool import RemoteError, RenderPool
 from ._rendered import MIME_TYPES, RENDER_FORMATS, Rendered, RenderFormat
 from ._textform import generic_text
@@ -233,27 +232,6 @@ class Renderer:
                 return cached
         self.stats.misses += 1
         return await self._shared(key, lambda: self._produce(key, definition, model, fmt, len(canonical)))
-
-    async def render_ui(self, ui: Any, delivery: Delivery) -> Rendered:
-        """Render a ``ui`` event (or ``tools.UiComponent``) as ``negotiate`` decided.
-
-        ``"image"`` gives PNG, ``"text"`` uses the event's ``fallback_text`` when it has one.
-
-        Raises:
-            UserError: ``delivery`` is ``"props"``: the client draws those itself.
-        """
-        fmt = DELIVERY_FORMATS.get(delivery)
-        if fmt is None:
-            raise UserError(f"Nothing to render for delivery {delivery!r}: send the props as they are.")
-        is_mapping = isinstance(ui, Mapping)
-        get = ui.get if is_mapping else lambda name, default=None: getattr(ui, name, default)
-        return await self.render(
-            str(get("component")),
-            get("props") or {},
-            fmt,
-            version=get("version"),
-            fallback_text=get("fallback_text"),
-        )
 
     def _canonical(self, definition: ComponentDef[Any], model: BaseModel) -> bytes:
         try:
