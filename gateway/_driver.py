@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -62,6 +62,7 @@ from .events import (
 from .models import (
     AssistantMessage,
     Model,
+    ModelChunk,
     ModelRequest,
     TextChunk,
     ToolCallRequest,
@@ -95,6 +96,16 @@ Preflight = PreflightReady | PreflightDenied | PreflightCompleted
 
 DELTA_FLUSH_SECONDS = 0.025
 """Text pieces arriving within this window are written together (fewer writes, same stream)."""
+
+
+@contextlib.asynccontextmanager
+async def _closing(stream: AsyncIterator[ModelChunk]) -> AsyncGenerator[AsyncIterator[ModelChunk], None]:
+    """``stream``, closed on the way out when it can be (an async generator's ``finally`` runs now)."""
+    try:
+        yield stream
+    finally:
+        if isinstance(stream, AsyncGenerator):
+            await stream.aclose()
 
 
 class _UserCancelled(AgoraError):
@@ -381,7 +392,7 @@ class RunDriver:
 
         async def consume() -> None:
             nonlocal usage, first_pending
-            async with contextlib.aclosing(self.model.stream(request)) as stream:
+            async with _closing(self.model.stream(request)) as stream:
                 async for chunk in stream:
                     match chunk:
                         case TextChunk(delta=delta) if delta:
