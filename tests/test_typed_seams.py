@@ -25,11 +25,7 @@ def mentions_any(hint: object) -> bool:
 
 
 def hooks_of(cls: type) -> list[Callable[..., object]]:
-    return [
-        member
-        for name, member in vars(cls).items()
-        if inspect.isfunction(member) and not name.startswith("_")
-    ]
+    return [member for name, member in vars(cls).items() if inspect.isfunction(member) and not name.startswith("_")]
 
 
 SEAMS: dict[str, list[Callable[..., object]]] = {
