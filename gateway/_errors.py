@@ -24,6 +24,8 @@ branches are drawn in ``tools/_errors.py`` and ``renderers/_errors.py``)::
     │   ├── RequestTimeoutError        408  the body did not arrive in time (also a ``TimeoutError``)
     │   ├── ModelError                 502  the model failed (after retries)
     │   ├── StoreUnavailableError      503  the store cannot be reached: the one store failure type
+    │   ├── PushSendError              502  a push provider refused a part or was unreachable
+    │   │   └── WhatsAppSendError      502  channels.whatsapp: Twilio refused or was unreachable
     │   ├── AgUiRequestError           400  channels.ag_ui: the body is not a usable RunAgentInput
     │   ├── InterruptError             409  channels.ag_ui: a resume that does not fit the interrupts
     │   └── RefusedCall                400  channels.a2a: a JSON-RPC call refused before its method

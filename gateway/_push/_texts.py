@@ -1,0 +1,124 @@
+"""The fixed sentences of the text channels, in English and Brazilian Portuguese, and typed decisions.
+
+Everything the gateway itself says on a text channel (button labels, instructions, refusals,
+errors) comes from a ``ChatTexts`` chosen per person. They are written in chat markup
+(``*bold*``, ``_italic_``), which WhatsApp and Telegram both read (each port escapes the rest).
+What the agent says (its replies, the tools' narration and confirmation titles) comes from the
+run and is not translated here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["CHAT_TEXTS", "ChatTexts", "parse_decision", "texts_for"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatTexts:
+    """One language's sentences. Fields with ``{placeholders}`` are filled with ``str.format``."""
+
+    language: str
+    """A BCP 47 tag (``en``, ``pt-BR``); also the Content API language of approval buttons."""
+    approve: str = "Approve"
+    """The approve button when the tool's confirmation verb is empty."""
+    reject: str = "Reject"
+    """The reject button."""
+    instruction: str = "Tap a button, or reply *yes* or *no*."
+    """Below an approval request."""
+    instruction_numbered: str = "Reply *yes {n}* or *no {n}*."
+    """Below an approval request when several wait."""
+    which_one: str = "Several approvals are waiting. Reply *yes 1*, *no 2*…\n{items}"
+    """A bare yes/no when several approvals wait; ``{items}`` lists them numbered."""
+    approved_elsewhere: str = "Approved ({via})."
+    rejected_elsewhere: str = "Rejected ({via})."
+    expired: str = "That approval has expired."
+    expired_named: str = "The approval “{title}” has expired."
+    already_decided: str = "That was already decided."
+    nothing_pending: str = "Nothing is waiting for your answer."
+    not_yours: str = "That button is not for you."
+    unknown_sender: str = "Sorry, you are not set up to talk to the assistant."
+    media_unsupported: str = "I can only read text messages for now."
+    too_long: str = "That message is too long: please keep it under {limit} characters."
+    rate_limited: str = "You are sending messages too fast: try again in {seconds} seconds."
+    busy: str = "I'm still working on your previous message: one moment, then try again."
+    failed: str = "Sorry, something went wrong. Please try again."
+    via_names: Mapping[str, str] | None = None
+    """How a decision's ``via`` reads (``web`` -> ``on the web``); unknown ones are shown as is."""
+
+    def via(self, via: str | None) -> str:
+        """``via`` as people read it."""
+        names = self.via_names or {}
+        return names.get(via or "", via or "?")
+
+
+EN = ChatTexts(language="en", via_names={"web": "on the web", "api": "through the API", "ag-ui": "in the app"})
+
+PT_BR = ChatTexts(
+    language="pt-BR",
+    approve="Aprovar",
+    reject="Recusar",
+    instruction="Toque num botão, ou responda *sim* ou *não*.",
+    instruction_numbered="Responda *sim {n}* ou *não {n}*.",
+    which_one="Há várias aprovações pendentes. Responda *sim 1*, *não 2*…\n{items}",
+    approved_elsewhere="Aprovado ({via}).",
+    rejected_elsewhere="Recusado ({via}).",
+    expired="Essa aprovação expirou.",
+    expired_named="A aprovação “{title}” expirou.",
+    already_decided="Isso já foi decidido.",
+    nothing_pending="Nada está aguardando a sua resposta.",
+    not_yours="Esse botão não é para você.",
+    unknown_sender="Desculpe, você não está habilitado para falar com o assistente.",
+    media_unsupported="Por enquanto só consigo ler mensagens de texto.",
+    too_long="Essa mensagem é longa demais: envie no máximo {limit} caracteres.",
+    rate_limited="Você está enviando mensagens rápido demais: tente de novo em {seconds} segundos.",
+    busy="Ainda estou trabalhando na sua mensagem anterior: um momento, depois tente de novo.",
+    failed="Desculpe, algo deu errado. Tente de novo.",
+    via_names={"web": "na web", "api": "pela API", "ag-ui": "no aplicativo"},
+)
+
+CHAT_TEXTS: Mapping[str, ChatTexts] = {"en": EN, "pt-BR": PT_BR}
+"""The built-in tables, by language tag."""
+
+
+def texts_for(language: str | None, table: Mapping[str, ChatTexts] = CHAT_TEXTS) -> ChatTexts:
+    """The table for ``language``: an exact tag, else the same primary language, else English.
+
+    ``pt``, ``pt-PT`` and ``pt_BR`` all get ``pt-BR`` from the built-in tables.
+    """
+    fallback = table.get("en") or next(iter(table.values()))
+    if not language:
+        return fallback
+    tag = language.replace("_", "-")
+    for key, texts in table.items():
+        if key.lower() == tag.lower():
+            return texts
+    primary = tag.split("-")[0].lower()
+    for key, texts in table.items():
+        if key.split("-")[0].lower() == primary:
+            return texts
+    return fallback
+
+
+_YES = ("yes", "y", "yep", "ok", "okay", "approve", "approved", "confirm", "sim", "s", "aprovar", "aprovo", "confirmar")
+_NO = ("no", "n", "nope", "reject", "deny", "cancel", "não", "nao", "recusar", "recuso", "cancelar")
+_DECISION = re.compile(
+    r"^\s*(?P<word>" + "|".join(sorted(map(re.escape, _YES + _NO), key=len, reverse=True)) + r")"
+    r"(?:\s*#?\s*(?P<n>\d{1,3}))?\s*[.!]*\s*$",
+    re.IGNORECASE,
+)
+
+
+def parse_decision(text: str) -> tuple[bool, int | None] | None:
+    """Read a typed decision: ``yes`` -> ``(True, None)``, ``não 2`` -> ``(False, 2)``; else ``None``.
+
+    Words of every built-in language are understood whatever the sender's language.
+    """
+    match = _DECISION.match(text)
+    if match is None:
+        return None
+    word = match.group("word").lower()
+    number = match.group("n")
+    return word in _YES, int(number) if number else None
