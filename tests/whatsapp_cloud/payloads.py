@@ -58,7 +58,8 @@ def text(body: str, *, number: str = ALICE, id: str | None = None) -> dict[str, 
 
 
 def button_reply(button_id: str, title: str, *, number: str = ALICE) -> dict[str, Any]:
-    return message("interactive", {"type": "button_reply", "button_reply": {"id": button_id, "title": title}}, number=number)
+    reply = {"type": "button_reply", "button_reply": {"id": button_id, "title": title}}
+    return message("interactive", reply, number=number)
 
 
 def quick_reply(payload: str, label: str, *, number: str = ALICE) -> dict[str, Any]:
