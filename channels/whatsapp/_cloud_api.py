@@ -15,7 +15,8 @@ request                                    what it is
 Every request carries ``Authorization: Bearer <access token>``; the token is never logged and
 never part of an error's text. Graph errors (``{error: {code, message, error_data: {details}}}``),
 HTTP statuses and the network are translated in one place (:func:`_graph_error`) to
-:class:`GraphSendError`, whose ``retryable`` says whether the same request may succeed later:
+:class:`gateway.PushSendError` (``provider_code``: Graph's code, as a string), whose
+``retryable`` says whether the same request may succeed later:
 
 - HTTP 429 and 5xx, an unreachable Graph, a timeout: retryable;
 - throttling codes (``4`` app call limit, ``80007`` account rate limit, ``130429`` throughput,
@@ -35,41 +36,13 @@ from typing import Any
 
 import aiohttp
 
-from gateway import GatewayError
+from gateway import PushSendError
 
-__all__ = ["RETRYABLE_GRAPH_CODES", "GraphClient", "GraphSendError", "message_payload"]
+__all__ = ["RETRYABLE_GRAPH_CODES", "GraphClient", "message_payload"]
 
 RETRYABLE_GRAPH_CODES = frozenset({2, 4, 80007, 130429, 131056})
 """Graph error codes worth a retry: service unavailable, app / account / throughput / pair limits."""
 _TIMEOUT = aiohttp.ClientTimeout(total=30, connect=10)
-
-
-class GraphSendError(GatewayError):
-    """The Graph API refused a request, or could not be reached.
-
-    Attributes:
-        retryable: Whether the same request may succeed later (429, 5xx, throttling, network).
-        retry_after: Seconds Graph asked us to wait (``Retry-After``), when it said.
-        graph_code: Graph's error code (``131047``...) as a string, when it gave one.
-        http_status: The HTTP status, ``None`` when Graph was not reached.
-    """
-
-    status, code = 502, "whatsapp_cloud_send_failed"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        retryable: bool,
-        retry_after: float | None = None,
-        graph_code: str | None = None,
-        http_status: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.retry_after = retry_after
-        self.graph_code = graph_code
-        self.http_status = http_status
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -80,7 +53,7 @@ def _retry_after(headers: Any) -> float | None:
         return None
 
 
-def _graph_error(status: int, body: bytes, headers: Any, what: str) -> GraphSendError:
+def _graph_error(status: int, body: bytes, headers: Any, what: str) -> PushSendError:
     """The error of a non-2xx answer: Graph's code and details, retryable or not."""
     code: int | None = None
     detail = ""
@@ -97,24 +70,24 @@ def _graph_error(status: int, body: bytes, headers: Any, what: str) -> GraphSend
         + (f", code {code}" if code is not None else "")
         + (f": {detail}" if detail else "")
     )
-    return GraphSendError(
+    return PushSendError(
         text[:500],
         retryable=retryable,
         retry_after=_retry_after(headers),
-        graph_code=str(code) if code is not None else None,
         http_status=status,
+        provider_code=str(code) if code is not None else None,
     )
 
 
 @contextlib.contextmanager
 def _network_errors(what: str) -> Iterator[None]:
-    """Translate an unreachable Graph or a timeout to a retryable ``GraphSendError``."""
+    """Translate an unreachable Graph or a timeout to a retryable ``PushSendError``."""
     try:
         yield
     except aiohttp.ClientError as exc:
-        raise GraphSendError(f"Graph {what}: unreachable ({type(exc).__name__})", retryable=True) from exc
+        raise PushSendError(f"Graph {what}: unreachable ({type(exc).__name__})", retryable=True) from exc
     except TimeoutError as exc:
-        raise GraphSendError(f"Graph {what}: timed out", retryable=True) from exc
+        raise PushSendError(f"Graph {what}: timed out", retryable=True) from exc
 
 
 @dataclass(kw_only=True)
@@ -164,7 +137,7 @@ class GraphClient:
         of that ``kind`` (``{"body": "..."}`` for text). Returns the message id (``wamid...``).
 
         Raises:
-            GraphSendError: Graph refused it or could not be reached (``retryable`` says more).
+            PushSendError: Graph refused it or could not be reached (``retryable`` says more).
         """
         return await self.post_message(message_payload(to, kind, content))
 
@@ -172,19 +145,19 @@ class GraphClient:
         """Post a complete ``/messages`` payload (as :func:`message_payload` builds); the ``wamid``.
 
         Raises:
-            GraphSendError: Graph refused it or could not be reached.
+            PushSendError: Graph refused it or could not be reached.
         """
         answer = await self._post("messages", "send", json=payload)
         try:
             return str(answer["messages"][0]["id"])
         except (KeyError, IndexError, TypeError):
-            raise GraphSendError("Graph send: the answer names no message id", retryable=False) from None
+            raise PushSendError("Graph send: the answer names no message id", retryable=False) from None
 
     async def upload_media(self, data: bytes, *, mime: str, filename: str) -> str:
         """Upload a file for this phone number; the media id to send it by.
 
         Raises:
-            GraphSendError: Graph refused it or could not be reached.
+            PushSendError: Graph refused it or could not be reached.
         """
         form = aiohttp.FormData()
         form.add_field("messaging_product", "whatsapp")
@@ -193,7 +166,7 @@ class GraphClient:
         answer = await self._post("media", "upload", data=form)
         media_id = answer.get("id")
         if not media_id:
-            raise GraphSendError("Graph upload: the answer names no media id", retryable=False)
+            raise PushSendError("Graph upload: the answer names no media id", retryable=False)
         return str(media_id)
 
     async def _post(self, edge: str, what: str, **body: Any) -> dict[str, Any]:
@@ -205,9 +178,9 @@ class GraphClient:
         try:
             answer = json.loads(raw)
         except ValueError:
-            raise GraphSendError(f"Graph {what}: the answer is not JSON", retryable=False) from None
+            raise PushSendError(f"Graph {what}: the answer is not JSON", retryable=False) from None
         if not isinstance(answer, dict):
-            raise GraphSendError(f"Graph {what}: the answer is not an object", retryable=False)
+            raise PushSendError(f"Graph {what}: the answer is not an object", retryable=False)
         return answer
 
 

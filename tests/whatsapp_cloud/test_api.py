@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from channels.whatsapp._cloud_api import GraphClient, GraphSendError
+from channels.whatsapp._cloud_api import GraphClient
+from gateway import PushSendError
 
 from .graph import DROP, MEDIA_PATH, MESSAGES_PATH, PNID, TOKEN, VERSION, Graph
 
@@ -66,23 +67,23 @@ async def test_errors_mapped(
     graph: Graph, client: GraphClient, answer: int | tuple[int, dict[str, object]], retryable: bool, code: str
 ) -> None:
     graph.script.append(answer)
-    with pytest.raises(GraphSendError) as caught:
+    with pytest.raises(PushSendError) as caught:
         await client.send_message("+15551230001", "text", {"body": "x"})
     assert caught.value.retryable is retryable
-    assert caught.value.graph_code == code
+    assert caught.value.provider_code == code
     assert TOKEN not in str(caught.value)
 
 
 async def test_unreachable_is_retryable(graph: Graph, client: GraphClient) -> None:
     graph.script.append(DROP)
-    with pytest.raises(GraphSendError) as caught:
+    with pytest.raises(PushSendError) as caught:
         await client.send_message("+15551230001", "text", {"body": "x"})
     assert caught.value.retryable and caught.value.http_status is None
 
 
 async def test_upload_error_mapped(graph: Graph, client: GraphClient) -> None:
     graph.script.append(503)
-    with pytest.raises(GraphSendError) as caught:
+    with pytest.raises(PushSendError) as caught:
         await client.upload_media(b"%PDF", mime="application/pdf", filename="invoice.pdf")
     assert caught.value.retryable and caught.value.http_status == 503
 
@@ -91,7 +92,7 @@ async def test_token_never_logged(graph: Graph, client: GraphClient, caplog: pyt
     caplog.set_level(logging.DEBUG)
     graph.script.extend([429, DROP])
     for _ in range(2):
-        with pytest.raises(GraphSendError):
+        with pytest.raises(PushSendError):
             await client.send_message("+15551230001", "text", {"body": "x"})
     await client.send_message("+15551230001", "text", {"body": "x"})
     assert TOKEN not in caplog.text
