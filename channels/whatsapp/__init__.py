@@ -1,4 +1,4 @@
-"""The WhatsApp channel, through Twilio: conversations, approval buttons, images and PDFs.
+"""The WhatsApp channel, through Twilio or Meta's Cloud API: conversations, approval buttons, images and PDFs.
 
 ``setup(app)`` mounts ``POST /channels/whatsapp`` (Twilio's inbound webhook) and
 ``POST /channels/whatsapp/status`` (status callbacks) on a gateway app. See ``docs/whatsapp.md``.
@@ -6,6 +6,12 @@
 
 from ._approvals import BUTTON_PREFIX, MAX_BUTTON_TITLE, ApprovalButtons, button_title
 from ._channel import WHATSAPP, WhatsAppChannel, WhatsAppOptions, setup
+from ._cloud import CLOUD_PATH, WHATSAPP_CLOUD, WhatsAppCloudChannel
+from ._cloud_api import GraphClient
+from ._cloud_options import WhatsAppCloudOptions
+from ._cloud_parts import CloudPart
+from ._cloud_port import WHATSAPP_CLOUD_CAPABILITIES, CloudPort
+from ._cloud_status import CloudStatuses
 from ._identity import (
     SenderResolver,
     SettingsSenderResolver,
@@ -23,9 +29,11 @@ from ._state import ChannelState, Conversation, Cursor
 from ._status import RETRYABLE_STATUS_CODES, StatusCallbacks
 from ._texts import TEXTS, WhatsAppTexts, parse_decision, texts_for
 from ._webhook import EMPTY_TWIML, WebhookVerifier
+from ._window import CustomerWindow
 
 __all__ = [
     "BUTTON_PREFIX",
+    "CLOUD_PATH",
     "EMPTY_TWIML",
     "MAX_BODY",
     "MAX_BUTTON_TITLE",
@@ -33,11 +41,18 @@ __all__ = [
     "TEXTS",
     "WHATSAPP",
     "WHATSAPP_CAPABILITIES",
+    "WHATSAPP_CLOUD",
+    "WHATSAPP_CLOUD_CAPABILITIES",
     "ApprovalButtons",
     "ChannelState",
+    "CloudPart",
+    "CloudPort",
+    "CloudStatuses",
     "Conversation",
     "Cursor",
+    "CustomerWindow",
     "DeliveryOptions",
+    "GraphClient",
     "InboundOptions",
     "JsonAsyncTwilioHttpClient",
     "OutboundMessage",
@@ -49,6 +64,8 @@ __all__ = [
     "TwilioSender",
     "WebhookVerifier",
     "WhatsAppChannel",
+    "WhatsAppCloudChannel",
+    "WhatsAppCloudOptions",
     "WhatsAppDelivery",
     "WhatsAppOptions",
     "WhatsAppSendError",
