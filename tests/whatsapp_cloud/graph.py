@@ -103,8 +103,8 @@ class Graph:
             self.changed.notify_all()
         if answer == DROP:
             assert request.transport is not None
-            request.transport.close()
-            raise ConnectionResetError("graph dropped the connection")
+            request.transport.close()  # the client sees the server disconnect: an unreachable Graph
+            return web.Response(status=204)
         status, body = answer if isinstance(answer, tuple) else (int(answer), None)
         if body is None:
             if status >= 400:
