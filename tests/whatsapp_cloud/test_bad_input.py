@@ -164,3 +164,18 @@ async def test_not_configured_is_503(make_cloud: MakeCloud) -> None:
     response = await cloud.post(p.text("hi"))
     assert response.status == 503 and (await response.json())["code"] == "whatsapp_cloud_not_configured"
     assert "AGORA_WHATSAPP_CLOUD_APP_SECRET" in (await response.json())["message"]
+
+
+async def test_unknown_senders_are_refused_politely_once(make_cloud: MakeCloud) -> None:
+    cloud = await make_cloud(text_runtime("Hello Alice."), allow_unknown=False, roles={f"+{p.ALICE}": ["admin"]})
+    for _ in range(2):
+        await cloud.say("olá", number=p.BRUNA)
+    await cloud.say("hi")
+    await cloud.graph.wait_for(lambda g: "Hello Alice." in g.texts())
+    await cloud.settle()
+    to_bruna = [r.json["text"]["body"] for r in cloud.graph.messages() if r.json and r.json["to"] == p.BRUNA]
+    assert len(to_bruna) == 1 and "assistente" in to_bruna[0]
+    runtime = cloud.channel.services.runtime
+    assert await runtime.thread_runs(thread_of(p.BRUNA)) == []
+    (run,) = await runtime.thread_runs(THREAD)
+    assert run.actor.roles == ["admin"]
