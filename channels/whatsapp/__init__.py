@@ -2,6 +2,8 @@
 
 ``setup(app)`` mounts ``POST /channels/whatsapp`` (Twilio's inbound webhook) and
 ``POST /channels/whatsapp/status`` (status callbacks) on a gateway app. See ``docs/whatsapp.md``.
+``WhatsAppCloudChannel`` mounts ``GET|POST /channels/whatsapp/cloud`` (Meta's Cloud API); see
+``docs/whatsapp-cloud.md``.
 """
 
 from ._approvals import BUTTON_PREFIX, MAX_BUTTON_TITLE, ApprovalButtons, button_title

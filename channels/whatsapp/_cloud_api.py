@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -98,12 +98,12 @@ class GraphClient:
     without one, :meth:`open` makes one and :meth:`aclose` closes it.
     """
 
-    access_token: str
+    access_token: str = field(repr=False)
     phone_number_id: str
     api_version: str = "v26.0"
     graph_base: str = "https://graph.facebook.com"
-    session: aiohttp.ClientSession | None = None
-    _own_session: bool = False
+    session: aiohttp.ClientSession | None = field(default=None, repr=False)
+    _own_session: bool = field(default=False, repr=False)
 
     def url(self, edge: str) -> str:
         """``{graph_base}/{version}/{phone-number-id}/{edge}``."""

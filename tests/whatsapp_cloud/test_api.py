@@ -95,4 +95,4 @@ async def test_token_never_logged(graph: Graph, client: GraphClient, caplog: pyt
         with pytest.raises(PushSendError):
             await client.send_message("+15551230001", "text", {"body": "x"})
     await client.send_message("+15551230001", "text", {"body": "x"})
-    assert TOKEN not in caplog.text
+    assert TOKEN not in caplog.text and TOKEN not in repr(client)
