@@ -1,10 +1,13 @@
 """The WhatsApp channel, through Twilio or Meta's Cloud API: conversations, approval buttons, images and PDFs.
 
-``setup(app)`` mounts ``POST /channels/whatsapp`` (Twilio's inbound webhook) and
-``POST /channels/whatsapp/status`` (status callbacks) on a gateway app. See ``docs/whatsapp.md``.
-``WhatsAppCloudChannel`` mounts ``GET|POST /channels/whatsapp/cloud`` (Meta's Cloud API); see
-``docs/whatsapp-cloud.md``.
+``WhatsAppChannel(TwilioOptions(...))`` mounts ``POST /channels/whatsapp`` (Twilio's inbound
+webhook) and ``POST /channels/whatsapp/status`` (status callbacks); ``create_app`` adds it when
+``AGORA_TWILIO_*`` is set. ``WhatsAppCloudChannel(WhatsAppCloudOptions(...))`` mounts
+``GET|POST /channels/whatsapp/cloud`` (Meta's Cloud API). Delivery, approvals and texts are the
+shared kit's (``gateway``). See ``docs/whatsapp.md`` and ``docs/whatsapp-cloud.md``.
 """
+
+from gateway import RetryPolicy
 
 from ._approvals import BUTTON_PREFIX, MAX_BUTTON_TITLE, ApprovalButtons, button_title
 from ._channel import WHATSAPP, WhatsAppChannel, WhatsAppOptions, setup
@@ -12,7 +15,7 @@ from ._cloud import CLOUD_PATH, WHATSAPP_CLOUD, WhatsAppCloudChannel
 from ._cloud_api import GraphClient
 from ._cloud_options import WhatsAppCloudOptions
 from ._cloud_parts import CloudPart
-from ._cloud_port import WHATSAPP_CLOUD_CAPABILITIES, CloudPort
+from ._cloud_port import CloudPort
 from ._cloud_status import CloudStatuses
 from ._identity import (
     SenderResolver,
@@ -23,15 +26,15 @@ from ._identity import (
     language_for,
     thread_per_sender,
 )
-from ._inbound import InboundOptions
+from ._inbound import InboundOptions, WhatsAppInbound
 from ._markdown import MAX_BODY, split_message, to_whatsapp
-from ._outbound import WHATSAPP_CAPABILITIES, DeliveryOptions, WhatsAppDelivery
-from ._sender import JsonAsyncTwilioHttpClient, OutboundMessage, RetryPolicy, TwilioSender, WhatsAppSendError
+from ._options import TwilioOptions, WhatsAppSenderOptions
+from ._outbound import WHATSAPP_CAPABILITIES, DeliveryOptions, WhatsAppDelivery, WhatsAppPort
+from ._sender import JsonAsyncTwilioHttpClient, OutboundMessage, TwilioSender, WhatsAppSendError
 from ._state import ChannelState, Conversation, Cursor
 from ._status import RETRYABLE_STATUS_CODES, StatusCallbacks
 from ._texts import TEXTS, WhatsAppTexts, parse_decision, texts_for
 from ._webhook import EMPTY_TWIML, WebhookVerifier
-from ._window import CustomerWindow
 
 __all__ = [
     "BUTTON_PREFIX",
@@ -44,7 +47,6 @@ __all__ = [
     "WHATSAPP",
     "WHATSAPP_CAPABILITIES",
     "WHATSAPP_CLOUD",
-    "WHATSAPP_CLOUD_CAPABILITIES",
     "ApprovalButtons",
     "ChannelState",
     "CloudPart",
@@ -52,7 +54,6 @@ __all__ = [
     "CloudStatuses",
     "Conversation",
     "Cursor",
-    "CustomerWindow",
     "DeliveryOptions",
     "GraphClient",
     "InboundOptions",
@@ -63,15 +64,19 @@ __all__ = [
     "SettingsSenderResolver",
     "StatusCallbacks",
     "ThreadNamer",
+    "TwilioOptions",
     "TwilioSender",
     "WebhookVerifier",
     "WhatsAppChannel",
     "WhatsAppCloudChannel",
     "WhatsAppCloudOptions",
     "WhatsAppDelivery",
+    "WhatsAppInbound",
     "WhatsAppOptions",
+    "WhatsAppPort",
     "WhatsAppSendError",
     "WhatsAppSender",
+    "WhatsAppSenderOptions",
     "WhatsAppTexts",
     "button_title",
     "keyed_thread_namer",

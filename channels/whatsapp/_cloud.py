@@ -15,8 +15,9 @@ must be JSON (400). Its messages are claimed once each by their ``wamid`` in the
 replay, on any process, is ignored), the answer is 200 at once, and each message is handled in
 a task the delivery owns: the sender becomes a ``WhatsAppSender`` and an actor (the same
 identity and thread as on Twilio: ``SenderResolver``, ``keyed_thread_namer``), their 24 h
-window opens, and the kit's ``ChatInbound`` redeems a tapped button or starts the turn. Statuses
-go to ``CloudStatuses``. Delivery is the kit's ``PushDelivery`` through ``CloudPort``.
+window opens (the sender record of WhatsApp's ``ChannelState``, as on Twilio), and the kit's
+``ChatInbound`` redeems a tapped button or starts the turn. Statuses go to ``CloudStatuses``.
+Delivery is the kit's ``PushDelivery`` through ``CloudPort``.
 """
 
 from __future__ import annotations
@@ -36,18 +37,15 @@ from gateway import (
     InboundMessage,
     InboundOptions,
     PushDelivery,
-    PushOptions,
     PushTarget,
     RetryPolicy,
-    RuntimeObserver,
     one_line,
 )
-from gateway.events import RunEvent
 
 from ._cloud_api import GraphClient
 from ._cloud_options import WhatsAppCloudOptions
 from ._cloud_parts import CloudPart
-from ._cloud_port import CLOUD, WHATSAPP_CLOUD_CAPABILITIES, CloudPort
+from ._cloud_port import CLOUD, CloudPort
 from ._cloud_status import CloudStatuses
 from ._cloud_webhook import (
     MAX_NOTIFICATION,
@@ -65,7 +63,9 @@ from ._identity import (
     keyed_thread_namer,
     language_for,
 )
-from ._window import CustomerWindow
+from ._options import WhatsAppSenderOptions
+from ._outbound import WHATSAPP_CAPABILITIES, DeliveryOptions
+from ._state import ChannelState
 
 __all__ = [
     "CLOUD_PATH",
@@ -78,8 +78,6 @@ __all__ = [
 logger = logging.getLogger("channels.whatsapp.cloud")
 
 CLOUD_PATH = "/channels/whatsapp/cloud"
-_SEEN = 7 * 24 * 3600.0
-"""How long a message id is remembered: Meta redelivers an unanswered notification for up to 7 days."""
 
 
 class CloudNotConfiguredError(GatewayError):
@@ -98,52 +96,39 @@ class _NotJsonError(GatewayError):
     status, code = 400, "invalid_json"
 
 
-class _Writes(RuntimeObserver):
-    """Hands the runtime's writes to the delivery.
-
-    The runtime calls every hook of ``RuntimeObserver`` on its observers, and ``PushDelivery``
-    has only ``events_written``: registered through this adapter, it hears the writes alone.
-    """
-
-    def __init__(self, delivery: PushDelivery[CloudPart]) -> None:
-        self.delivery = delivery
-
-    def events_written(self, thread_id: str, events: list[RunEvent]) -> None:
-        self.delivery.events_written(thread_id, events)
-
-
 class WhatsAppCloudChannel(Channel):
     """WhatsApp through the Cloud API on one gateway app: notifications in, deliveries out, approvals.
 
     Args:
         options: The settings (``WhatsAppCloudOptions()`` reads ``AGORA_WHATSAPP_CLOUD_*``).
+        senders: Who the senders are (``WhatsAppSenderOptions()`` reads ``AGORA_WHATSAPP_*``).
         session: An HTTP session for the Graph API (one is made when omitted).
-        resolver: Maps a sender to an actor (roles from ``options`` by default).
+        resolver: Maps a sender to an actor (roles from ``senders`` by default).
         thread_for: Names a sender's thread (``keyed_thread_namer`` of the gateway's secret).
-        push: Delivery timing (the kit's defaults).
+        delivery: Delivery timing, the 24 h window and status resends (WhatsApp's defaults).
         inbound: Limits of inbound messages.
         texts: Sentences by language (the kit's ``CHAT_TEXTS``).
         retry: Retries of one Graph request within a delivery round.
-        max_status_resends: Resends of a message whose status failed with a retryable code.
     """
 
     name = CLOUD
-    capabilities = WHATSAPP_CLOUD_CAPABILITIES
+    capabilities = WHATSAPP_CAPABILITIES
 
     def __init__(
         self,
         options: WhatsAppCloudOptions | None = None,
         *,
+        senders: WhatsAppSenderOptions | None = None,
         session: aiohttp.ClientSession | None = None,
         resolver: SenderResolver | None = None,
         thread_for: ThreadNamer | None = None,
-        push: PushOptions | None = None,
+        delivery: DeliveryOptions | None = None,
         inbound: InboundOptions | None = None,
         texts: dict[str, ChatTexts] | None = None,
         retry: RetryPolicy | None = None,
-        max_status_resends: int = 2,
     ) -> None:
-        self.options = options or WhatsAppCloudOptions()
+        self.options = options if options is not None else WhatsAppCloudOptions()
+        self.senders = senders if senders is not None else WhatsAppSenderOptions()
         self.disabled_reason = self.options.disabled_reason
         token = self.options.access_token.get_secret_value() if self.options.access_token else ""
         self.client = GraphClient(
@@ -153,25 +138,31 @@ class WhatsAppCloudChannel(Channel):
             graph_base=self.options.graph_base,
             session=session,
         )
-        self.resolver: SenderResolver = resolver or SettingsSenderResolver(
-            roles=self.options.roles, default_roles=self.options.default_roles, allow_unknown=self.options.allow_unknown
-        )
+        self.resolver: SenderResolver = resolver or SettingsSenderResolver.from_options(self.senders)
         self._thread_for = thread_for
-        self._push, self._inbound, self._texts, self._retry = push, inbound, texts, retry
-        self.max_status_resends = max_status_resends
+        self.delivery_options = delivery or DeliveryOptions()
+        self._inbound, self._texts, self._retry = inbound, texts, retry
 
     def setup(self, app: web.Application, services: ChannelServices) -> None:
         """Mount ``GET|POST /channels/whatsapp/cloud`` and the channel's start and stop."""
         self.services = services
         self.thread_for = self._thread_for or keyed_thread_namer(services.secret)
-        self.window = CustomerWindow(services.state(self.options.key_prefix))
-        self.port = CloudPort(client=self.client, options=self.options, window=self.window, retry=self._retry)
-        self.delivery: PushDelivery[CloudPart] = PushDelivery(
-            services, self.port, prefix=self.options.key_prefix, options=self._push, texts=self._texts
+        prefix = self.options.key_prefix
+        self.state = ChannelState(services.state(prefix).store, prefix)
+        self.port = CloudPort(
+            client=self.client,
+            options=self.options,
+            state=self.state,
+            window=self.delivery_options.window,
+            retry=self._retry,
         )
-        self._writes = _Writes(self.delivery)
+        self.delivery: PushDelivery[CloudPart] = PushDelivery(
+            services, self.port, prefix=prefix, options=self.delivery_options, texts=self._texts, state=self.state
+        )
         self.inbound = ChatInbound(services, self.delivery, via=CLOUD, options=self._inbound)
-        self.statuses = CloudStatuses(delivery=self.delivery, max_resends=self.max_status_resends)
+        self.statuses = CloudStatuses(
+            state=self.state, delivery=self.delivery, max_resends=self.delivery_options.max_status_resends
+        )
         app.router.add_get(CLOUD_PATH, self.verify_handler)
         app.router.add_post(CLOUD_PATH, self.notification_handler)
         app[WHATSAPP_CLOUD] = self
@@ -183,12 +174,11 @@ class WhatsAppCloudChannel(Channel):
             logger.info("WhatsApp Cloud API channel off: %s", self.disabled_reason)
             return
         await self.client.open()
-        self.services.observe(self._writes)
+        self.delivery.start()
         logger.info("WhatsApp Cloud API channel on for phone number id %s", self.options.phone_number_id)
 
     async def aclose(self) -> None:
         """Stop delivering and close the Graph session this channel made."""
-        self.services.unobserve(self._writes)
         await self.delivery.aclose()
         await self.client.aclose()
 
@@ -220,9 +210,8 @@ class WhatsAppCloudChannel(Channel):
             raise _NotJsonError(f"The notification is not JSON: {exc}") from None
         for reason in found.ignored:
             logger.info("WhatsApp Cloud notification: ignored %s", reason)
-        state = self.delivery.state
         for message in found.messages:
-            if not await state.claim(state.key("msg", message.id), ttl=_SEEN):
+            if not await self.state.claim_message(message.id):
                 logger.info("WhatsApp Cloud message %s was already received: ignored", one_line(message.id, 80))
                 continue
             self.delivery.spawn(self.handle(message), name=f"agora-wac-inbound-{message.id[-12:]}")
@@ -239,15 +228,17 @@ class WhatsAppCloudChannel(Channel):
         except ValueError:
             logger.info("WhatsApp Cloud message %s from %r: not a number; ignored", message.id, one_line(message.wa_id))
             return
-        await self.window.opened(sender.address)  # any message opens the 24 h window, Meta's rule
         actor = await self.resolver.resolve(sender)
-        language = language_for(sender, self.options.languages)
+        language = language_for(sender, self.senders.languages)
+        thread_id = self.thread_for(actor, sender) if actor is not None else None
+        # Any message opens the 24 h window (Meta's rule), a refused sender's too.
+        await self.state.touch_sender(sender.e164, address=sender.address, language=language, thread_id=thread_id)
         extra = {"e164": sender.e164, "wa_id": message.wa_id}
-        if actor is None:
+        if actor is None or thread_id is None:
             await self.inbound.refuse(PushTarget(thread_id="", address=sender.address, actor_id="", language=language))
             return
         target = PushTarget(
-            thread_id=self.thread_for(actor, sender),
+            thread_id=thread_id,
             address=sender.address,
             actor_id=actor.id,
             language=language,

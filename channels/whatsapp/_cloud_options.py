@@ -2,30 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
-
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["WhatsAppCloudOptions"]
-
-
-def _split(value: Any) -> Any:
-    if isinstance(value, str):
-        return [item.strip() for item in value.split(",") if item.strip()]
-    return value
-
-
-def _pairs(value: Any) -> Any:
-    """``"+1555=admin|ops,+1666=member"`` -> ``{"+1555": ["admin", "ops"], ...}``."""
-    if isinstance(value, str):
-        out: dict[str, Any] = {}
-        for item in value.split(","):
-            if "=" in item:
-                key, _, rest = item.partition("=")
-                out[key.strip()] = [r.strip() for r in rest.split("|") if r.strip()]
-        return out
-    return value
 
 
 class WhatsAppCloudOptions(BaseSettings):
@@ -33,7 +13,8 @@ class WhatsAppCloudOptions(BaseSettings):
 
     Each field may be passed as an argument or set as ``AGORA_WHATSAPP_CLOUD_<FIELD>``. The
     channel is on when ``access_token``, ``app_secret``, ``verify_token`` and
-    ``phone_number_id`` are all set.
+    ``phone_number_id`` are all set. Who the senders are (roles, languages) is
+    ``WhatsAppSenderOptions`` (``AGORA_WHATSAPP_*``), shared with the Twilio provider.
     """
 
     model_config = SettingsConfigDict(env_prefix="AGORA_WHATSAPP_CLOUD_", env_file=".env", extra="ignore")
@@ -56,18 +37,13 @@ class WhatsAppCloudOptions(BaseSettings):
     approval_template_language: str | None = None
     """The template's language code (``en_US``, ``pt_BR``); by default the sender's language
     with ``_`` (``pt-BR`` -> ``pt_BR``)."""
-    roles: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
-    """Roles by sender (``+15551234567=admin|ops,...``); others get ``default_roles``."""
-    default_roles: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["member"])
-    allow_unknown: bool = True
-    """Serve senders missing from ``roles``; False refuses them politely."""
-    languages: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
-    """Language by sender (``+5511...=pt-BR``)."""
     key_prefix: str = Field(default="wac", pattern=r"^[a-z][a-z0-9-]{0,15}$")
     """Prefix of the channel's keys in the store's channel state."""
 
-    _split_lists = field_validator("default_roles", mode="before")(_split)
-    _split_maps = field_validator("roles", "languages", mode="before")(_pairs)
+    @property
+    def configured(self) -> bool:
+        """Whether any Cloud API credential is set (the composition root mounts the channel then)."""
+        return bool(self.access_token or self.app_secret or self.verify_token or self.phone_number_id)
 
     @property
     def disabled_reason(self) -> str | None:

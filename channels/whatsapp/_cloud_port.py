@@ -11,6 +11,7 @@ outside the window are recorded ``outside_window``, not sent.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from gateway import (
@@ -25,41 +26,48 @@ from gateway import (
     to_whatsapp,
 )
 from gateway.events import ApprovalRequestedEvent, RunEvent
-from tools import UiCapabilities
 
 from ._cloud_api import GraphClient
 from ._cloud_options import WhatsAppCloudOptions
 from ._cloud_parts import MAX_TEXT, Button, CloudPart, approval_buttons, approval_template, media_part, text_part
-from ._window import CustomerWindow
+from ._outbound import WHATSAPP_CAPABILITIES
+from ._state import ChannelState
 
-__all__ = ["CLOUD", "WHATSAPP_CLOUD_CAPABILITIES", "CloudPort"]
+__all__ = ["CLOUD", "CloudPort"]
 
 logger = logging.getLogger("channels.whatsapp.cloud")
 
 CLOUD = "whatsapp-cloud"
 """The channel's name: how its decisions read (``via``) and its turns' ``channel``."""
-WHATSAPP_CLOUD_CAPABILITIES = UiCapabilities(formats=["image", "pdf", "text"])
 
 
 class CloudPort(PushPort[CloudPart]):
     """The Cloud API's parts of delivery."""
 
     via = CLOUD
-    capabilities = WHATSAPP_CLOUD_CAPABILITIES
+    capabilities = WHATSAPP_CAPABILITIES
 
     def __init__(
         self,
         *,
         client: GraphClient,
         options: WhatsAppCloudOptions,
-        window: CustomerWindow,
+        state: ChannelState,
+        window: float,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.client = client
         self.options = options
+        self.state = state
         self.window = window
+        """The customer-service window (seconds after the sender's last message, as on Twilio)."""
         self.retry = retry or RetryPolicy()
         """Retries of one Graph request within a delivery round (429, 5xx, throttling, network)."""
+
+    async def in_window(self, target: PushTarget) -> bool:
+        """Whether the sender wrote within the 24 h customer-service window (WhatsApp's sender record)."""
+        last = await self.state.last_inbound(target.extra.get("e164", ""))
+        return last is not None and time.time() - last <= self.window
 
     def text_parts(self, target: PushTarget, markdown: str) -> list[CloudPart]:
         """The Markdown as WhatsApp text, one message per 4096 characters."""
@@ -67,7 +75,7 @@ class CloudPort(PushPort[CloudPart]):
 
     async def media_parts(self, target: PushTarget, delivered: DeliveredUi) -> list[CloudPart]:
         """One image or document per stored page; the component's text captions the first."""
-        caption = delivered.text
+        caption = to_whatsapp(delivered.text) if delivered.text else None
         return [
             media_part(token=ref.token, mime=ref.mime, filename=ref.filename, caption=caption if index == 0 else None)
             for index, ref in enumerate(delivered.media)
@@ -81,7 +89,7 @@ class CloudPort(PushPort[CloudPart]):
         confirmation = event.confirmation
         title = f"({number}) {confirmation.title}" if number else confirmation.title
         template = self._template(target, title, tokens)
-        if not await self.window.is_open(target.address):
+        if not await self.in_window(target):
             if template is None:
                 return [Undeliverable("outside_window_no_template")]
             logger.warning(
@@ -109,7 +117,7 @@ class CloudPort(PushPort[CloudPart]):
 
     async def closed(self, target: PushTarget, event: RunEvent) -> str | None:
         """``outside_window`` when the person last wrote more than 24 h ago."""
-        return None if await self.window.is_open(target.address) else "outside_window"
+        return None if await self.in_window(target) else "outside_window"
 
     async def send(self, target: PushTarget, part: CloudPart) -> str | None:
         """Upload the part's media (if any), then post the message; its ``wamid``.

@@ -17,11 +17,12 @@ import logging
 import time
 from typing import Any
 
-from gateway import PushDelivery, PushSendError, PushState
+from gateway import PushDelivery, PushSendError
 
 from ._cloud_api import RETRYABLE_GRAPH_CODES
 from ._cloud_parts import CloudPart
 from ._cloud_webhook import CloudStatus
+from ._state import ChannelState
 
 __all__ = ["REENGAGEMENT", "RETRYABLE_STATUS_CODES", "CloudStatuses"]
 
@@ -32,26 +33,21 @@ REENGAGEMENT = "131047"
 RETRYABLE_STATUS_CODES = frozenset({*(str(code) for code in RETRYABLE_GRAPH_CODES), "131000", "133004"})
 """Codes worth a resend: the throttling ones, ``131000`` (something went wrong), ``133004``
 (server temporarily unavailable)."""
-_KEEP = 3 * 24 * 3600.0
 
 
 class CloudStatuses:
     """Records status notifications and resends what may succeed again."""
 
-    def __init__(self, *, delivery: PushDelivery[CloudPart], max_resends: int = 2) -> None:
+    def __init__(self, *, state: ChannelState, delivery: PushDelivery[CloudPart], max_resends: int = 2) -> None:
+        self.state = state
         self.delivery = delivery
         self.max_resends = max_resends
-
-    @property
-    def state(self) -> PushState:
-        return self.delivery.state
 
     async def on_status(self, status: CloudStatus) -> None:
         """Record one status; resend (in a task the delivery owns) what may work now."""
         record = {"status": status.status, "codes": list(status.codes), "error": status.error, "at": time.time()}
-        if not await self.state.claim(self.state.key("status", status.id, status.status), ttl=_KEEP, value=record):
+        if not await self.state.record_status(status.id, record):
             return  # Meta repeats notifications: act on each status once
-        await self.state.set(self.state.key("status-last", status.id), record, ttl=_KEEP)
         if status.status != "failed":
             return
         sent = await self.state.sent(status.id)

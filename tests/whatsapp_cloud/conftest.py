@@ -13,8 +13,16 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from channels.whatsapp import WhatsAppCloudChannel, WhatsAppCloudOptions, WhatsAppSender, keyed_thread_namer
-from gateway import SERVICES, InboundOptions, PushOptions, RetryPolicy, Runtime, Settings, create_app
+from channels.web import WebChannel
+from channels.whatsapp import (
+    DeliveryOptions,
+    WhatsAppCloudChannel,
+    WhatsAppCloudOptions,
+    WhatsAppSender,
+    WhatsAppSenderOptions,
+    keyed_thread_namer,
+)
+from gateway import InboundOptions, RetryPolicy, Runtime, Settings, create_app
 from tools import Actor, UiCapabilities
 
 from . import payloads as p
@@ -35,7 +43,9 @@ async def graph() -> AsyncIterator[Graph]:
 SECRET = "test-secret-for-the-cloud-api-tests"
 PATH = "/channels/whatsapp/cloud"
 
-FAST = PushOptions(slow_after=0.05, lock_retry=0.01, redeliver_after=0.02, max_rounds=3, capabilities=UiCapabilities())
+FAST = DeliveryOptions(
+    slow_after=0.05, lock_retry=0.01, redeliver_after=0.02, max_rounds=3, capabilities=UiCapabilities()
+)
 """Short delays; components as text (rendering PNGs spawns render workers: only where tested)."""
 QUICK_RETRY = RetryPolicy(attempts=1)
 """One request per round: each failed request shows as one delivery round."""
@@ -104,15 +114,23 @@ async def make_cloud(aiohttp_client: Any, graph: Graph) -> AsyncIterator[MakeClo
     runtimes: list[Runtime] = []
 
     async def make(
-        runtime: Runtime | None = None, *, push: PushOptions = FAST, retry: RetryPolicy = QUICK_RETRY, **overrides: Any
+        runtime: Runtime | None = None,
+        *,
+        delivery: DeliveryOptions = FAST,
+        retry: RetryPolicy = QUICK_RETRY,
+        senders: WhatsAppSenderOptions | None = None,
+        **overrides: Any,
     ) -> Cloud:
         if runtime is not None:
             runtimes.append(runtime)
         channel = WhatsAppCloudChannel(
-            options(graph, **overrides), push=push, retry=retry, inbound=InboundOptions(busy_wait=5.0)
+            options(graph, **overrides),
+            senders=senders or WhatsAppSenderOptions(_env_file=None),  # type: ignore[call-arg]
+            delivery=delivery,
+            retry=retry,
+            inbound=InboundOptions(busy_wait=5.0),
         )
-        app = create_app(settings(), runtime=runtime)
-        channel.setup(app, app[SERVICES])  # create_app(channels=[...]) once the composition root takes them
+        app = create_app(settings(), runtime=runtime, channels=[WebChannel(), channel])
         client: TestClient[web.Request, web.Application] = await aiohttp_client(app)
         return Cloud(client=client, graph=graph, channel=channel)
 

@@ -7,6 +7,8 @@ import logging
 
 import pytest
 
+from channels.whatsapp import WhatsAppSenderOptions
+
 from . import payloads as p
 from .conftest import PATH, Cloud, MakeCloud, thread_of
 from .tools_ import refund_runtime, text_runtime
@@ -167,7 +169,8 @@ async def test_not_configured_is_503(make_cloud: MakeCloud) -> None:
 
 
 async def test_unknown_senders_are_refused_politely_once(make_cloud: MakeCloud) -> None:
-    cloud = await make_cloud(text_runtime("Hello Alice."), allow_unknown=False, roles={f"+{p.ALICE}": ["admin"]})
+    senders = WhatsAppSenderOptions(_env_file=None, allow_unknown=False, roles={f"+{p.ALICE}": ["admin"]})  # type: ignore[call-arg]
+    cloud = await make_cloud(text_runtime("Hello Alice."), senders=senders)
     for _ in range(2):
         await cloud.say("olá", number=p.BRUNA)
     await cloud.say("hi")

@@ -7,16 +7,17 @@ import time
 
 from PIL import Image
 
-from gateway import PushOptions, Undeliverable
+from channels.whatsapp import DeliveryOptions
+from gateway import Undeliverable
 from tools import Actor, UiCapabilities
 
 from . import payloads as p
-from .conftest import MakeCloud, thread_of
+from .conftest import Cloud, MakeCloud, thread_of
 from .graph import DROP, MEDIA_PATH, MESSAGES_PATH, TOKEN
 from .tools_ import refund_runtime, text_runtime
 
 THREAD = thread_of(p.ALICE)
-MEDIA = PushOptions(
+MEDIA = DeliveryOptions(
     slow_after=0.05, lock_retry=0.01, redeliver_after=0.02, max_rounds=3, capabilities=UiCapabilities(formats=["image"])
 )
 
@@ -57,7 +58,7 @@ async def test_a_refused_message_is_recorded_not_retried(make_cloud: MakeCloud) 
 
 async def test_a_component_is_uploaded_then_sent_as_an_image(make_cloud: MakeCloud) -> None:
     refunded: list[str] = []
-    cloud = await make_cloud(refund_runtime(refunded, receipt=True), push=MEDIA)
+    cloud = await make_cloud(refund_runtime(refunded, receipt=True), delivery=MEDIA)
     await cloud.say("refund order 1042")
     await cloud.graph.wait_for(lambda g: any(r.json and r.json["type"] == "interactive" for r in g.messages()))
     await cloud.settle()
@@ -104,10 +105,11 @@ async def test_a_failed_status_with_a_retryable_code_is_resent_once(make_cloud: 
         assert (await cloud.post(p.status(resent.message_id, state))).status == 200
     await cloud.settle()
     assert len(cloud.graph.requests) == 2  # recorded only
-    store = cloud.channel.delivery.state
-    last = await store.get(store.key("status-last", resent.message_id))
-    assert last["status"] == "read"
-    assert (await store.get(store.key("status", first.message_id, "failed")))["codes"] == ["131056"]
+    store = cloud.channel.state
+    last = await store.status(resent.message_id)
+    assert last is not None and last["status"] == "read"
+    failed_status = await store.status(first.message_id)
+    assert failed_status is not None and failed_status["codes"] == ["131056"]
     assert await store.failures(THREAD) == []
 
 
@@ -171,14 +173,21 @@ async def test_an_approval_outside_the_window_goes_as_the_template(make_cloud: M
     assert refunded == ["1042"]
 
 
+async def close_window(cloud: Cloud) -> None:
+    """Alice last wrote two days ago."""
+    state = cloud.channel.state
+    record = await state.sender(f"+{p.ALICE}")
+    assert record is not None
+    await state.set(state.key("sender", f"+{p.ALICE}"), {**record, "last_inbound": time.time() - 2 * 86400})
+
+
 async def test_outside_the_window_free_form_messages_are_recorded_not_sent(make_cloud: MakeCloud) -> None:
     refunded: list[str] = []
     cloud = await make_cloud(refund_runtime(refunded))
     await cloud.say("refund order 1042")
     await cloud.graph.wait_for(lambda g: len(g.messages()) == 1)
     await cloud.settle()
-    window = cloud.channel.window
-    await window.state.set(window.state.key("window", f"whatsapp:+{p.ALICE}"), time.time() - 2 * 86400)
+    await close_window(cloud)
     runtime = cloud.channel.services.runtime
     (pending,) = await runtime.pending_approvals(THREAD)
     await runtime.decide(pending.tool_call_id, Actor(id=f"whatsapp:+{p.ALICE}", roles=["member"]), via="web")
@@ -202,8 +211,7 @@ async def test_an_approval_outside_the_window_without_a_template_is_recorded(mak
     await cloud.graph.wait_for(lambda g: len(g.messages()) == 1)
     await cloud.settle()
     # The same approval drawn again for a person whose window has closed.
-    window = cloud.channel.window
-    await window.state.set(window.state.key("window", f"whatsapp:+{p.ALICE}"), time.time() - 2 * 86400)
+    await close_window(cloud)
     target = await cloud.channel.delivery.target(THREAD)
     assert target is not None
     event = next(e for e in await cloud.channel.services.runtime.read_events(THREAD) if e.type == "approval-requested")

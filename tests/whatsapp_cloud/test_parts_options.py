@@ -68,7 +68,9 @@ def test_media_and_text_parts() -> None:
 
 
 def test_options_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert WhatsAppCloudOptions(_env_file=None).disabled_reason == (  # type: ignore[call-arg]
+    unset = WhatsAppCloudOptions(_env_file=None)  # type: ignore[call-arg]
+    assert not unset.configured
+    assert unset.disabled_reason == (
         "set AGORA_WHATSAPP_CLOUD_ACCESS_TOKEN, AGORA_WHATSAPP_CLOUD_APP_SECRET, "
         "AGORA_WHATSAPP_CLOUD_VERIFY_TOKEN, AGORA_WHATSAPP_CLOUD_PHONE_NUMBER_ID"
     )
@@ -77,15 +79,23 @@ def test_options_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         "APP_SECRET": "s",
         "VERIFY_TOKEN": "v",
         "PHONE_NUMBER_ID": "1065",
-        "ROLES": "+15551230001=admin|ops",
-        "DEFAULT_ROLES": "member,guest",
-        "LANGUAGES": "+5511987650002=pt-BR",
         "APPROVAL_TEMPLATE": "agora_approval",
     }.items():
         monkeypatch.setenv(f"AGORA_WHATSAPP_CLOUD_{name}", value)
     options = WhatsAppCloudOptions(_env_file=None)  # type: ignore[call-arg]
     assert options.disabled_reason is None
-    assert options.roles == {"+15551230001": ["admin", "ops"]} and options.default_roles == ["member", "guest"]
-    assert options.languages == {"+5511987650002": ["pt-BR"]} and options.approval_template == "agora_approval"
+    assert options.approval_template == "agora_approval" and options.configured
     assert options.api_version == "v26.0" and options.graph_base == "https://graph.facebook.com"
     assert "EAA" not in repr(options)
+
+
+def test_the_composition_root_adds_the_channel_when_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.app import default_channels
+
+    monkeypatch.chdir("/")  # no .env of the checkout
+    for name in ("ACCESS_TOKEN", "APP_SECRET", "VERIFY_TOKEN", "PHONE_NUMBER_ID"):
+        monkeypatch.delenv(f"AGORA_WHATSAPP_CLOUD_{name}", raising=False)
+    assert "whatsapp-cloud" not in [c.name for c in default_channels()]
+    monkeypatch.setenv("AGORA_WHATSAPP_CLOUD_ACCESS_TOKEN", "EAA")
+    (cloud,) = [c for c in default_channels() if c.name == "whatsapp-cloud"]
+    assert cloud.disabled_reason and "AGORA_WHATSAPP_CLOUD_APP_SECRET" in cloud.disabled_reason
