@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._agents import Agent
 from ._approvals import REQUESTER, ApprovalPolicy, ApprovalRule
+from ._channel import CHANNELS, Channel, ChannelRuntime, ChannelServices
 from ._errors import (
     ApprovalExpiredError,
     ApprovalForbiddenError,
@@ -33,6 +34,33 @@ from ._identity import (
     verify_actor_token,
 )
 from ._json import parse_json
+from ._push import (
+    BUTTON_PREFIX,
+    CHAT_TEXTS,
+    ApprovalTokens,
+    ChannelState,
+    ChatApprovals,
+    ChatInbound,
+    ChatTexts,
+    InboundMessage,
+    InboundOptions,
+    PushCursor,
+    PushDelivery,
+    PushOptions,
+    PushPart,
+    PushPort,
+    PushSendError,
+    PushState,
+    PushTarget,
+    Redeemed,
+    RetryPolicy,
+    Undeliverable,
+    parse_decision,
+    split_message,
+    texts_for,
+    to_plain,
+    to_whatsapp,
+)
 from ._runtime import Runtime, RuntimeObserver
 from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef, RateLimitedError, UnauthenticatedError
 from ._settings import Settings
@@ -43,6 +71,9 @@ if TYPE_CHECKING:
     from .app import create_app
 
 __all__ = [
+    "BUTTON_PREFIX",
+    "CHANNELS",
+    "CHAT_TEXTS",
     "REQUESTER",
     "SERVICES",
     "ActorResolver",
@@ -54,15 +85,35 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRule",
     "ApprovalSettledError",
+    "ApprovalTokens",
     "ChainResolver",
+    "Channel",
+    "ChannelRuntime",
+    "ChannelServices",
+    "ChannelState",
+    "ChatApprovals",
+    "ChatInbound",
+    "ChatTexts",
     "DeliveredUi",
     "EventHooks",
     "GatewayError",
     "GatewayServices",
+    "InboundMessage",
+    "InboundOptions",
     "InvalidTokenError",
     "MediaRef",
     "ModelError",
+    "PushCursor",
+    "PushDelivery",
+    "PushOptions",
+    "PushPart",
+    "PushPort",
+    "PushSendError",
+    "PushState",
+    "PushTarget",
     "RateLimitedError",
+    "Redeemed",
+    "RetryPolicy",
     "RunEvent",
     "RunNotActiveError",
     "RunNotFoundError",
@@ -78,11 +129,17 @@ __all__ = [
     "TrustedHeaderResolver",
     "Turn",
     "UnauthenticatedError",
+    "Undeliverable",
     "UnknownAgentError",
     "create_app",
     "one_line",
+    "parse_decision",
     "parse_json",
     "sign_actor_token",
+    "split_message",
+    "texts_for",
+    "to_plain",
+    "to_whatsapp",
     "valid_text",
     "verify_actor_token",
 ]

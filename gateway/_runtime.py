@@ -374,6 +374,34 @@ class Runtime:
                 return
             after_seq = page[-1].seq
 
+    async def read_events(self, thread_id: str, after_seq: int = 0, limit: int | None = None) -> list[RunEvent]:
+        """The thread's events with ``seq > after_seq``, in order (at most ``limit``)."""
+        return await self.store.read_events(thread_id, after_seq, limit=limit)
+
+    async def last_seq(self, thread_id: str) -> int:
+        """The newest ``seq`` of the thread (0 when it has none)."""
+        return await self.store.last_seq(thread_id)
+
+    def subscribe(self, thread_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
+        """The thread's events after ``after_seq``, then its live ones as they are written."""
+        return self.store.subscribe(thread_id, after_seq)
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        """The thread record, or ``None`` (no access check: see ``check_thread_access``)."""
+        return await self.store.get_thread(thread_id)
+
+    async def ensure_thread(self, thread: ThreadRecord) -> ThreadRecord:
+        """Reserve ``thread`` unless one of its id exists; the stored one is answered."""
+        return await self.store.ensure_thread(thread)
+
+    async def thread_runs(self, thread_id: str) -> list[RunRecord]:
+        """The thread's runs, oldest first."""
+        return await self.store.thread_runs(thread_id)
+
+    async def get_approval(self, tool_call_id: str) -> ApprovalRecord | None:
+        """The approval record, or ``None``."""
+        return await self.store.get_approval(tool_call_id)
+
     async def get_run(self, run_id: str) -> RunRecord:
         """The run record.
 

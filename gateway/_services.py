@@ -13,12 +13,13 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
-from renderers import Catalog, MediaStore, Renderer, negotiate
+from renderers import Catalog, MediaStore, MediaTokenError, Renderer, negotiate
 from tools import Actor, UiCapabilities
 
 from ._errors import GatewayError
 from ._identity import ChainResolver
 from ._metrics import Metrics
+from ._push._state import ChannelState
 from ._ratelimit import RateLimiter
 from ._runtime import Runtime
 from ._settings import Settings
@@ -154,6 +155,30 @@ class GatewayServices:
                 wait = max(1, math.ceil(retry))  # never "try again in 0 s"
                 raise RateLimitedError(f"Too many messages; try again in {wait} s", retry_after=retry)
         return await self.runtime.start_turn(turn)
+
+    def state(self, prefix: str) -> ChannelState:
+        """A channel's own keys in the store's channel state, under ``prefix`` (``wa``, ``tg``...)."""
+        return ChannelState(self.runtime.store, prefix)
+
+    def observe(self, observer: Any) -> None:
+        """Tell ``observer.events_written(thread_id, events)`` of every write this process makes."""
+        self.runtime.observers.append(observer)
+
+    def unobserve(self, observer: Any) -> None:
+        """Stop telling ``observer``."""
+        if observer in self.runtime.observers:
+            self.runtime.observers.remove(observer)
+
+    async def media_bytes(self, token: str) -> tuple[bytes, str, str] | None:
+        """A stored media item's ``(bytes, mime, filename)``, or ``None`` when unknown or expired.
+
+        Channels that upload components (Telegram, the Cloud API) read the rendered pages here.
+        """
+        try:
+            item = await self.media.get(token)
+        except MediaTokenError:
+            return None
+        return item.data, item.mime, item.filename or "file"
 
     def media_url(self, token: str) -> str:
         """The public URL of a stored media item."""

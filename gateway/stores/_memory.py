@@ -382,6 +382,22 @@ class MemoryStore:
         """Drop a key."""
         self._channel.pop(key, None)
 
+    async def channel_delete_if(self, key: str, expected: Any) -> bool:
+        """Drop ``key`` only while it holds ``expected``."""
+        item = self._live(key)
+        if item is None or item[0] != expected:
+            return False
+        del self._channel[key]
+        return True
+
+    async def channel_renew_if(self, key: str, expected: Any, *, ttl: float) -> bool:
+        """Give ``key`` a new ``ttl`` only while it holds ``expected``."""
+        item = self._live(key)
+        if item is None or item[0] != expected:
+            return False
+        self._channel[key] = (item[0], time.time() + ttl)
+        return True
+
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def ping(self) -> None:

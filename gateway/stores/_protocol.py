@@ -194,6 +194,14 @@ class Store(Protocol):
         """Drop a key."""
         ...
 
+    async def channel_delete_if(self, key: str, expected: Any) -> bool:
+        """Drop ``key`` only while it holds ``expected``, atomically (give back a lease we hold)."""
+        ...
+
+    async def channel_renew_if(self, key: str, expected: Any, *, ttl: float) -> bool:
+        """Give ``key`` a new ``ttl`` only while it holds ``expected``, atomically (renew our lease)."""
+        ...
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     async def ping(self) -> None:

@@ -63,7 +63,7 @@ from ._redis_layout import (
     parse_events,
     run_parts,
 )
-from ._redis_scripts import APPLY, APPROVALS, CLAIM, LEASE_STATE, RECONCILE, RENEW, SETTLE, run_scripts
+from ._redis_scripts import APPLY, APPROVALS, CHANNEL_IF, CLAIM, LEASE_STATE, RECONCILE, RENEW, SETTLE, run_scripts
 from ._tail import Subscriber, follow
 
 _MAX_SEQ = 2**53
@@ -593,6 +593,20 @@ class RedisStore:
         """Drop a key."""
         async with self._guard():
             await self._client.delete(self._keys.channel_state(key))
+
+    async def channel_delete_if(self, key: str, expected: Any) -> bool:
+        """Drop ``key`` only while it holds ``expected`` (one script: compare and delete)."""
+        async with self._guard():
+            done = await CHANNEL_IF(self._call, [self._keys.channel_state(key)], [json.dumps(expected), "del", 0])
+        return bool(done)
+
+    async def channel_renew_if(self, key: str, expected: Any, *, ttl: float) -> bool:
+        """Give ``key`` a new ``ttl`` only while it holds ``expected`` (one script: compare and expire)."""
+        async with self._guard():
+            done = await CHANNEL_IF(
+                self._call, [self._keys.channel_state(key)], [json.dumps(expected), "ttl", millis(ttl)]
+            )
+        return bool(done)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from ._redis_batch import Command
 __all__ = [
     "APPLY",
     "APPROVALS",
+    "CHANNEL_IF",
     "CLAIM",
     "LEASE_STATE",
     "RECONCILE",
@@ -87,6 +88,25 @@ async def run_scripts(send: Send, commands: Sequence[Command], scripts: Sequence
         if isinstance(result, Exception):
             raise result
     return results
+
+
+CHANNEL_IF = LuaScript(
+    "channel_if",
+    r"""
+-- Compare a channel-state value and, when it matches, delete it or give it a new TTL.
+-- KEYS: 1 the key. ARGV: 1 the expected JSON, 2 'del' | 'ttl', 3 the new TTL in ms (for 'ttl').
+-- Returns 1 when the value matched (and was changed), else 0.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+if ARGV[2] == 'del' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+end
+return 1
+""",
+)
 
 
 APPLY = LuaScript(

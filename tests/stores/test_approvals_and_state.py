@@ -182,3 +182,32 @@ async def test_memory_channel_state_forgets_expired_keys_nobody_reads() -> None:
         await store.channel_set(f"once:{index}", index, ttl=-1)  # already expired, never read
     await store.channel_set("alive", 1, ttl=60)
     assert len(store._channel) == 1 and await store.channel_get("alive") == 1
+
+
+async def test_channel_delete_if_drops_only_the_expected_holder(store: Store) -> None:
+    key = f"lock:{uuid.uuid4().hex}"
+    assert await store.channel_claim(key, ttl=60, value="p1:abc") is True
+    assert await store.channel_delete_if(key, "p2:def") is False  # someone else's lease stays
+    assert await store.channel_get(key) == "p1:abc"
+    assert await store.channel_delete_if(key, "p1:abc") is True
+    assert await store.channel_get(key) is None
+    assert await store.channel_delete_if(key, "p1:abc") is False  # gone: nothing to give back
+    assert await store.channel_claim(key, ttl=60, value="p2:def") is True
+
+
+async def test_channel_renew_if_extends_only_the_expected_holder(store: Store) -> None:
+    key = f"lock:{uuid.uuid4().hex}"
+    assert await store.channel_claim(key, ttl=0.3, value={"owner": "p1"}) is True
+    assert await store.channel_renew_if(key, {"owner": "p2"}, ttl=60) is False
+    assert await store.channel_renew_if(key, {"owner": "p1"}, ttl=60) is True
+    await asyncio.sleep(0.5)  # past the first ttl: the renewal holds it
+    assert await store.channel_get(key) == {"owner": "p1"}
+    assert await store.channel_delete_if(key, {"owner": "p1"}) is True
+    assert await store.channel_renew_if(key, {"owner": "p1"}, ttl=60) is False  # an absent key is not made
+
+
+async def test_concurrent_compare_and_delete_has_one_winner(store: Store) -> None:
+    key = f"lock:{uuid.uuid4().hex}"
+    await store.channel_claim(key, ttl=60, value="p1")
+    results = await asyncio.gather(*(store.channel_delete_if(key, "p1") for _ in range(10)))
+    assert results.count(True) == 1

@@ -1,4 +1,8 @@
-"""Markdown (what models write) to WhatsApp's formatting, and splitting long text into messages.
+"""Markdown (what models write) to each text channel's formatting, and splitting long text.
+
+``to_whatsapp`` writes WhatsApp's markup; ``to_plain`` drops the markup for channels that show
+text as it is; Telegram's MarkdownV2 is ``to_telegram`` (``gateway._mdv2``). ``split_message``
+cuts any of them into messages of a channel's length.
 
 WhatsApp reads ``*bold*``, ``_italic_``, ``~strike~``, inline ```code``` with backticks, code
 blocks between triple backticks, ``- `` bullets, ``1. `` numbered lists and ``> `` quotes. It has
@@ -10,10 +14,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_BODY", "split_message", "to_whatsapp"]
-
-MAX_BODY = 1600
-"""Characters in one Twilio message body."""
+__all__ = ["split_message", "to_plain", "to_whatsapp"]
 
 _CODE = re.compile(r"```[^\n`]*\n?(?P<block>[\s\S]*?)```|`(?P<inline>[^`\n]+)`")
 _HOLD = "\x00{}\x00"
@@ -83,6 +84,21 @@ def _inline(text: str) -> str:
     return text.replace(_BOLD_MARK, "*")
 
 
+def to_plain(markdown: str) -> str:
+    """Markdown as plain text: WhatsApp's form without the marks around words and code."""
+    pieces = _CODE_OUT.split(to_whatsapp(markdown))
+    for index, piece in enumerate(pieces):
+        if index % 2:
+            pieces[index] = piece.strip("`")
+        else:
+            pieces[index] = _MARKS.sub(lambda m: m.group("t"), piece)
+    return "".join(pieces)
+
+
+_CODE_OUT = re.compile(r"(```[\s\S]*?```|`[^`\n]+`)")
+_MARKS = re.compile(r"(?<!\w)([*_~])(?=\S)(?P<t>[^\n]+?)(?<=\S)\1(?!\w)")
+
+
 def _link(match: re.Match[str]) -> str:
     label, url = match.group("label").strip(), match.group("url")
     bare = url.removeprefix("mailto:")
@@ -94,7 +110,7 @@ def _link(match: re.Match[str]) -> str:
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
 
 
-def split_message(text: str, limit: int = MAX_BODY) -> list[str]:
+def split_message(text: str, limit: int) -> list[str]:
     """Split ``text`` into bodies of at most ``limit`` characters.
 
     Breaks at paragraphs first, then lines, then sentences, then words; a single word longer

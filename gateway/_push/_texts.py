@@ -1,8 +1,10 @@
-"""The fixed sentences of the WhatsApp channel, in English and Brazilian Portuguese.
+"""The fixed sentences of the text channels, in English and Brazilian Portuguese, and typed decisions.
 
-Everything the gateway itself says on WhatsApp (button labels, instructions, refusals, errors)
-comes from a ``WhatsAppTexts`` chosen per sender. What the agent says (its replies, the tools'
-narration and confirmation titles) comes from the run and is not translated here.
+Everything the gateway itself says on a text channel (button labels, instructions, refusals,
+errors) comes from a ``ChatTexts`` chosen per person. They are written in chat markup
+(``*bold*``, ``_italic_``), which WhatsApp and Telegram both read (each port escapes the rest).
+What the agent says (its replies, the tools' narration and confirmation titles) comes from the
+run and is not translated here.
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["TEXTS", "WhatsAppTexts", "parse_decision", "texts_for"]
+__all__ = ["CHAT_TEXTS", "ChatTexts", "parse_decision", "texts_for"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class WhatsAppTexts:
+class ChatTexts:
     """One language's sentences. Fields with ``{placeholders}`` are filled with ``str.format``."""
 
     language: str
@@ -37,7 +39,7 @@ class WhatsAppTexts:
     already_decided: str = "That was already decided."
     nothing_pending: str = "Nothing is waiting for your answer."
     not_yours: str = "That button is not for you."
-    unknown_sender: str = "Sorry, this number is not set up to talk to the assistant."
+    unknown_sender: str = "Sorry, you are not set up to talk to the assistant."
     media_unsupported: str = "I can only read text messages for now."
     too_long: str = "That message is too long: please keep it under {limit} characters."
     rate_limited: str = "You are sending messages too fast: try again in {seconds} seconds."
@@ -52,9 +54,9 @@ class WhatsAppTexts:
         return names.get(via or "", via or "?")
 
 
-EN = WhatsAppTexts(language="en", via_names={"web": "on the web", "api": "through the API", "ag-ui": "in the app"})
+EN = ChatTexts(language="en", via_names={"web": "on the web", "api": "through the API", "ag-ui": "in the app"})
 
-PT_BR = WhatsAppTexts(
+PT_BR = ChatTexts(
     language="pt-BR",
     approve="Aprovar",
     reject="Recusar",
@@ -68,7 +70,7 @@ PT_BR = WhatsAppTexts(
     already_decided="Isso já foi decidido.",
     nothing_pending="Nada está aguardando a sua resposta.",
     not_yours="Esse botão não é para você.",
-    unknown_sender="Desculpe, este número não está habilitado para falar com o assistente.",
+    unknown_sender="Desculpe, você não está habilitado para falar com o assistente.",
     media_unsupported="Por enquanto só consigo ler mensagens de texto.",
     too_long="Essa mensagem é longa demais: envie no máximo {limit} caracteres.",
     rate_limited="Você está enviando mensagens rápido demais: tente de novo em {seconds} segundos.",
@@ -77,11 +79,11 @@ PT_BR = WhatsAppTexts(
     via_names={"web": "na web", "api": "pela API", "ag-ui": "no aplicativo"},
 )
 
-TEXTS: Mapping[str, WhatsAppTexts] = {"en": EN, "pt-BR": PT_BR}
+CHAT_TEXTS: Mapping[str, ChatTexts] = {"en": EN, "pt-BR": PT_BR}
 """The built-in tables, by language tag."""
 
 
-def texts_for(language: str | None, table: Mapping[str, WhatsAppTexts] = TEXTS) -> WhatsAppTexts:
+def texts_for(language: str | None, table: Mapping[str, ChatTexts] = CHAT_TEXTS) -> ChatTexts:
     """The table for ``language``: an exact tag, else the same primary language, else English.
 
     ``pt``, ``pt-PT`` and ``pt_BR`` all get ``pt-BR`` from the built-in tables.

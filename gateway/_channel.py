@@ -1,0 +1,177 @@
+"""The channel seam: ``Channel``, and the narrow, typed services a channel is given.
+
+A channel turns one kind of traffic (a web socket, a webhook, an SSE stream) into turns and run
+events into its own wire format. The composition root (``create_app``) builds the channels, then
+calls each one's ``setup(app, services)``; a channel mounts its routes there and appends its
+start and stop to ``app.cleanup_ctx`` (``self.mount_lifecycle(app)`` does it), and the app
+closes it with ``aclose()``. A channel sees the gateway only through ``ChannelServices`` and
+its ``runtime`` (``ChannelRuntime``): never the store itself, so every channel's state lives
+under its own prefix (``services.state(prefix)``) and its events come through the runtime.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Protocol
+
+from aiohttp import web
+
+from tools import Actor, ToolRegistry, UiCapabilities
+
+from ._agents import Agent
+from ._approvals import ApprovalPolicy
+from ._metrics import Metrics
+from ._push._state import ChannelState
+from ._services import DeliveredUi
+from ._settings import Settings
+from .events import RunEvent, RunStatus, Turn, UiEvent
+from .models import Model
+from .stores import ApprovalRecord, RunRecord, ThreadRecord
+
+__all__ = ["CHANNELS", "Channel", "ChannelRuntime", "ChannelServices"]
+
+logger = logging.getLogger("gateway.channels")
+
+
+class _Observer(Protocol):
+    def events_written(self, thread_id: str, events: list[RunEvent]) -> None: ...
+
+
+class ChannelRuntime(Protocol):
+    """What of the runtime a channel may use: turns, runs, approvals and the event log."""
+
+    @property
+    def instance_id(self) -> str: ...
+
+    @property
+    def agents(self) -> Mapping[str, Agent]: ...
+
+    @property
+    def default_agent(self) -> Agent: ...
+
+    @property
+    def model(self) -> Model | None: ...
+
+    @property
+    def registry(self) -> ToolRegistry: ...
+
+    @property
+    def approval_policy(self) -> ApprovalPolicy: ...
+
+    def agent(self, name: str | None) -> Agent: ...
+
+    async def start_turn(self, turn: Turn) -> str: ...
+
+    async def wait(self, run_id: str, timeout: float | None = None) -> RunStatus: ...
+
+    async def get_run(self, run_id: str) -> RunRecord: ...
+
+    async def cancel(self, run_id: str, actor: Actor) -> None: ...
+
+    async def decide(
+        self,
+        tool_call_id: str,
+        actor: Actor,
+        approve: bool = True,
+        reason: str | None = None,
+        via: str = "api",
+        *,
+        remember: bool = False,
+    ) -> ApprovalRecord: ...
+
+    async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]: ...
+
+    async def get_approval(self, tool_call_id: str) -> ApprovalRecord | None: ...
+
+    async def check_thread_access(self, thread_id: str, actor: Actor) -> ThreadRecord: ...
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None: ...
+
+    async def ensure_thread(self, thread: ThreadRecord) -> ThreadRecord: ...
+
+    async def thread_runs(self, thread_id: str) -> list[RunRecord]: ...
+
+    def events(self, thread_id: str, after_seq: int = 0, follow: bool = False) -> AsyncIterator[RunEvent]: ...
+
+    async def read_events(self, thread_id: str, after_seq: int = 0, limit: int | None = None) -> list[RunEvent]: ...
+
+    async def last_seq(self, thread_id: str) -> int: ...
+
+    def subscribe(self, thread_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]: ...
+
+
+class ChannelServices(Protocol):
+    """What every channel of one app is given: identity, turns, rendering, media, its own state."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def runtime(self) -> ChannelRuntime: ...
+
+    @property
+    def secret(self) -> bytes: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    async def resolve_actor(self, request: web.Request) -> Actor: ...
+
+    def client_address(self, request: web.Request) -> str | None: ...
+
+    async def start_turn(self, turn: Turn, *, client: str | None = None) -> str: ...
+
+    async def deliver_ui(self, event: UiEvent, capabilities: UiCapabilities) -> DeliveredUi: ...
+
+    async def ui_text(self, event: UiEvent) -> str: ...
+
+    async def media_bytes(self, token: str) -> tuple[bytes, str, str] | None: ...
+
+    def media_url(self, token: str) -> str: ...
+
+    def state(self, prefix: str) -> ChannelState: ...
+
+    def observe(self, observer: _Observer) -> None: ...
+
+    def unobserve(self, observer: _Observer) -> None: ...
+
+
+class Channel(abc.ABC):
+    """One channel of a gateway app.
+
+    Subclasses set ``name`` (also how a decision's ``via`` reads) and ``capabilities`` (what its
+    conversations show, DESIGN section 5), and implement ``setup``. ``disabled_reason`` says why
+    a channel that is present stays off (a missing credential); ``None`` when it runs.
+    """
+
+    name: str = "channel"
+    capabilities: UiCapabilities = UiCapabilities(formats=["text"])
+    disabled_reason: str | None = None
+
+    @abc.abstractmethod
+    def setup(self, app: web.Application, services: ChannelServices) -> None:
+        """Mount the channel's routes on ``app`` and append its start and stop to ``app.cleanup_ctx``."""
+
+    async def start(self) -> None:  # noqa: B027 - a hook: most channels start nothing
+        """Start what the channel runs beside its routes (called as the app starts, after the runtime)."""
+
+    async def aclose(self) -> None:  # noqa: B027 - a hook: most channels hold nothing
+        """Stop and release what ``start`` opened (called as the app stops, before the runtime)."""
+
+    def mount_lifecycle(self, app: web.Application) -> None:
+        """Run ``start`` when ``app`` starts and ``aclose`` when it stops."""
+
+        async def lifecycle(_app: web.Application) -> AsyncIterator[None]:
+            await self.start()
+            try:
+                yield
+            finally:
+                await self.aclose()
+
+        app.cleanup_ctx.append(lifecycle)
+
+
+CHANNELS = web.AppKey("agora_channels", list[Channel])
+"""The channels of a gateway app, in the order ``create_app`` set them up."""

@@ -1,0 +1,193 @@
+"""Approvals on text channels: buttons whose payloads are single-use server tokens, and typed answers.
+
+An ``approval-requested`` event gets two tokens, made once per approval (every process and every
+resend sends the same): ``{p}:btn:{token}`` names the tool call, the decision, and the address
+and actor it was sent to. A button carries ``agora:<token>``; nothing about the decision can be
+read from it or forged. Redeeming a token claims it once (``{p}:btn-used:{token}``), so a
+second tap, on any process, reads "already decided". A typed ``yes`` / ``no 2`` decides the
+actor's pending approvals of the thread in order.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from tools import Actor
+
+from .._errors import ApprovalExpiredError, ApprovalForbiddenError, ApprovalNotFoundError, ApprovalSettledError
+from ..events import ApprovalRequestedEvent
+from ._state import DAY, PushState, PushTarget
+from ._texts import ChatTexts
+
+if TYPE_CHECKING:
+    from .._channel import ChannelRuntime
+
+__all__ = ["BUTTON_PREFIX", "ApprovalTokens", "ChatApprovals", "Redeemed"]
+
+logger = logging.getLogger("gateway.push.approvals")
+
+BUTTON_PREFIX = "agora:"
+"""Every button payload the gateway sends starts with this."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalTokens:
+    """The two single-use tokens of one approval (url-safe, 24 characters)."""
+
+    approve: str
+    reject: str
+    title: str
+
+    def payload(self, approve: bool) -> str:
+        """The button payload: ``agora:<token>``."""
+        return BUTTON_PREFIX + (self.approve if approve else self.reject)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Redeemed:
+    """What a button tap did: ``decided``, or ``reply`` says why not (not yours, already decided...)."""
+
+    decided: bool
+    approve: bool | None = None
+    tool_call_id: str | None = None
+    reply: str | None = None
+
+
+class ChatApprovals:
+    """Makes approval tokens and redeems taps and typed answers, in a channel's state."""
+
+    def __init__(self, state: PushState) -> None:
+        self.state = state
+
+    async def tokens(self, event: ApprovalRequestedEvent, target: PushTarget) -> ApprovalTokens:
+        """The approval's tokens, made once (every process and every resend gets the same)."""
+        key = self.state.key("appr", event.tool_call_id)
+        existing = await self.state.get(key)
+        if isinstance(existing, dict):
+            return _tokens(existing)
+        ttl = self._ttl(event)
+        record = {
+            "approve": secrets.token_urlsafe(18),
+            "reject": secrets.token_urlsafe(18),
+            "title": event.confirmation.title,
+            "thread_id": event.thread_id,
+        }
+        for decision in ("approve", "reject"):
+            button = {
+                "tool_call_id": event.tool_call_id,
+                "approve": decision == "approve",
+                "to": target.address,
+                "actor_id": target.actor_id,
+            }
+            await self.state.set(self.state.key("btn", record[decision]), button, ttl=ttl)
+        if await self.state.claim(key, ttl=ttl, value=record):
+            return _tokens(record)
+        for decision in ("approve", "reject"):  # another process won: its tokens are the ones sent
+            await self.state.delete(self.state.key("btn", record[decision]))
+        existing = await self.state.get(key)
+        return _tokens(existing if isinstance(existing, dict) else record)
+
+    async def title(self, tool_call_id: str) -> str | None:
+        """The confirmation title an approval was sent with, while its tokens live."""
+        record = await self.state.get(self.state.key("appr", tool_call_id))
+        title = record.get("title") if isinstance(record, dict) else None
+        return title if isinstance(title, str) else None
+
+    @staticmethod
+    def _ttl(event: ApprovalRequestedEvent) -> float:
+        """Tokens outlive the approval by a day, so a late tap reads "expired", not "unknown"."""
+        try:
+            remaining = datetime.fromisoformat(event.expires_at).timestamp() - time.time()
+        except ValueError:
+            remaining = DAY
+        return max(60.0, remaining) + DAY
+
+    async def button(self, token: str) -> dict[str, Any] | None:
+        """What a token names (``{tool_call_id, approve, to, actor_id}``), or ``None``."""
+        value = await self.state.get(self.state.key("btn", token)) if token else None
+        return value if isinstance(value, dict) else None
+
+    async def redeem(
+        self, runtime: ChannelRuntime, payload: str, *, address: str, actor: Actor, texts: ChatTexts, via: str
+    ) -> Redeemed:
+        """Decide the approval a tapped button names.
+
+        The token must have been sent to this address and actor and not used; the runtime then
+        checks that the actor may decide and that the approval is still pending. Nothing is
+        decided when ``reply`` is set.
+        """
+        token = payload.removeprefix(BUTTON_PREFIX)
+        button = await self.button(token)
+        if button is None:
+            return Redeemed(decided=False, reply=texts.expired)
+        if button.get("to") != address or button.get("actor_id") != actor.id:
+            logger.warning("%s tapped a button sent to %s; refused", address, button.get("to"))
+            return Redeemed(decided=False, reply=texts.not_yours)
+        used_key = self.state.key("btn-used", token)
+        if not await self.state.claim(used_key, ttl=2 * DAY):
+            return Redeemed(decided=False, reply=texts.already_decided)
+        tool_call_id = str(button["tool_call_id"])
+        approve = bool(button["approve"])
+        try:
+            await runtime.decide(tool_call_id, actor, approve=approve, via=via)
+        except ApprovalSettledError:
+            return Redeemed(decided=False, tool_call_id=tool_call_id, reply=texts.already_decided)
+        except (ApprovalExpiredError, ApprovalNotFoundError):
+            return Redeemed(decided=False, tool_call_id=tool_call_id, reply=texts.expired)
+        except ApprovalForbiddenError:
+            return Redeemed(decided=False, tool_call_id=tool_call_id, reply=texts.not_yours)
+        except Exception:
+            await self.state.delete(used_key)  # not decided: the button still works
+            raise
+        return Redeemed(decided=True, approve=approve, tool_call_id=tool_call_id)
+
+    async def decide_text(
+        self,
+        runtime: ChannelRuntime,
+        thread_id: str,
+        decision: tuple[bool, int | None],
+        *,
+        actor: Actor,
+        texts: ChatTexts,
+        via: str,
+    ) -> str | None:
+        """Decide by a typed ``yes`` / ``no [n]``; the reply to send, ``None`` for none.
+
+        Raises:
+            LookupError: Nothing waits for this actor and no number was given: the text is an
+                ordinary message, not a decision.
+        """
+        approve, number = decision
+        pending = [
+            a for a in await runtime.pending_approvals(thread_id) if runtime.approval_policy.can_decide(actor, a)
+        ]
+        if not pending:
+            if number is None:
+                raise LookupError("no pending approval")
+            return texts.nothing_pending
+        if number is None and len(pending) > 1:
+            items = "\n".join(f"{i}. {a.confirmation.title}" for i, a in enumerate(pending, 1))
+            return texts.which_one.format(items=items)
+        index = (number or 1) - 1
+        if not 0 <= index < len(pending):
+            return texts.nothing_pending
+        try:
+            await runtime.decide(pending[index].tool_call_id, actor, approve=approve, via=via)
+        except ApprovalSettledError:
+            return texts.already_decided
+        except (ApprovalExpiredError, ApprovalNotFoundError):
+            return texts.expired
+        except ApprovalForbiddenError:
+            return texts.not_yours
+        return None
+
+
+def _tokens(record: dict[str, Any]) -> ApprovalTokens:
+    return ApprovalTokens(
+        approve=str(record["approve"]), reject=str(record["reject"]), title=str(record.get("title") or "")
+    )

@@ -1,0 +1,180 @@
+"""``ChatInbound``: one person's message on a text channel, after the channel has read and checked it.
+
+A channel verifies its webhook, parses the provider's payload, resolves the sender to an actor
+and names the thread; what follows is the same on every text channel and lives here: bind the
+thread to the sender, redeem a tapped button, read a typed ``yes`` / ``no 2``, refuse what is
+too long, start the turn (or say "too fast" / "still working"), one message of a sender at a
+time, in arrival order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tools import Actor
+
+from .._errors import ThreadBusyError
+from ..events import Turn
+from ._approvals import Redeemed
+from ._state import PushTarget
+from ._texts import ChatTexts, parse_decision
+
+if TYPE_CHECKING:
+    from .._channel import ChannelServices
+    from ._delivery import PushDelivery
+
+__all__ = ["ChatInbound", "InboundMessage", "InboundOptions"]
+
+logger = logging.getLogger("gateway.push.inbound")
+
+
+@dataclass(frozen=True, kw_only=True)
+class InboundOptions:
+    """Limits of inbound messages."""
+
+    max_chars: int = 4000
+    """Longer messages are refused with ``too_long``."""
+    busy_wait: float = 20.0
+    """Seconds a message waits for the thread's running run before "still working"."""
+    refusal_every: float = 3600.0
+    """Seconds between two "you are not set up" replies to one unknown sender."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InboundMessage:
+    """A checked message: who wrote, where the thread's events go, and what they said or tapped."""
+
+    target: PushTarget
+    actor: Actor
+    text: str = ""
+    button: str | None = None
+    """A tapped button's payload (``agora:<token>``), when this is a tap."""
+    has_media: bool = False
+    """The message carried media the channel does not read (answered ``media_unsupported``)."""
+    page_context: Mapping[str, Any] = field(default_factory=dict)
+
+
+class ChatInbound:
+    """Handles checked messages of one text channel."""
+
+    def __init__(
+        self,
+        services: ChannelServices,
+        delivery: PushDelivery[Any],
+        *,
+        via: str,
+        options: InboundOptions | None = None,
+    ) -> None:
+        self.services = services
+        self.delivery = delivery
+        self.via = via
+        self.options = options or InboundOptions()
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    def texts(self, target: PushTarget) -> ChatTexts:
+        return self.delivery.texts_for(target.language)
+
+    async def handle(self, message: InboundMessage) -> Redeemed | None:
+        """Handle one message; never raises but for cancellation.
+
+        Returns what a button tap did (a channel that answers taps itself, Telegram's
+        ``answerCallbackQuery``, words it), ``None`` for other messages.
+        """
+        address = message.target.address
+        lock, users = self._locks.get(address) or (asyncio.Lock(), 0)
+        self._locks[address] = (lock, users + 1)
+        try:
+            async with lock:
+                return await self._handle(message)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("inbound message from %s failed", address)
+            await self.delivery.reply(message.target, self.texts(message.target).failed)
+            return None
+        finally:
+            lock, users = self._locks[address]
+            if users <= 1:
+                del self._locks[address]
+            else:
+                self._locks[address] = (lock, users - 1)
+
+    async def refuse(self, target: PushTarget) -> None:
+        """Tell an unknown sender they are not set up (at most once per ``refusal_every``)."""
+        key = self.delivery.state.key("refused", target.address)
+        if await self.delivery.state.claim(key, ttl=self.options.refusal_every):
+            logger.info("refused unknown %s sender %s", self.via, target.address)
+            await self.delivery.reply(target, self.texts(target).unknown_sender)
+
+    async def _handle(self, message: InboundMessage) -> Redeemed | None:
+        target, actor = message.target, message.actor
+        texts = self.texts(target)
+        runtime = self.services.runtime
+        await self.delivery.bind(target)
+        if message.button is not None:
+            redeemed = await self.delivery.approvals.redeem(
+                runtime, message.button, address=target.address, actor=actor, texts=texts, via=self.via
+            )
+            return redeemed
+        body = message.text.strip()
+        if message.has_media:
+            await self.delivery.reply(target, texts.media_unsupported)
+        if not body:
+            return None
+        if len(body) > self.options.max_chars:
+            await self.delivery.reply(target, texts.too_long.format(limit=self.options.max_chars))
+            return None
+        decision = parse_decision(body)
+        if decision is not None:
+            try:
+                reply = await self.delivery.approvals.decide_text(
+                    runtime, target.thread_id, decision, actor=actor, texts=texts, via=self.via
+                )
+            except LookupError:
+                pass  # nothing waits: "yes" is an ordinary answer to the agent
+            else:
+                if reply:
+                    await self.delivery.reply(target, reply)
+                return None
+        await self._turn(message, body, texts)
+        return None
+
+    async def _turn(self, message: InboundMessage, text: str, texts: ChatTexts) -> None:
+        from .._services import RateLimitedError
+
+        target = message.target
+        turn = Turn(
+            thread_id=target.thread_id,
+            actor=message.actor,
+            text=text,
+            ui_capabilities=self.delivery.options.capabilities or self.delivery.port.capabilities,
+            page_context=dict(message.page_context),
+            channel=self.via,
+        )
+        for attempt in (1, 2):
+            try:
+                await self.services.start_turn(turn)
+                return
+            except RateLimitedError as exc:
+                await self.delivery.reply(target, texts.rate_limited.format(seconds=max(1, round(exc.retry_after))))
+                return
+            except ThreadBusyError:
+                if attempt == 2 or not await self._wait_for_thread(target.thread_id):
+                    await self.delivery.reply(target, texts.busy)
+                    return
+
+    async def _wait_for_thread(self, thread_id: str) -> bool:
+        """Wait (at most ``busy_wait``) for the thread's running run; True if it stopped."""
+        runtime = self.services.runtime
+        running = [r for r in await runtime.thread_runs(thread_id) if r.status == "running"]
+        if not running:
+            return True
+        try:
+            await runtime.wait(running[-1].run_id, timeout=self.options.busy_wait)
+        except TimeoutError:
+            return False
+        return True
