@@ -8,25 +8,41 @@ that in about 150 lines, and keeps one dispatcher (the gateway's), one session l
 app's ``cleanup_ctx``) and one set of models (ours); aiogram would bring a second of each.
 """
 
-from ._api import InputFile, TelegramApi, TelegramApiError
+from ._api import InputFile, TelegramApi
+from ._channel import PREFIX, TELEGRAM, WEBHOOK_PATH, TelegramChannel
+from ._identity import OptionsUserResolver, ThreadNamer, UserResolver, keyed_thread_namer, language_for
 from ._options import TelegramOptions
+from ._port import MAX_CAPTION, TELEGRAM_CAPABILITIES, TelegramPart, TelegramPort, chat_markup
 from ._updates import CallbackQuery, Chat, Message, MessageEntity, Update, User, addressed_text
 from ._webhook import MAX_UPDATE_BYTES, SECRET_HEADER, TelegramWebhookError, WebhookGate
 
 __all__ = [
+    "MAX_CAPTION",
     "MAX_UPDATE_BYTES",
+    "PREFIX",
     "SECRET_HEADER",
+    "TELEGRAM",
+    "TELEGRAM_CAPABILITIES",
+    "WEBHOOK_PATH",
     "CallbackQuery",
     "Chat",
     "InputFile",
     "Message",
     "MessageEntity",
+    "OptionsUserResolver",
     "TelegramApi",
-    "TelegramApiError",
+    "TelegramChannel",
     "TelegramOptions",
+    "TelegramPart",
+    "TelegramPort",
     "TelegramWebhookError",
+    "ThreadNamer",
     "Update",
     "User",
+    "UserResolver",
     "WebhookGate",
     "addressed_text",
+    "chat_markup",
+    "keyed_thread_namer",
+    "language_for",
 ]

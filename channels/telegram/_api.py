@@ -5,7 +5,7 @@ Every method is ``POST https://api.telegram.org/bot<token>/<method>``: a JSON bo
 ``{"ok": true, "result": ...}`` or ``{"ok": false, "error_code": ..., "description": ...,
 "parameters": {"retry_after": ...}}``; ``error_code`` mirrors the HTTP status.
 
-How failures map (one place, :meth:`TelegramApi._answer`):
+How failures map to ``PushSendError`` (one place, :meth:`TelegramApi._answer`):
 
 =========================  ==========  =================================================
 Answer                     Retryable   Why
@@ -30,34 +30,14 @@ from typing import Any
 import aiohttp
 from pydantic import SecretStr
 
-from gateway import GatewayError
+from gateway import PushSendError
 
-__all__ = ["InputFile", "TelegramApi", "TelegramApiError"]
+__all__ = ["InputFile", "TelegramApi"]
 
 logger = logging.getLogger("channels.telegram.api")
 
 UPLOAD_FIELDS = {"sendPhoto": "photo", "sendDocument": "document"}
 """The methods that upload a file, and the form field the file goes in."""
-
-
-class TelegramApiError(GatewayError):
-    """A Bot API call failed; ``retryable`` says whether the same call may succeed later.
-
-    Attributes:
-        retryable: 429, 5xx and network failures; never a 4xx other than 429.
-        retry_after: Telegram's ``parameters.retry_after`` (seconds) on a 429.
-        error_code: Telegram's ``error_code`` (the HTTP status), ``None`` for a network failure.
-    """
-
-    status, code = 502, "telegram_api_error"
-
-    def __init__(
-        self, message: str, *, retryable: bool, retry_after: float | None = None, error_code: int | None = None
-    ) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.retry_after = retry_after
-        self.error_code = error_code
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,7 +77,7 @@ class TelegramApi:
         """Call ``method`` with a JSON body; its ``result``.
 
         Raises:
-            TelegramApiError: Telegram refused (``ok: false``), or could not be reached.
+            PushSendError: Telegram refused (``ok: false``), or could not be reached.
         """
         return await self._post(method, json=dict(payload or {}))
 
@@ -107,7 +87,7 @@ class TelegramApi:
         Other fields go as form fields (objects such as ``reply_markup`` JSON-serialized).
 
         Raises:
-            TelegramApiError: As :meth:`call`.
+            PushSendError: As :meth:`call`.
         """
         form = aiohttp.FormData()
         for key, value in payload.items():
@@ -133,7 +113,7 @@ class TelegramApi:
         except (TimeoutError, aiohttp.ClientError) as exc:
             # from None: aiohttp's text for some errors holds the URL, and the URL holds the token.
             reason = type(exc).__name__
-            raise TelegramApiError(f"{method}: Telegram unreachable ({reason})", retryable=True) from None
+            raise PushSendError(f"{method}: Telegram unreachable ({reason})", retryable=True) from None
 
     def _answer(self, method: str, status: int, raw: bytes) -> Any:
         try:
@@ -141,10 +121,10 @@ class TelegramApi:
         except ValueError:
             answer = None
         if not isinstance(answer, dict):
-            raise TelegramApiError(
+            raise PushSendError(
                 f"{method}: HTTP {status} without a Bot API answer",
                 retryable=status >= 500 or status == 429,
-                error_code=status,
+                http_status=status,
             )
         if answer.get("ok") is True:
             return answer.get("result")
@@ -153,9 +133,10 @@ class TelegramApi:
         description = str(answer.get("description") or f"error {code}")
         parameters = answer.get("parameters")
         retry_after = parameters.get("retry_after") if isinstance(parameters, dict) else None
-        raise TelegramApiError(
+        raise PushSendError(
             f"{method}: {code} {description}",
             retryable=code == 429 or code >= 500,
             retry_after=float(retry_after) if isinstance(retry_after, int | float) else None,
-            error_code=code,
+            http_status=status,
+            provider_code=code,
         )

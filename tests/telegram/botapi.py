@@ -61,6 +61,8 @@ class BotApi:
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1000)
+        self.message_ids: dict[int, int] = {}
+        """The message id answered to each call (by ``id(call)``)."""
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=20 * 1024 * 1024)
@@ -111,7 +113,10 @@ class BotApi:
             return web.json_response(
                 {"ok": False, "error_code": answer, "description": f"Error {answer}"}, status=answer
             )
-        return web.json_response({"ok": True, "result": self._result(call)})
+        result = self._result(call)
+        if isinstance(result, dict) and "message_id" in result:
+            self.message_ids[id(call)] = result["message_id"]
+        return web.json_response({"ok": True, "result": result})
 
     def _result(self, call: Call) -> Any:
         body = call.body

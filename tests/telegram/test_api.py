@@ -10,7 +10,8 @@ import pytest
 from aiohttp.test_utils import TestServer
 from pydantic import SecretStr
 
-from channels.telegram import InputFile, TelegramApi, TelegramApiError
+from channels.telegram import InputFile, TelegramApi
+from gateway import PushSendError
 
 from .botapi import TOKEN, BotApi
 
@@ -65,17 +66,17 @@ async def test_errors_map_to_retryable_or_not(
 ) -> None:
     recorder, api = bot
     recorder.script("sendMessage", answer)
-    with pytest.raises(TelegramApiError) as caught:
+    with pytest.raises(PushSendError) as caught:
         await api.call("sendMessage", {"chat_id": 1, "text": "x"})
     assert caught.value.retryable is retryable
     assert caught.value.retry_after == retry_after
-    assert caught.value.error_code == code
+    assert caught.value.provider_code == code and caught.value.http_status == code
 
 
 async def test_forbidden_is_final(bot: tuple[BotApi, TelegramApi]) -> None:
     recorder, api = bot
     recorder.script("sendMessage", 403)
-    with pytest.raises(TelegramApiError) as caught:
+    with pytest.raises(PushSendError) as caught:
         await api.call("sendMessage", {"chat_id": 1, "text": "x"})
     assert not caught.value.retryable and "403" in str(caught.value)
 
@@ -86,9 +87,9 @@ async def test_network_failure_is_retryable_and_never_shows_the_token(
     recorder, api = bot
     recorder.script("sendMessage", "drop")
     caplog.set_level(logging.DEBUG)
-    with pytest.raises(TelegramApiError) as caught:
+    with pytest.raises(PushSendError) as caught:
         await api.call("sendMessage", {"chat_id": 1, "text": "x"})
-    assert caught.value.retryable and caught.value.error_code is None
+    assert caught.value.retryable and caught.value.http_status is None
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
     secret = TOKEN.partition(":")[2]
     ours = [r.getMessage() for r in caplog.records if not r.name.startswith("aiohttp.")]  # the recorder's own
@@ -98,7 +99,7 @@ async def test_network_failure_is_retryable_and_never_shows_the_token(
 async def test_unreachable_host_is_retryable() -> None:
     api = TelegramApi(SecretStr(TOKEN), api_base="http://127.0.0.1:9", timeout=2)
     try:
-        with pytest.raises(TelegramApiError) as caught:
+        with pytest.raises(PushSendError) as caught:
             await api.call("getMe")
         assert caught.value.retryable and TOKEN not in str(caught.value)
     finally:
