@@ -20,40 +20,21 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from pydantic import BaseModel
 
-
-def _bridge_whatsapp_mid_refactor() -> None:
-    """TEMPORARY, until main's WhatsApp channel is on the kit: main's ``channels.whatsapp`` still
-    imports ``_texts`` / ``_markdown``, which the kit moved into ``gateway._push``, and
-    ``create_app`` imports WhatsApp. Bridge those two names so the app assembles; a no-op once
-    the modules exist again or WhatsApp no longer needs them."""
-    import sys
-    import types
-    from pathlib import Path
-
-    if (Path(__file__).parents[2] / "channels" / "whatsapp" / "_texts.py").exists():
-        return
-    from gateway._push import _markdown, _texts
-
-    texts = types.ModuleType("channels.whatsapp._texts")
-    texts.__dict__.update(
-        TEXTS=_texts.CHAT_TEXTS,
-        WhatsAppTexts=_texts.ChatTexts,
-        parse_decision=_texts.parse_decision,
-        texts_for=_texts.texts_for,
-    )
-    markdown = types.ModuleType("channels.whatsapp._markdown")
-    markdown.__dict__.update(MAX_BODY=1600, split_message=_markdown.split_message, to_whatsapp=_markdown.to_whatsapp)
-    sys.modules.setdefault("channels.whatsapp._texts", texts)
-    sys.modules.setdefault("channels.whatsapp._markdown", markdown)
-
-
-_bridge_whatsapp_mid_refactor()
-
 from channels.telegram import SECRET_HEADER, TELEGRAM, TelegramChannel, TelegramOptions, keyed_thread_namer
 from channels.telegram import Chat as TgChat
 from channels.telegram import User as TgUser
-from gateway import SERVICES, Agent, ApprovalPolicy, ApprovalRule, InboundOptions, PushOptions, RetryPolicy, Runtime
-from gateway import Settings, create_app
+from gateway import (
+    SERVICES,
+    Agent,
+    ApprovalPolicy,
+    ApprovalRule,
+    InboundOptions,
+    PushOptions,
+    RetryPolicy,
+    Runtime,
+    Settings,
+    create_app,
+)
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import Store
 from tools import ConfirmTemplate, ToolContext, ToolPresentation, UiCapabilities, define_tool
@@ -163,6 +144,32 @@ class Gateway:
             await self.channel.delivery.idle()
 
 
+def _bridge_whatsapp_mid_refactor() -> None:
+    """TEMPORARY, until main's WhatsApp channel is on the kit: main's ``channels.whatsapp`` still
+    imports ``_texts`` / ``_markdown``, which the kit moved into ``gateway._push``, and
+    ``create_app`` imports WhatsApp. Bridge those two names so the app assembles; a no-op once
+    the modules exist again or WhatsApp no longer needs them."""
+    import sys
+    import types
+    from pathlib import Path
+
+    if (Path(__file__).parents[2] / "channels" / "whatsapp" / "_texts.py").exists():
+        return
+    from gateway._push import _markdown, _texts
+
+    texts = types.ModuleType("channels.whatsapp._texts")
+    texts.__dict__.update(
+        TEXTS=_texts.CHAT_TEXTS,
+        WhatsAppTexts=_texts.ChatTexts,
+        parse_decision=_texts.parse_decision,
+        texts_for=_texts.texts_for,
+    )
+    markdown = types.ModuleType("channels.whatsapp._markdown")
+    markdown.__dict__.update(MAX_BODY=1600, split_message=_markdown.split_message, to_whatsapp=_markdown.to_whatsapp)
+    sys.modules.setdefault("channels.whatsapp._texts", texts)
+    sys.modules.setdefault("channels.whatsapp._markdown", markdown)
+
+
 MakeGateway = Callable[..., Awaitable[Gateway]]
 
 
@@ -180,6 +187,7 @@ async def make_gateway(aiohttp_client: Any) -> AsyncIterator[MakeGateway]:
         options: dict[str, Any] | None = None,
         **settings: Any,
     ) -> Gateway:
+        _bridge_whatsapp_mid_refactor()
         runtimes.append(runtime)
         bot = bot or BotApi()
         server = TestServer(bot.app())
