@@ -94,6 +94,7 @@ class BotApi:
             call.status = 401
             return web.json_response({"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401)
         if answer == "drop":
+            call.status = 0  # no answer came back: refused before the method ran
             assert request.transport is not None
             request.transport.close()
             raise ConnectionResetError("dropped by the script")

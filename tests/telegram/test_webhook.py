@@ -6,7 +6,6 @@ import asyncio
 import io
 import json
 import logging
-from typing import Any
 
 import pytest
 
@@ -204,5 +203,3 @@ async def test_a_group_message_not_for_the_bot_is_ignored(make_gateway: MakeGate
     assert sent.json == {"chat_id": GROUP_ID, "text": "Hello, group\\.", "parse_mode": "MarkdownV2"}
     runs = await gw.runtime.thread_runs(thread_of(GROUP_ID, ALICE_ID))
     assert [r.turn.text for r in runs] == ["/help"]
-
-
