@@ -43,7 +43,7 @@ TYPING_EVERY = 4.0
 """Seconds between two ``typing`` actions (Telegram shows one for 5 s)."""
 
 Method = Literal["sendMessage", "sendPhoto", "sendDocument", "editMessageText"]
-_MEDIA_METHODS = {"image/png": "sendPhoto", "application/pdf": "sendDocument"}
+_MEDIA_METHODS: dict[str, Method] = {"image/png": "sendPhoto", "application/pdf": "sendDocument"}
 _OUTCOMES = {
     "en": {"approved": "✅ Approved", "rejected": "❌ Rejected", "expired": "⌛ Expired"},
     "pt-BR": {"approved": "✅ Aprovado", "rejected": "❌ Recusado", "expired": "⌛ Expirado"},
@@ -121,7 +121,7 @@ class TelegramPort(PushPort[TelegramPart]):
                     payload |= {"caption": captions[0], "parse_mode": "MarkdownV2"}
             parts.append(
                 TelegramPart(
-                    method=method,  # type: ignore[arg-type]
+                    method=method,
                     payload=payload,
                     media_token=ref.token,
                     filename=ref.filename,

@@ -209,15 +209,14 @@ async def make_gateway(aiohttp_client: Any) -> AsyncIterator[MakeGateway]:
             retry=FAST_RETRY,
             inbound=InboundOptions(busy_wait=5.0),
         )
-        config = Settings(
-            _env_file=None,  # type: ignore[call-arg]
-            secret=SECRET,
-            port=0,
-            public_base_url=PUBLIC,
-            turn_burst=100,
-            turn_rate_per_minute=6000,
-            **settings,
-        )
+        config_values: dict[str, Any] = {
+            "secret": SECRET,
+            "port": 0,
+            "public_base_url": PUBLIC,
+            "turn_burst": 100,
+            "turn_rate_per_minute": 6000,
+        }
+        config = Settings(_env_file=None, **(config_values | settings))  # type: ignore[call-arg]
         if "channels" in inspect.signature(create_app).parameters:
             from channels.web import WebChannel  # type: ignore[attr-defined]
 

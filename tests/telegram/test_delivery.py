@@ -13,7 +13,7 @@ from gateway import Agent, PushState, RetryPolicy, Runtime
 from gateway._mdv2 import MAX_TELEGRAM_TEXT, split_telegram, telegram_length
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import Store
-from tools import ToolContext, ToolPresentation, define_tool
+from tools import ToolContext, ToolPresentation, UiCapabilities, define_tool
 
 from .botapi import TOKEN, BotApi
 from .conftest import FAST_PUSH, Gateway, MakeGateway, refund_runtime, text_runtime, thread_of
@@ -148,3 +148,37 @@ async def test_typing_while_the_run_works(make_gateway: MakeGateway, monkeypatch
     seen = len(typing)
     await asyncio.sleep(0.2)  # the run ended: no more typing (a few loop periods)
     assert len(gw.bot.of("sendChatAction")) == seen
+
+
+class InvoiceInput(BaseModel):
+    order_id: str
+
+
+async def test_a_document_goes_as_a_pdf_upload(make_gateway: MakeGateway) -> None:
+    @define_tool(
+        name="invoice",
+        description="The invoice of an order.",
+        input=InvoiceInput,
+        presentation=ToolPresentation(label="Invoice", running="Writing the invoice", done="Invoice ready"),
+    )
+    async def invoice(input: InvoiceInput, ctx: ToolContext) -> dict[str, Any]:
+        ctx.emit_ui(
+            "Document",
+            {"title": f"Invoice {input.order_id}", "sections": [{"heading": "Items", "text": "Burr grinder"}]},
+            fallback_text=f"Invoice for order {input.order_id}",
+        )
+        return {"order_id": input.order_id}
+
+    model = ScriptedModel(
+        [ScriptStep(tool_calls=[ToolCallRequest(name="invoice", args={"order_id": "1042"})]), ScriptStep(text="Here.")]
+    )
+    push = replace(FAST_PUSH, capabilities=UiCapabilities(formats=["pdf", "text"]))
+    gw = await make_gateway(Runtime(tools=[invoice], agents=[Agent(name="assistant")], model=model), push=push)
+    await gw.send(message("invoice for 1042"))
+    await gw.bot.wait_for(lambda b: "Here\\." in b.texts(), timeout=60)
+    [document] = gw.bot.of("sendDocument")
+    assert document.path == f"/bot{TOKEN}/sendDocument" and document.content_type == "multipart/form-data"
+    assert document.form == {"chat_id": str(ALICE_ID), "caption": "Invoice for order 1042", "parse_mode": "MarkdownV2"}
+    upload = document.files["document"]
+    assert upload.content_type == "application/pdf" and (upload.filename or "").endswith(".pdf")
+    assert upload.data.startswith(b"%PDF-")
