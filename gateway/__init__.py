@@ -63,7 +63,7 @@ from ._push import (
 )
 from ._runtime import Runtime, RuntimeObserver
 from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef, RateLimitedError, UnauthenticatedError
-from ._settings import Settings
+from ._settings import Settings, comma_list, comma_map
 from ._unicode import valid_text
 from .events import RunEvent, Turn
 
@@ -131,6 +131,8 @@ __all__ = [
     "UnauthenticatedError",
     "Undeliverable",
     "UnknownAgentError",
+    "comma_list",
+    "comma_map",
     "create_app",
     "one_line",
     "parse_decision",

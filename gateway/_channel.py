@@ -24,6 +24,7 @@ from ._agents import Agent
 from ._approvals import ApprovalPolicy
 from ._metrics import Metrics
 from ._push._state import ChannelState
+from ._runtime import RuntimeObserver
 from ._services import DeliveredUi
 from ._settings import Settings
 from .events import RunEvent, RunStatus, Turn, UiEvent
@@ -33,10 +34,6 @@ from .stores import ApprovalRecord, RunRecord, ThreadRecord
 __all__ = ["CHANNELS", "Channel", "ChannelRuntime", "ChannelServices"]
 
 logger = logging.getLogger("gateway.channels")
-
-
-class _Observer(Protocol):
-    def events_written(self, thread_id: str, events: list[RunEvent]) -> None: ...
 
 
 class ChannelRuntime(Protocol):
@@ -133,9 +130,9 @@ class ChannelServices(Protocol):
 
     def state(self, prefix: str) -> ChannelState: ...
 
-    def observe(self, observer: _Observer) -> None: ...
+    def observe(self, observer: RuntimeObserver) -> None: ...
 
-    def unobserve(self, observer: _Observer) -> None: ...
+    def unobserve(self, observer: RuntimeObserver) -> None: ...
 
 
 class Channel(abc.ABC):

@@ -21,7 +21,7 @@ from ._identity import ChainResolver
 from ._metrics import Metrics
 from ._push._state import ChannelState
 from ._ratelimit import RateLimiter
-from ._runtime import Runtime
+from ._runtime import Runtime, RuntimeObserver
 from ._settings import Settings
 from .events import Turn, UiEvent
 
@@ -160,11 +160,11 @@ class GatewayServices:
         """A channel's own keys in the store's channel state, under ``prefix`` (``wa``, ``tg``...)."""
         return ChannelState(self.runtime.store, prefix)
 
-    def observe(self, observer: Any) -> None:
+    def observe(self, observer: RuntimeObserver) -> None:
         """Tell ``observer.events_written(thread_id, events)`` of every write this process makes."""
         self.runtime.observers.append(observer)
 
-    def unobserve(self, observer: Any) -> None:
+    def unobserve(self, observer: RuntimeObserver) -> None:
         """Stop telling ``observer``."""
         if observer in self.runtime.observers:
             self.runtime.observers.remove(observer)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "comma_list", "comma_map"]
 
 logger = logging.getLogger("gateway.settings")
 
@@ -17,14 +17,15 @@ MIN_SECRET_BYTES = 16
 """A shorter secret is refused: it signs cookies, tokens and media URLs."""
 
 
-def _split(value: Any) -> Any:
+def comma_list(value: Any) -> Any:
+    """``"a, b,c"`` -> ``["a", "b", "c"]`` (a ``mode="before"`` validator of list settings)."""
     if isinstance(value, str):
         return [item.strip() for item in value.split(",") if item.strip()]
     return value
 
 
-def _pairs(value: Any) -> Any:
-    """``"+1555=admin|ops,+1666=member"`` -> ``{"+1555": ["admin", "ops"], ...}``."""
+def comma_map(value: Any) -> Any:
+    """``"+1555=admin|ops,+1666=member"`` -> ``{"+1555": ["admin", "ops"], ...}`` (a ``mode="before"`` validator)."""
     if isinstance(value, str):
         out: dict[str, Any] = {}
         for item in value.split(","):
@@ -48,8 +49,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     public_base_url: str | None = None
-    """The URL people and Twilio reach this gateway at (``https://chat.example.com``); media links
-    and webhook signatures are built from it. Defaults to ``http://<host>:<port>``."""
+    """The URL people and providers (Twilio, Telegram, Meta) reach this gateway at
+    (``https://chat.example.com``); media links and webhook signatures are built from it.
+    Defaults to ``http://<host>:<port>``."""
     redis_url: str | None = None
     """``redis://...``: share state between processes. None: in-process memory store."""
     model: str = "demo"
@@ -89,25 +91,8 @@ class Settings(BaseSettings):
     media_ttl: int = Field(default=3600, ge=60)
     """Seconds a rendered media URL stays valid."""
     lease_ttl: float = Field(default=15.0, gt=0)
-    twilio_account_sid: str | None = None
-    twilio_auth_token: SecretStr | None = None
-    whatsapp_from: str | None = None
-    """``whatsapp:+E164``: the sender number."""
-    whatsapp_messaging_service_sid: str | None = None
-    whatsapp_roles: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
-    """Roles by sender (``+15551234567=admin|ops,...``); others get ``whatsapp_default_roles``."""
-    whatsapp_default_roles: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["member"])
-    whatsapp_allow_unknown: bool = True
-    """Serve senders missing from ``whatsapp_roles``; False refuses them politely."""
-    whatsapp_languages: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
-    """Language by sender (``+5511...=pt-BR``)."""
-    whatsapp_approval_template_sid: str | None = None
-    """An approved template (``HX...``) for approvals outside the 24 h window."""
-    whatsapp_shared_key: SecretStr | None = None
-    """The key of Twilio's HMAC-SHA256 webhook signing (``X-Twilio-Webhooks-Signature-Settings``)."""
 
-    _split_lists = field_validator("allowed_origins", "whatsapp_default_roles", mode="before")(_split)
-    _split_maps = field_validator("whatsapp_roles", "whatsapp_languages", mode="before")(_pairs)
+    _split_lists = field_validator("allowed_origins", mode="before")(comma_list)
 
     @field_validator("secret")
     @classmethod

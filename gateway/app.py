@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from renderers import MediaStore, RedisMediaBackend, Renderer, default_catalog
+from renderers import Catalog, MediaStore, RedisMediaBackend, Renderer, default_catalog
 from tools import Tool, UserError, discover_tools
 
 from ._agents import Agent
+from ._channel import CHANNELS, Channel
 from ._errors import StoreUnavailableError
 from ._guard import AddressCounter, ProtocolLog, body_deadline, connection_limit
 from ._http import add_routes, error_middleware
@@ -25,7 +26,7 @@ from ._settings import Settings
 from .models import Model
 from .stores import MemoryStore, Store
 
-__all__ = ["DEFAULT_INSTRUCTIONS", "build_model", "build_runtime", "build_store", "create_app"]
+__all__ = ["DEFAULT_INSTRUCTIONS", "build_model", "build_runtime", "build_store", "create_app", "default_channels"]
 
 logger = logging.getLogger("gateway.app")
 
@@ -114,8 +115,30 @@ async def _close_models(runtime: Runtime) -> None:
             await close()
 
 
+def default_channels(settings: Settings | None = None) -> list[Channel]:
+    """The channels a gateway serves when ``create_app`` is given none.
+
+    The web widget, AG-UI and A2A always; WhatsApp through Twilio when ``AGORA_TWILIO_*`` is
+    set (its routes then say which setting is missing, if one is).
+    """
+    from channels.a2a import A2AChannel
+    from channels.ag_ui import AgUiChannel
+    from channels.web import WebChannel
+    from channels.whatsapp import TwilioOptions, WhatsAppChannel
+
+    channels: list[Channel] = [WebChannel(), AgUiChannel(), A2AChannel()]
+    twilio = TwilioOptions()
+    if twilio.configured:
+        channels.append(WhatsAppChannel(twilio))
+    return channels
+
+
 def create_app(
-    settings: Settings | None = None, *, runtime: Runtime | None = None, twilio_client: Any = None
+    settings: Settings | None = None,
+    *,
+    runtime: Runtime | None = None,
+    channels: Sequence[Channel] | None = None,
+    catalog: Catalog | None = None,
 ) -> web.Application:
     """Assemble a gateway application.
 
@@ -124,7 +147,9 @@ def create_app(
         runtime: A ready runtime; without one the embedded runtime is built from ``settings``
             (the demo tools and model unless configured otherwise). A runtime you pass is started
             with the app but stays yours to close; one built here closes with the app.
-        twilio_client: A ready ``twilio.rest.Client`` for WhatsApp (tests inject one).
+        channels: The channels to serve (``default_channels()`` when omitted): each is set up
+            on the app in order, starts after the runtime and stops before it.
+        catalog: The components tools may show (``default_catalog()`` when omitted).
 
     Returns:
         The ``aiohttp`` application: serve it with ``web.run_app`` or ``agora-gateway serve``.
@@ -133,7 +158,7 @@ def create_app(
     secret = settings.secret_bytes()
     owns_runtime = runtime is None
     runtime = runtime or build_runtime(settings, secret)
-    catalog = default_catalog()
+    catalog = catalog or default_catalog()
     resolvers: list[Any] = [SignedTokenResolver(secret)]
     if settings.trusted_headers:
         resolvers.append(TrustedHeaderResolver())
@@ -166,15 +191,6 @@ def create_app(
     app[SERVICES] = services
     add_routes(app)
 
-    from channels import ag_ui
-    from channels import web as web_channel
-
-    web_channel.setup(app)
-    from channels import a2a
-
-    ag_ui.setup(app)
-    a2a.setup(app)
-
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:
             # Fail at start-up, with the store's own words, rather than on the first turn.
@@ -202,7 +218,12 @@ def create_app(
 
     app.cleanup_ctx.append(lifecycle)
 
-    from channels import whatsapp
-
-    whatsapp.setup(app, twilio_client=twilio_client)  # after lifecycle: it stops before the runtime
+    # Channels after the lifecycle: they start after the runtime and stop before it.
+    chosen = list(channels) if channels is not None else default_channels(settings)
+    names = [channel.name for channel in chosen]
+    if len(set(names)) != len(names):
+        raise UserError(f"two channels share a name: {names}")
+    app[CHANNELS] = chosen
+    for channel in chosen:
+        channel.setup(app, services)
     return app

@@ -7,7 +7,6 @@ import json
 import logging
 import time
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import Any
 
@@ -22,6 +21,8 @@ from aiohttp import web
 from gateway import (
     SERVICES,
     ActorResolver,
+    Channel,
+    ChannelServices,
     GatewayError,
     GatewayServices,
     InvalidTokenError,
@@ -30,7 +31,7 @@ from gateway import (
     valid_text,
     verify_actor_token,
 )
-from tools import Actor
+from tools import Actor, UiCapabilities
 
 from ._book import DEFAULT_TASK_TTL, TaskBook
 from ._card import A2AOptions, build_agent_card, public_base_url
@@ -66,18 +67,38 @@ def _requested_version(request: web.Request) -> str | None:
     return valid_text(value) or None
 
 
-@dataclass(kw_only=True, eq=False)
-class A2AChannel:
-    """The A2A channel of one gateway app: its options, task records, handler and dispatcher."""
+class A2AChannel(Channel):
+    """The A2A channel of one gateway app: its options, task records, handler and dispatcher.
+
+    ``GET /.well-known/agent-card.json`` and ``POST /a2a`` (``options.path``); the JSON-RPC
+    endpoint answers with and without a trailing slash (``/a2a`` and ``/a2a/``).
+
+    Args:
+        options: Card wording, media, stream heartbeat.
+        task_ttl: Seconds task records are kept after their last change.
+        resolver: Who callers are; by default a signed actor token in ``Authorization: Bearer``.
+    """
+
+    name = "a2a"
+    capabilities = UiCapabilities(formats=["image", "text"])
 
     services: GatewayServices
-    options: A2AOptions
     book: TaskBook
     handler: GatewayRequestHandler
     dispatcher: JsonRpcDispatcher
-    resolver: ActorResolver | None = None
-    """Who the caller is; ``None`` reads a signed actor token from ``Authorization: Bearer``."""
-    _card_seen: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+
+    def __init__(
+        self,
+        options: A2AOptions | None = None,
+        *,
+        task_ttl: float = DEFAULT_TASK_TTL,
+        resolver: ActorResolver | None = None,
+    ) -> None:
+        self.options = options or A2AOptions()
+        self.task_ttl = task_ttl
+        self.resolver = resolver
+        """Who the caller is; ``None`` reads a signed actor token from ``Authorization: Bearer``."""
+        self._card_seen: dict[str, int] = {}
 
     @classmethod
     def create(
@@ -88,18 +109,27 @@ class A2AChannel:
         task_ttl: float = DEFAULT_TASK_TTL,
         resolver: ActorResolver | None = None,
     ) -> A2AChannel:
-        """Assemble the channel over a gateway's services."""
-        options = options or A2AOptions()
-        book = TaskBook(services.runtime.store, ttl=task_ttl)
-        handler = GatewayRequestHandler(services, book, options)
-        return cls(
-            services=services,
-            options=options,
-            book=book,
-            handler=handler,
-            dispatcher=JsonRpcDispatcher(handler),
-            resolver=resolver,
-        )
+        """Assemble the channel over a gateway's services (without mounting it)."""
+        channel = cls(options, task_ttl=task_ttl, resolver=resolver)
+        channel.bind(services)
+        return channel
+
+    def bind(self, services: GatewayServices) -> None:
+        """Build the task book, handler and dispatcher over ``services``."""
+        self.services = services
+        self.book = TaskBook(services.runtime.store, ttl=self.task_ttl)
+        self.handler = GatewayRequestHandler(services, self.book, self.options)
+        self.dispatcher = JsonRpcDispatcher(self.handler)
+
+    def setup(self, app: web.Application, services: ChannelServices) -> None:
+        """Mount the card and the JSON-RPC endpoint on ``app``."""
+        self.bind(app[SERVICES])
+        app[A2A_CHANNEL] = self
+        app.router.add_get("/.well-known/agent-card.json", self.agent_card)
+        path = self.options.path.rstrip("/")
+        app.router.add_post(path + "/", self.rpc)
+        if path:
+            app.router.add_post(path, self.rpc)
 
     async def authenticate(self, request: web.Request) -> Actor:
         """The caller's actor.
@@ -282,21 +312,7 @@ def setup(
     task_ttl: float = DEFAULT_TASK_TTL,
     resolver: ActorResolver | None = None,
 ) -> A2AChannel:
-    """Mount ``GET /.well-known/agent-card.json`` and ``POST /a2a`` (``options.path``) on a gateway app.
-
-    The JSON-RPC endpoint answers with and without a trailing slash (``/a2a`` and ``/a2a/``).
-
-    Args:
-        app: An app from ``gateway.create_app`` (its ``app[SERVICES]`` is used).
-        options: Card wording, media, stream heartbeat.
-        task_ttl: Seconds task records are kept after their last change.
-        resolver: Who callers are; by default a signed actor token in ``Authorization: Bearer``.
-    """
-    channel = A2AChannel.create(app[SERVICES], options, task_ttl=task_ttl, resolver=resolver)
-    app[A2A_CHANNEL] = channel
-    app.router.add_get("/.well-known/agent-card.json", channel.agent_card)
-    path = channel.options.path.rstrip("/")
-    app.router.add_post(path + "/", channel.rpc)
-    if path:
-        app.router.add_post(path, channel.rpc)
+    """Mount an ``A2AChannel`` on an app from ``gateway.create_app`` (which does it by default)."""
+    channel = A2AChannel(options, task_ttl=task_ttl, resolver=resolver)
+    channel.setup(app, app[SERVICES])
     return channel

@@ -3,6 +3,7 @@
 See ``docs/ag-ui.md`` for the event mapping, the run and interrupt ids and the error behaviour.
 """
 
+from ._channel import AgUiChannel
 from ._handlers import AG_UI_OPTIONS, AgUiOptions, run_agent, setup, thread_events
 from ._input import (
     AG_UI_DEFAULT_CAPABILITIES,
@@ -35,6 +36,7 @@ __all__ = [
     "KEEPALIVE_SECONDS",
     "MAX_BODY",
     "RUN_ID_TTL",
+    "AgUiChannel",
     "AgUiOptions",
     "AgUiRequest",
     "AgUiRequestError",

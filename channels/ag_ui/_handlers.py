@@ -122,7 +122,7 @@ async def thread_events(request: web.Request) -> web.StreamResponse:
 
 
 def setup(app: web.Application, *, options: AgUiOptions | None = None) -> None:
-    """Mount the AG-UI routes on a gateway app."""
-    app[AG_UI_OPTIONS] = options or AgUiOptions()
-    app.router.add_post("/agent/ag-ui", run_agent)
-    app.router.add_get("/agent/ag-ui/threads/{thread_id}/events", thread_events, allow_head=False)
+    """Mount an ``AgUiChannel`` on an app from ``gateway.create_app`` (which does it by default)."""
+    from ._channel import AgUiChannel
+
+    AgUiChannel(options).setup(app, app[SERVICES])

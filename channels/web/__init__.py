@@ -2,6 +2,7 @@
 
 from aiohttp import web
 
+from ._channel import WebChannel
 from ._frames import ApproveFrame, CancelFrame, ClientFrame, HelloFrame, RejectFrame, SendFrame
 from ._socket import OPEN_SOCKETS, WEB_DEFAULT_CAPABILITIES, WebSession, close_sockets, websocket_handler
 
@@ -13,6 +14,7 @@ __all__ = [
     "HelloFrame",
     "RejectFrame",
     "SendFrame",
+    "WebChannel",
     "WebSession",
     "setup",
     "websocket_handler",

@@ -1,8 +1,12 @@
 """The WhatsApp channel, through Twilio: conversations, approval buttons, images and PDFs.
 
-``setup(app)`` mounts ``POST /channels/whatsapp`` (Twilio's inbound webhook) and
-``POST /channels/whatsapp/status`` (status callbacks) on a gateway app. See ``docs/whatsapp.md``.
+``WhatsAppChannel(TwilioOptions(...))`` mounts ``POST /channels/whatsapp`` (Twilio's inbound
+webhook) and ``POST /channels/whatsapp/status`` (status callbacks); ``create_app`` adds it when
+``AGORA_TWILIO_*`` is set. Delivery, approvals and texts are the shared kit's (``gateway``).
+See ``docs/whatsapp.md``.
 """
+
+from gateway import RetryPolicy
 
 from ._approvals import BUTTON_PREFIX, MAX_BUTTON_TITLE, ApprovalButtons, button_title
 from ._channel import WHATSAPP, WhatsAppChannel, WhatsAppOptions, setup
@@ -15,10 +19,11 @@ from ._identity import (
     language_for,
     thread_per_sender,
 )
-from ._inbound import InboundOptions
+from ._inbound import InboundOptions, WhatsAppInbound
 from ._markdown import MAX_BODY, split_message, to_whatsapp
-from ._outbound import WHATSAPP_CAPABILITIES, DeliveryOptions, WhatsAppDelivery
-from ._sender import JsonAsyncTwilioHttpClient, OutboundMessage, RetryPolicy, TwilioSender, WhatsAppSendError
+from ._options import TwilioOptions, WhatsAppSenderOptions
+from ._outbound import WHATSAPP_CAPABILITIES, DeliveryOptions, WhatsAppDelivery, WhatsAppPort
+from ._sender import JsonAsyncTwilioHttpClient, OutboundMessage, TwilioSender, WhatsAppSendError
 from ._state import ChannelState, Conversation, Cursor
 from ._status import RETRYABLE_STATUS_CODES, StatusCallbacks
 from ._texts import TEXTS, WhatsAppTexts, parse_decision, texts_for
@@ -46,13 +51,17 @@ __all__ = [
     "SettingsSenderResolver",
     "StatusCallbacks",
     "ThreadNamer",
+    "TwilioOptions",
     "TwilioSender",
     "WebhookVerifier",
     "WhatsAppChannel",
     "WhatsAppDelivery",
+    "WhatsAppInbound",
     "WhatsAppOptions",
+    "WhatsAppPort",
     "WhatsAppSendError",
     "WhatsAppSender",
+    "WhatsAppSenderOptions",
     "WhatsAppTexts",
     "button_title",
     "keyed_thread_namer",

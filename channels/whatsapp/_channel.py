@@ -1,24 +1,25 @@
-"""``WhatsAppChannel``: the channel's parts wired together, and ``setup`` to mount it on an app."""
+"""``WhatsAppChannel``: WhatsApp through Twilio, its parts wired together on the channel kit."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-from gateway import SERVICES, GatewayServices, Settings
+from gateway import Channel, ChannelServices, PushDelivery, RetryPolicy
 
 from ._approvals import ApprovalButtons
 from ._identity import SenderResolver, SettingsSenderResolver, ThreadNamer, keyed_thread_namer
 from ._inbound import InboundHandler, InboundOptions
-from ._outbound import DeliveryOptions, WhatsAppDelivery
-from ._sender import JsonAsyncTwilioHttpClient, RetryPolicy, TwilioSender
+from ._options import TwilioOptions, WhatsAppSenderOptions
+from ._outbound import WHATSAPP_CAPABILITIES, DeliveryOptions, WhatsAppPort
+from ._sender import JsonAsyncTwilioHttpClient, OutboundMessage, TwilioSender
 from ._state import ChannelState
 from ._status import StatusCallbacks
-from ._texts import TEXTS, WhatsAppTexts, texts_for
+from ._texts import TEXTS, WhatsAppTexts
 from ._webhook import WebhookVerifier, inbound_handler, status_handler
 
 __all__ = ["WHATSAPP", "WhatsAppChannel", "WhatsAppOptions", "setup"]
@@ -41,89 +42,100 @@ class WhatsAppOptions:
     """Prefix of the channel's keys in the store's channel state."""
 
 
-def _missing(settings: Settings, twilio_client: Any) -> str | None:
-    """Why the channel cannot run with these settings, or ``None``."""
-    if not (settings.twilio_auth_token or settings.whatsapp_shared_key):
-        return "set AGORA_TWILIO_AUTH_TOKEN (or AGORA_WHATSAPP_SHARED_KEY) to check Twilio's signatures"
-    if not (settings.whatsapp_from or settings.whatsapp_messaging_service_sid):
-        return "set AGORA_WHATSAPP_FROM (whatsapp:+E164) or AGORA_WHATSAPP_MESSAGING_SERVICE_SID"
-    if twilio_client is None and not (settings.twilio_account_sid and settings.twilio_auth_token):
-        return "set AGORA_TWILIO_ACCOUNT_SID and AGORA_TWILIO_AUTH_TOKEN to send messages"
-    return None
-
-
-class WhatsAppChannel:
+class WhatsAppChannel(Channel):
     """WhatsApp through Twilio on one gateway app: webhooks in, deliveries out, approvals.
 
-    Build it with ``setup(app)``; it starts and stops with the app. Without the Twilio settings
-    it stays off: its routes answer 503 and say which setting is missing.
+    Built from ``TwilioOptions`` (``AGORA_TWILIO_*``) and ``WhatsAppSenderOptions``
+    (``AGORA_WHATSAPP_*``), read from the environment when not given. Without the Twilio
+    credentials it stays off: its routes answer 503 and say which setting is missing.
     """
+
+    name = "whatsapp"
+    capabilities = WHATSAPP_CAPABILITIES
 
     def __init__(
         self,
-        services: GatewayServices,
+        twilio: TwilioOptions | None = None,
         *,
+        senders: WhatsAppSenderOptions | None = None,
         twilio_client: Any = None,
         resolver: SenderResolver | None = None,
         thread_for: ThreadNamer | None = None,
         texts: Mapping[str, WhatsAppTexts] | None = None,
         options: WhatsAppOptions | None = None,
     ) -> None:
-        settings = services.settings
-        self.services = services
+        self.twilio = twilio if twilio is not None else TwilioOptions()
+        self.senders = senders if senders is not None else WhatsAppSenderOptions()
         self.options = options or WhatsAppOptions()
-        self.disabled_reason = _missing(settings, twilio_client)
-        self.state = ChannelState(services.runtime.store, self.options.key_prefix)
-        self.verifier = WebhookVerifier(
-            auth_token=settings.twilio_auth_token.get_secret_value() if settings.twilio_auth_token else None,
-            shared_key=settings.whatsapp_shared_key.get_secret_value() if settings.whatsapp_shared_key else None,
-            public_base_url=settings.public_base_url,
-            trust_forwarded=settings.trust_forwarded,
-        )
+        self.disabled_reason = self.twilio.missing(has_client=twilio_client is not None)
         self._client = twilio_client
         self._owned_http: Any = None
         self._started = False
-        self.resolver: SenderResolver = resolver or SettingsSenderResolver.from_settings(settings)
-        self.thread_for: ThreadNamer = thread_for or keyed_thread_namer(services.secret)
+        self.resolver: SenderResolver = resolver or SettingsSenderResolver.from_options(self.senders)
+        self._thread_for = thread_for
         self.texts: Mapping[str, WhatsAppTexts] = dict(texts or TEXTS)
+        self._services: ChannelServices | None = None
+
+    @property
+    def services(self) -> ChannelServices:
+        if self._services is None:
+            raise RuntimeError("the WhatsApp channel is not set up on an app yet")
+        return self._services
+
+    def setup(self, app: web.Application, services: ChannelServices) -> None:
+        """Mount ``POST /channels/whatsapp`` and ``POST /channels/whatsapp/status``; start and stop with ``app``."""
+        self._services = services
         self._build()
+        app[WHATSAPP] = self
+        app.router.add_post(INBOUND_PATH, inbound_handler)
+        app.router.add_post(STATUS_PATH, status_handler)
+        self.mount_lifecycle(app)
 
     def _build(self) -> None:
-        settings = self.services.settings
-        table = dict(self.texts)
-        self.texts_for: Callable[[str | None], WhatsAppTexts] = lambda language: texts_for(language, table)
+        services = self.services
+        settings = services.settings
+        twilio = self.twilio
+        self.state = ChannelState(services.state(self.options.key_prefix).store, self.options.key_prefix)
+        self.thread_for: ThreadNamer = self._thread_for or keyed_thread_namer(services.secret)
+        self.verifier = WebhookVerifier(
+            auth_token=twilio.auth_token.get_secret_value() if twilio.auth_token else None,
+            shared_key=twilio.shared_key.get_secret_value() if twilio.shared_key else None,
+            public_base_url=settings.public_base_url,
+            trust_forwarded=settings.trust_forwarded,
+        )
         self.sender = TwilioSender(
             self._client,
-            from_=settings.whatsapp_from,
-            messaging_service_sid=settings.whatsapp_messaging_service_sid,
+            from_=twilio.from_,
+            messaging_service_sid=twilio.messaging_service_sid,
             status_callback=f"{settings.public_base_url}{STATUS_PATH}" if settings.public_base_url else None,
             retry=self.options.retry,
         )
-        self.buttons = ApprovalButtons(self.state, self.sender, template_sid=settings.whatsapp_approval_template_sid)
-        self.delivery = WhatsAppDelivery(
-            services=self.services,
-            state=self.state,
-            sender=self.sender,
-            buttons=self.buttons,
-            texts_for=self.texts_for,
+        self.buttons = ApprovalButtons(self.state, self.sender, template_sid=twilio.approval_template_sid)
+        self.port = WhatsAppPort(
+            state=self.state, sender=self.sender, buttons=self.buttons, window=self.options.delivery.window
+        )
+        self.delivery: PushDelivery[OutboundMessage] = PushDelivery(
+            services,
+            self.port,
+            prefix=self.options.key_prefix,
             options=self.options.delivery,
+            texts=dict(self.texts),
+            state=self.state,
         )
         self.status = StatusCallbacks(
             state=self.state,
             sender=self.sender,
             delivery=self.delivery,
-            template_sid=settings.whatsapp_approval_template_sid,
+            template_sid=twilio.approval_template_sid,
             options=self.options.delivery,
         )
         self.inbound = InboundHandler(
-            services=self.services,
+            services=services,
             state=self.state,
             delivery=self.delivery,
-            buttons=self.buttons,
             resolver=self.resolver,
             thread_for=self.thread_for,
-            texts_for=self.texts_for,
-            languages=settings.whatsapp_languages,
+            languages=self.senders.languages,
             options=self.options.inbound,
         )
 
@@ -135,22 +147,19 @@ class WhatsAppChannel:
         texts: Mapping[str, WhatsAppTexts] | None = None,
         options: WhatsAppOptions | None = None,
     ) -> None:
-        """Replace the resolver, thread namer, texts or options of an app's channel before it starts.
-
-        For apps built by ``create_app``, which mounts the channel with its defaults.
+        """Replace the resolver, thread namer, texts or options of a set-up channel before it starts.
 
         Raises:
             RuntimeError: The channel already started.
         """
         if self._started:
             raise RuntimeError("Cannot configure a WhatsApp channel that already started")
-        if options is not None:
-            self.options = options
-            self.state = ChannelState(self.services.runtime.store, options.key_prefix)
+        self.options = options or self.options
         self.resolver = resolver or self.resolver
-        self.thread_for = thread_for or self.thread_for
+        self._thread_for = thread_for or self._thread_for
         self.texts = dict(texts or self.texts)
-        self._build()
+        if self._services is not None:
+            self._build()
 
     @property
     def enabled(self) -> bool:
@@ -165,19 +174,20 @@ class WhatsAppChannel:
         if self._client is None:
             from twilio.rest import Client
 
-            settings = self.services.settings
+            twilio = self.twilio
             self._owned_http = JsonAsyncTwilioHttpClient(timeout=30.0)
-            token = settings.twilio_auth_token.get_secret_value() if settings.twilio_auth_token else None
-            self._client = Client(settings.twilio_account_sid, token, http_client=self._owned_http)
+            token = twilio.auth_token.get_secret_value() if twilio.auth_token else None
+            self._client = Client(twilio.account_sid, token, http_client=self._owned_http)
         self.sender.client = self._client
-        self.services.runtime.observers.append(self.delivery)
+        self.delivery.start()
         self._started = True
         logger.info("WhatsApp channel on at %s", self.verifier.public_base_url or "(the request's own URL)")
-        if not self.services.settings.public_base_url:
+        settings = self.services.settings
+        if not settings.public_base_url:
             logger.warning(
                 "AGORA_PUBLIC_BASE_URL is not set: Twilio cannot fetch images and PDFs from %s, and no "
                 "status callbacks are asked for. Set it to the URL Twilio reaches this gateway at.",
-                self.services.settings.base_url(),
+                settings.base_url(),
             )
 
     async def aclose(self) -> None:
@@ -185,9 +195,6 @@ class WhatsAppChannel:
         if not self._started:
             return
         self._started = False
-        observers = self.services.runtime.observers
-        if self.delivery in observers:
-            observers.remove(self.delivery)
         await self.delivery.aclose()
         if self._owned_http is not None:
             await self._owned_http.close()
@@ -198,47 +205,8 @@ WHATSAPP = web.AppKey("agora_whatsapp", WhatsAppChannel)
 """Where a gateway app keeps its ``WhatsAppChannel``."""
 
 
-def setup(
-    app: web.Application,
-    *,
-    twilio_client: Any = None,
-    resolver: SenderResolver | None = None,
-    thread_for: ThreadNamer | None = None,
-    texts: Mapping[str, WhatsAppTexts] | None = None,
-    options: WhatsAppOptions | None = None,
-) -> WhatsAppChannel:
-    """Mount ``POST /channels/whatsapp`` and ``POST /channels/whatsapp/status`` on a gateway app.
-
-    Args:
-        app: An app made by ``create_app`` (it holds the ``GatewayServices``).
-        twilio_client: A ready ``twilio.rest.Client``; one over an async HTTP client is built
-            from the settings otherwise.
-        resolver: Maps senders to actors (``SettingsSenderResolver`` by default).
-        thread_for: Names a sender's thread (``keyed_thread_namer(secret)`` by default).
-        texts: The channel's sentences by language (``TEXTS`` by default).
-        options: Retries, delivery timing, inbound limits.
-
-    Returns:
-        The channel, also in ``app[WHATSAPP]``; it starts and stops with the app.
-    """
-    channel = WhatsAppChannel(
-        app[SERVICES],
-        twilio_client=twilio_client,
-        resolver=resolver,
-        thread_for=thread_for,
-        texts=texts,
-        options=options,
-    )
-    app[WHATSAPP] = channel
-    app.router.add_post(INBOUND_PATH, inbound_handler)
-    app.router.add_post(STATUS_PATH, status_handler)
-
-    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        await channel.start()
-        try:
-            yield
-        finally:
-            await channel.aclose()
-
-    app.cleanup_ctx.append(lifecycle)
+def setup(app: web.Application, services: ChannelServices, **kwargs: Any) -> WhatsAppChannel:
+    """Mount a ``WhatsAppChannel(**kwargs)`` on ``app`` (``create_app`` does it for you when configured)."""
+    channel = WhatsAppChannel(**kwargs)
+    channel.setup(app, services)
     return channel

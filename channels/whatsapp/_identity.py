@@ -9,8 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from gateway import Settings
 from tools import Actor
+
+from ._options import WhatsAppSenderOptions
 
 __all__ = [
     "SenderResolver",
@@ -83,13 +84,9 @@ class SettingsSenderResolver:
         self.allow_unknown = allow_unknown
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> SettingsSenderResolver:
-        """``whatsapp_roles``, ``whatsapp_default_roles`` and ``whatsapp_allow_unknown``."""
-        return cls(
-            roles=settings.whatsapp_roles,
-            default_roles=settings.whatsapp_default_roles,
-            allow_unknown=settings.whatsapp_allow_unknown,
-        )
+    def from_options(cls, options: WhatsAppSenderOptions) -> SettingsSenderResolver:
+        """``AGORA_WHATSAPP_ROLES``, ``AGORA_WHATSAPP_DEFAULT_ROLES`` and ``AGORA_WHATSAPP_ALLOW_UNKNOWN``."""
+        return cls(roles=options.roles, default_roles=options.default_roles, allow_unknown=options.allow_unknown)
 
     async def resolve(self, sender: WhatsAppSender) -> Actor | None:
         """The sender's actor, or ``None`` for an unknown sender when those are refused."""

@@ -11,8 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
-import random
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -21,7 +20,7 @@ from twilio.base.exceptions import TwilioException, TwilioRestException
 from twilio.http.async_http_client import AsyncTwilioHttpClient
 from twilio.http.response import Response
 
-from gateway import GatewayError
+from gateway import PushSendError, RetryPolicy
 
 __all__ = ["JsonAsyncTwilioHttpClient", "OutboundMessage", "RetryPolicy", "TwilioSender", "WhatsAppSendError"]
 
@@ -30,12 +29,10 @@ logger = logging.getLogger("channels.whatsapp.sender")
 T = TypeVar("T")
 
 
-class WhatsAppSendError(GatewayError):
-    """Twilio refused a request, or could not be reached.
+class WhatsAppSendError(PushSendError):
+    """Twilio refused a request, or could not be reached (``gateway.PushSendError``).
 
     Attributes:
-        retryable: Whether the same request may succeed later (429, 5xx, network).
-        http_status: Twilio's HTTP status, ``None`` when it was not reached.
         twilio_code: Twilio's error code (``21211``...), when it gave one.
     """
 
@@ -44,47 +41,11 @@ class WhatsAppSendError(GatewayError):
     def __init__(
         self, message: str, *, retryable: bool, http_status: int | None = None, twilio_code: int | None = None
     ) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.http_status = http_status
+        super().__init__(message, retryable=retryable, http_status=http_status, provider_code=twilio_code)
         self.twilio_code = twilio_code
 
-
-@dataclass(frozen=True, kw_only=True)
-class RetryPolicy:
-    """How often and how patiently a request is retried when Twilio says it may succeed later.
-
-    The wait before retry ``n`` (1-based) is ``base_delay * factor ** (n - 1)``, capped at
-    ``max_delay``, with up to 25 % random jitter so that many senders do not retry in step.
-    """
-
-    attempts: int = 4
-    """Tries in all, the first included."""
-    base_delay: float = 0.5
-    factor: float = 2.0
-    max_delay: float = 8.0
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1 or self.base_delay < 0 or self.factor < 1 or self.max_delay < 0:
-            raise ValueError("RetryPolicy needs attempts >= 1, factor >= 1 and non-negative delays")
-
-    def delay(self, retry: int) -> float:
-        """Seconds to wait before retry number ``retry`` (1-based)."""
-        base = min(self.max_delay, self.base_delay * self.factor ** (retry - 1))
-        return base * (1 - random.random() * 0.25)
-
-    async def run(self, call: Callable[[], Awaitable[T]], what: str) -> T:
-        """Await ``call()`` until it succeeds, fails for good, or the attempts are used up."""
-        for attempt in range(1, self.attempts + 1):
-            try:
-                return await call()
-            except WhatsAppSendError as exc:
-                if not exc.retryable or attempt == self.attempts:
-                    raise
-                wait = self.delay(attempt)
-                logger.info("%s failed (%s); retry %d in %.2f s", what, exc, attempt, wait)
-                await asyncio.sleep(wait)
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+    def details(self) -> dict[str, Any]:
+        return {"twilio_code": self.twilio_code}
 
 
 @contextlib.contextmanager

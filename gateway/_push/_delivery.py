@@ -32,6 +32,7 @@ from tools import UiCapabilities
 
 from .._errors import GatewayError
 from .._hooks import EventHooks
+from .._runtime import RuntimeObserver
 from ..events import (
     ApprovalRequestedEvent,
     ApprovalSettledEvent,
@@ -95,6 +96,10 @@ class PushSendError(GatewayError):
         self.retry_after = retry_after
         self.http_status = http_status
         self.provider_code = provider_code
+
+    def details(self) -> dict[str, Any]:
+        """What a failure record keeps of this error besides its message."""
+        return {"provider_code": self.provider_code}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -327,7 +332,7 @@ class PushPort(EventHooks[Parts], Generic[P]):
         return await self._free(event) or self.line_parts(self.target, self.texts().failed)
 
 
-class PushDelivery(Generic[P]):
+class PushDelivery(RuntimeObserver, Generic[P]):
     """Sends each bound thread's events to its target through a ``PushPort``, once and in order.
 
     Args:
@@ -585,7 +590,7 @@ class PushDelivery(Generic[P]):
                     **where,
                     "reason": reason,
                     "error": str(exc),
-                    "provider_code": exc.provider_code,
+                    **exc.details(),
                     "message": part.to_json(),
                 },
             )

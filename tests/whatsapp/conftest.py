@@ -26,14 +26,17 @@ from twilio.http.response import Response
 from twilio.request_validator import HMAC_SHA256, RequestValidator
 from twilio.rest import Client
 
+from channels.web import WebChannel
 from channels.whatsapp import (
     WHATSAPP,
     WHATSAPP_CAPABILITIES,
     DeliveryOptions,
     InboundOptions,
     RetryPolicy,
+    TwilioOptions,
     WhatsAppChannel,
     WhatsAppOptions,
+    WhatsAppSenderOptions,
 )
 from gateway import Runtime, Settings, create_app
 from tools import UiCapabilities
@@ -154,20 +157,49 @@ class RecordingHttp(AsyncHttpClient):  # type: ignore[misc]
         return self.messages()
 
 
+_TWILIO = {
+    "twilio_account_sid": "account_sid",
+    "twilio_auth_token": "auth_token",
+    "whatsapp_from": "from_",
+    "whatsapp_messaging_service_sid": "messaging_service_sid",
+    "whatsapp_approval_template_sid": "approval_template_sid",
+    "whatsapp_shared_key": "shared_key",
+}
+_SENDERS = {
+    "whatsapp_roles": "roles",
+    "whatsapp_default_roles": "default_roles",
+    "whatsapp_allow_unknown": "allow_unknown",
+    "whatsapp_languages": "languages",
+}
+
+
 def settings(**overrides: Any) -> Settings:
+    """The core settings of a test gateway (WhatsApp's own keys are left to ``channel_options``)."""
     values: dict[str, Any] = {
         "secret": SECRET,
         "port": 0,
         "public_base_url": PUBLIC,
         "turn_burst": 100,
         "turn_rate_per_minute": 6000,
-        "twilio_account_sid": ACCOUNT_SID,
-        "twilio_auth_token": AUTH_TOKEN,
-        "whatsapp_from": FROM,
-        "whatsapp_shared_key": SHARED_KEY,
     }
-    values.update(overrides)
+    values.update({k: v for k, v in overrides.items() if k not in _TWILIO and k not in _SENDERS})
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def channel_options(**overrides: Any) -> tuple[TwilioOptions, WhatsAppSenderOptions]:
+    """The channel's options: the test account, number and keys, with ``overrides`` by their old names."""
+    twilio: dict[str, Any] = {
+        "account_sid": ACCOUNT_SID,
+        "auth_token": AUTH_TOKEN,
+        "from_": FROM,
+        "shared_key": SHARED_KEY,
+    }
+    twilio.update({_TWILIO[k]: v for k, v in overrides.items() if k in _TWILIO})
+    senders = {_SENDERS[k]: v for k, v in overrides.items() if k in _SENDERS}
+    return (
+        TwilioOptions(_env_file=None, **twilio),  # type: ignore[call-arg]
+        WhatsAppSenderOptions(_env_file=None, **senders),  # type: ignore[call-arg]
+    )
 
 
 def sign(url: str, params: dict[str, str], *, shared_key: bool = False) -> dict[str, str]:
@@ -263,8 +295,9 @@ async def make_gateway(aiohttp_client: Any) -> AsyncIterator[MakeGateway]:
             runtimes.append(runtime)
         http = http or RecordingHttp()
         twilio = Client(ACCOUNT_SID, AUTH_TOKEN, http_client=http)
-        app = create_app(settings(**overrides), runtime=runtime, twilio_client=twilio)
-        app[WHATSAPP].configure(options=options)
+        twilio_options, senders = channel_options(**overrides)
+        channel = WhatsAppChannel(twilio_options, senders=senders, twilio_client=twilio, options=options)
+        app = create_app(settings(**overrides), runtime=runtime, channels=[WebChannel(), channel])
         client: TestClient[web.Request, web.Application] = await aiohttp_client(app)
         return Gateway(client=client, http=http, runtime=runtime)
 

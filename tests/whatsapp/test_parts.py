@@ -30,7 +30,7 @@ from channels.whatsapp import (
     thread_per_sender,
     to_whatsapp,
 )
-from channels.whatsapp._outbound import _units
+from gateway._push import units as _units
 from gateway.events import TextEndEvent, ToolCompletedEvent, ToolStartedEvent, UiEvent
 
 from .conftest import ACCOUNT_SID, ALICE, AUTH_TOKEN, MESSAGES_URL, MakeGateway, RecordingHttp

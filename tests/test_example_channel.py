@@ -1,0 +1,139 @@
+"""The minimal channel of docs/channels.md (examples/relay_channel.py) works as written.
+
+A refund asked through the relay and approved by a tap, over real HTTP both ways: the gateway on
+an aiohttp test server, and a loopback outbox that checks every post's signature and records it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import importlib.util
+import json
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from channels.web import WebChannel
+from gateway import Agent, Runtime, Settings, create_app
+from gateway.demo import DemoModel, demo_tools
+from gateway.stores import MemoryStore
+
+SECRET = b"relay-test-secret"
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "relay_channel.py"
+
+
+def load_example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("relay_channel_example", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def signed(message: dict[str, Any], secret: bytes = SECRET) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps(message).encode()
+    mac = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    return body, {"X-Relay-Signature": mac, "Content-Type": "application/json"}
+
+
+class Outbox:
+    """The relay's other end: refuses unsigned posts, records the signed ones."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.changed = asyncio.Condition()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        expected = "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(request.headers.get("X-Relay-Signature", ""), expected):
+            return web.Response(status=403)
+        async with self.changed:
+            self.received.append(json.loads(body))
+            self.changed.notify_all()
+        return web.Response(status=204)
+
+    async def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool]) -> None:
+        async with asyncio.timeout(15), self.changed:
+            await self.changed.wait_for(lambda: predicate(self.received))
+
+
+@pytest.fixture
+async def relay(aiohttp_client: Any) -> AsyncIterator[tuple[TestClient[web.Request, web.Application], Outbox, Runtime]]:
+    example = load_example()
+    outbox = Outbox()
+    outbox_app = web.Application()
+    outbox_app.router.add_post("/outbox", outbox.handle)
+    server = TestServer(outbox_app)
+    await server.start_server()
+    runtime = Runtime(
+        tools=demo_tools(SECRET),
+        agents=[Agent(name="assistant", instructions="demo")],
+        model=DemoModel(),
+        store=MemoryStore(),
+    )
+    settings = Settings(_env_file=None, secret="x" * 32, turn_burst=100)  # type: ignore[call-arg]
+    channel = example.RelayChannel(str(server.make_url("/outbox")), SECRET)
+    app = create_app(settings, runtime=runtime, channels=[WebChannel(), channel])
+    client: TestClient[web.Request, web.Application] = await aiohttp_client(app)
+    yield client, outbox, runtime
+    await server.close()
+    await runtime.aclose()
+
+
+async def test_a_refund_asked_through_the_relay_is_approved_by_a_tap(relay: Any) -> None:
+    client, outbox, runtime = relay
+    body, headers = signed({"id": "m-1", "from": "ana", "text": "refund order 1042"})
+    answer = await client.post("/channels/relay", data=body, headers=headers)
+    assert answer.status == 202
+    await outbox.wait_for(lambda got: any(m.get("buttons") for m in got))
+    card = next(m for m in outbox.received if m.get("buttons"))
+    assert card["to"] == "ana" and "1042" in card["text"]
+    approve, reject = (b["payload"] for b in card["buttons"])
+    assert approve.startswith("agora:") and approve != reject
+
+    # Bob replays Ana's button: not his, and nothing is decided.
+    body, headers = signed({"id": "m-2", "from": "bob", "button": approve})
+    assert (await client.post("/channels/relay", data=body, headers=headers)).status == 202
+    await outbox.wait_for(lambda got: any(m["to"] == "bob" for m in got))
+    assert [m["text"] for m in outbox.received if m["to"] == "bob"] == ["That button is not for you."]
+    thread = f"relay-{hashlib.sha256(b'ana').hexdigest()[:24]}"
+    assert len(await runtime.pending_approvals(thread)) == 1
+
+    body, headers = signed({"id": "m-3", "from": "ana", "button": approve})
+    assert (await client.post("/channels/relay", data=body, headers=headers)).status == 202
+    await outbox.wait_for(lambda got: any(m.get("text", "").startswith("✓") for m in got))
+    await outbox.wait_for(lambda got: any("Done" in m.get("text", "") for m in got))
+    assert await runtime.pending_approvals(thread) == []
+
+    # The same tap again (a replayed id, then a new id): once seen, then "already decided".
+    before = len(outbox.received)
+    assert await (await client.post("/channels/relay", data=body, headers=headers)).text() == "seen"
+    body, headers = signed({"id": "m-4", "from": "ana", "button": approve})
+    await client.post("/channels/relay", data=body, headers=headers)
+    await outbox.wait_for(lambda got: len(got) > before)
+    assert outbox.received[-1]["text"] == "That was already decided."
+
+
+async def test_a_forged_or_malformed_post_changes_nothing(relay: Any) -> None:
+    client, outbox, runtime = relay
+    body, headers = signed({"id": "m-9", "from": "ana", "text": "refund order 1042"}, secret=b"wrong")
+    assert (await client.post("/channels/relay", data=body, headers=headers)).status == 403
+    body, headers = signed({"id": "m-9", "from": "ana", "text": "refund order 1042"})
+    assert (await client.post("/channels/relay", data=body[:-1], headers=headers)).status == 403
+    raw = b"{not json"
+    mac = "sha256=" + hmac.new(SECRET, raw, hashlib.sha256).hexdigest()
+    assert (await client.post("/channels/relay", data=raw, headers={"X-Relay-Signature": mac})).status == 400
+    # The forged id was not claimed: the genuine message with it still goes through.
+    assert (await client.post("/channels/relay", data=body, headers=headers)).status == 202
+    await outbox.wait_for(lambda got: any(m.get("buttons") for m in got))
+    assert all(m["to"] == "ana" for m in outbox.received)
