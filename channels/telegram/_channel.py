@@ -35,7 +35,6 @@ from gateway import (
     PushSendError,
     PushTarget,
     RetryPolicy,
-    RuntimeObserver,
 )
 from tools import Actor
 
@@ -56,14 +55,6 @@ WEBHOOK_PATH = "/channels/telegram"
 ALLOWED_UPDATES = ["message", "callback_query"]
 UPDATE_TTL = 2 * 24 * 3600.0
 """Seconds an ``update_id`` is remembered: Telegram gives up redelivering an update within a day."""
-
-
-class _Delivery(PushDelivery[TelegramPart], RuntimeObserver):
-    """``PushDelivery`` with the runtime observer's other hooks (run_started, model_step...).
-
-    The runtime calls every hook of each observer; the kit's ``PushDelivery`` defines only
-    ``events_written`` today. Drop this class once it derives from ``RuntimeObserver`` itself.
-    """
 
 
 class TelegramChannel(Channel):
@@ -125,7 +116,7 @@ class TelegramChannel(Channel):
         self._gate = WebhookGate(self.options.webhook_secret)
         self._api = TelegramApi(self.options.bot_token, api_base=self.options.api_base, session=self._session)
         port = TelegramPort(self._api, retry=self._retry, typing=self._typing)
-        self._delivery = _Delivery(services, port, prefix=PREFIX, options=self._push_options)
+        self._delivery = PushDelivery(services, port, prefix=PREFIX, options=self._push_options)
         self._inbound = ChatInbound(services, self._delivery, via=self.name, options=self._inbound_options)
         self._thread_namer = self._thread_namer or keyed_thread_namer(services.secret)
         self.mount_lifecycle(app)

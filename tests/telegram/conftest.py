@@ -8,7 +8,6 @@ header exactly as Telegram sends them.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -23,8 +22,8 @@ from pydantic import BaseModel
 from channels.telegram import SECRET_HEADER, TELEGRAM, TelegramChannel, TelegramOptions, keyed_thread_namer
 from channels.telegram import Chat as TgChat
 from channels.telegram import User as TgUser
+from channels.web import WebChannel
 from gateway import (
-    SERVICES,
     Agent,
     ApprovalPolicy,
     ApprovalRule,
@@ -144,32 +143,6 @@ class Gateway:
             await self.channel.delivery.idle()
 
 
-def _bridge_whatsapp_mid_refactor() -> None:
-    """TEMPORARY, until main's WhatsApp channel is on the kit: main's ``channels.whatsapp`` still
-    imports ``_texts`` / ``_markdown``, which the kit moved into ``gateway._push``, and
-    ``create_app`` imports WhatsApp. Bridge those two names so the app assembles; a no-op once
-    the modules exist again or WhatsApp no longer needs them."""
-    import sys
-    import types
-    from pathlib import Path
-
-    if (Path(__file__).parents[2] / "channels" / "whatsapp" / "_texts.py").exists():
-        return
-    from gateway._push import _markdown, _texts
-
-    texts = types.ModuleType("channels.whatsapp._texts")
-    texts.__dict__.update(
-        TEXTS=_texts.CHAT_TEXTS,
-        WhatsAppTexts=_texts.ChatTexts,
-        parse_decision=_texts.parse_decision,
-        texts_for=_texts.texts_for,
-    )
-    markdown = types.ModuleType("channels.whatsapp._markdown")
-    markdown.__dict__.update(MAX_BODY=1600, split_message=_markdown.split_message, to_whatsapp=_markdown.to_whatsapp)
-    sys.modules.setdefault("channels.whatsapp._texts", texts)
-    sys.modules.setdefault("channels.whatsapp._markdown", markdown)
-
-
 MakeGateway = Callable[..., Awaitable[Gateway]]
 
 
@@ -187,7 +160,6 @@ async def make_gateway(aiohttp_client: Any) -> AsyncIterator[MakeGateway]:
         options: dict[str, Any] | None = None,
         **settings: Any,
     ) -> Gateway:
-        _bridge_whatsapp_mid_refactor()
         runtimes.append(runtime)
         bot = bot or BotApi()
         server = TestServer(bot.app())
@@ -217,13 +189,7 @@ async def make_gateway(aiohttp_client: Any) -> AsyncIterator[MakeGateway]:
             "turn_rate_per_minute": 6000,
         }
         config = Settings(_env_file=None, **(config_values | settings))  # type: ignore[call-arg]
-        if "channels" in inspect.signature(create_app).parameters:
-            from channels.web import WebChannel  # type: ignore[attr-defined]
-
-            app = create_app(config, runtime=runtime, channels=[WebChannel(), channel])  # type: ignore[call-arg]
-        else:  # until create_app takes channels: set it up on the app as create_app will
-            app = create_app(config, runtime=runtime)
-            channel.setup(app, app[SERVICES])
+        app = create_app(config, runtime=runtime, channels=[WebChannel(), channel])
         client: TestClient[web.Request, web.Application] = await aiohttp_client(app)
         return Gateway(client=client, bot=bot, runtime=runtime)
 
