@@ -1,15 +1,22 @@
-"""The WhatsApp channel, through Twilio: conversations, approval buttons, images and PDFs.
+"""The WhatsApp channel, through Twilio or Meta's Cloud API: conversations, approval buttons, images and PDFs.
 
 ``WhatsAppChannel(TwilioOptions(...))`` mounts ``POST /channels/whatsapp`` (Twilio's inbound
 webhook) and ``POST /channels/whatsapp/status`` (status callbacks); ``create_app`` adds it when
-``AGORA_TWILIO_*`` is set. Delivery, approvals and texts are the shared kit's (``gateway``).
-See ``docs/whatsapp.md``.
+``AGORA_TWILIO_*`` is set. ``WhatsAppCloudChannel(WhatsAppCloudOptions(...))`` mounts
+``GET|POST /channels/whatsapp/cloud`` (Meta's Cloud API). Delivery, approvals and texts are the
+shared kit's (``gateway``). See ``docs/whatsapp.md`` and ``docs/whatsapp-cloud.md``.
 """
 
 from gateway import RetryPolicy
 
 from ._approvals import BUTTON_PREFIX, MAX_BUTTON_TITLE, ApprovalButtons, button_title
 from ._channel import WHATSAPP, WhatsAppChannel, WhatsAppOptions, setup
+from ._cloud import CLOUD_PATH, WHATSAPP_CLOUD, WhatsAppCloudChannel
+from ._cloud_api import GraphClient
+from ._cloud_options import WhatsAppCloudOptions
+from ._cloud_parts import CloudPart
+from ._cloud_port import CloudPort
+from ._cloud_status import CloudStatuses
 from ._identity import (
     SenderResolver,
     SettingsSenderResolver,
@@ -31,6 +38,7 @@ from ._webhook import EMPTY_TWIML, WebhookVerifier
 
 __all__ = [
     "BUTTON_PREFIX",
+    "CLOUD_PATH",
     "EMPTY_TWIML",
     "MAX_BODY",
     "MAX_BUTTON_TITLE",
@@ -38,11 +46,16 @@ __all__ = [
     "TEXTS",
     "WHATSAPP",
     "WHATSAPP_CAPABILITIES",
+    "WHATSAPP_CLOUD",
     "ApprovalButtons",
     "ChannelState",
+    "CloudPart",
+    "CloudPort",
+    "CloudStatuses",
     "Conversation",
     "Cursor",
     "DeliveryOptions",
+    "GraphClient",
     "InboundOptions",
     "JsonAsyncTwilioHttpClient",
     "OutboundMessage",
@@ -55,6 +68,8 @@ __all__ = [
     "TwilioSender",
     "WebhookVerifier",
     "WhatsAppChannel",
+    "WhatsAppCloudChannel",
+    "WhatsAppCloudOptions",
     "WhatsAppDelivery",
     "WhatsAppInbound",
     "WhatsAppOptions",
