@@ -26,6 +26,9 @@ branches are drawn in ``tools/_errors.py`` and ``renderers/_errors.py``)::
     │   ├── StoreUnavailableError      503  the store cannot be reached: the one store failure type
     │   ├── PushSendError              502  a push provider refused a part or was unreachable
     │   │   └── WhatsAppSendError      502  channels.whatsapp: Twilio refused or was unreachable
+    │   ├── CloudNotConfiguredError    503  channels.whatsapp: the Cloud API credentials are not set
+    │   ├── CloudWebhookRefusedError   403  channels.whatsapp: a forged notification, a wrong verify token
+    │   ├── TelegramWebhookError       4xx  channels.telegram: a bad secret (403), size (413) or update (400)
     │   ├── AgUiRequestError           400  channels.ag_ui: the body is not a usable RunAgentInput
     │   ├── InterruptError             409  channels.ag_ui: a resume that does not fit the interrupts
     │   └── RefusedCall                400  channels.a2a: a JSON-RPC call refused before its method
