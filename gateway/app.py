@@ -119,11 +119,12 @@ def default_channels(settings: Settings | None = None) -> list[Channel]:
     """The channels a gateway serves when ``create_app`` is given none.
 
     The web widget, AG-UI and A2A always; WhatsApp through Twilio when ``AGORA_TWILIO_*`` is
-    set, through Meta's Cloud API when ``AGORA_WHATSAPP_CLOUD_*`` is (their routes then say
-    which setting is missing, if one is).
+    set, through Meta's Cloud API when ``AGORA_WHATSAPP_CLOUD_*`` is, Telegram when
+    ``AGORA_TELEGRAM_*`` is (their routes then say which setting is missing, if one is).
     """
     from channels.a2a import A2AChannel
     from channels.ag_ui import AgUiChannel
+    from channels.telegram import TelegramChannel, TelegramOptions
     from channels.web import WebChannel
     from channels.whatsapp import TwilioOptions, WhatsAppChannel, WhatsAppCloudChannel, WhatsAppCloudOptions
 
@@ -134,6 +135,9 @@ def default_channels(settings: Settings | None = None) -> list[Channel]:
     cloud = WhatsAppCloudOptions()
     if cloud.configured:
         channels.append(WhatsAppCloudChannel(cloud))
+    telegram = TelegramOptions()
+    if telegram.configured:
+        channels.append(TelegramChannel(telegram))
     return channels
 
 

@@ -251,11 +251,6 @@ class TelegramChannel(Channel):
             target = self._target(query.message.chat, query.from_, actor.id)
             redeemed = await inbound.handle(InboundMessage(target=target, actor=actor, button=query.data))
             reply = texts.failed if redeemed is None else redeemed.reply
-            if redeemed is not None and redeemed.tool_call_id and reply == texts.already_decided:
-                # The runtime calls a lapsed approval settled too: say which it was.
-                record = await self.delivery.services.runtime.get_approval(redeemed.tool_call_id)
-                if record is not None and record.status == "expired":
-                    reply = texts.expired
         await self._answer(query, reply)
 
     async def _answer(self, query: CallbackQuery, text: str | None) -> None:

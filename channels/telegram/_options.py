@@ -84,6 +84,11 @@ class TelegramOptions(BaseSettings):
         return value.rstrip("/").removeprefix("@") if value else None
 
     @property
+    def configured(self) -> bool:
+        """Whether any Telegram credential is set (the composition root mounts the channel then)."""
+        return self.bot_token is not None or self.webhook_secret is not None
+
+    @property
     def disabled_reason(self) -> str | None:
         """Why the channel is off (a variable to set), or ``None`` when it is configured."""
         missing = [

@@ -20,9 +20,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gateway import ApprovalTokens, DeliveredUi, PushPort, PushSendError, PushTarget, RetryPolicy
-from gateway._mdv2 import split_telegram, to_telegram
-from gateway._push import clip
+from gateway import (
+    ApprovalTokens,
+    DeliveredUi,
+    PushPort,
+    PushSendError,
+    PushTarget,
+    RetryPolicy,
+    clip,
+    split_telegram,
+    to_telegram,
+)
 from gateway.events import ApprovalRequestedEvent, ApprovalSettledEvent, RunStartedEvent
 from tools import UiCapabilities
 

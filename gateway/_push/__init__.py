@@ -7,6 +7,7 @@
 - Markdown per target: ``to_whatsapp``, ``to_telegram``, ``to_plain``, and ``split_message``.
 """
 
+from .._mdv2 import split_telegram, to_telegram
 from ._approvals import BUTTON_PREFIX, ApprovalTokens, ChatApprovals, Redeemed
 from ._delivery import (
     PushDelivery,
@@ -51,8 +52,10 @@ __all__ = [
     "parse_decision",
     "result_line",
     "split_message",
+    "split_telegram",
     "texts_for",
     "to_plain",
+    "to_telegram",
     "to_whatsapp",
     "units",
 ]

@@ -136,7 +136,8 @@ class ChatApprovals:
         try:
             await runtime.decide(tool_call_id, actor, approve=approve, via=via)
         except ApprovalSettledError:
-            return Redeemed(decided=False, tool_call_id=tool_call_id, reply=texts.already_decided)
+            reply = await self._settled_reply(runtime, tool_call_id, texts)
+            return Redeemed(decided=False, tool_call_id=tool_call_id, reply=reply)
         except (ApprovalExpiredError, ApprovalNotFoundError):
             return Redeemed(decided=False, tool_call_id=tool_call_id, reply=texts.expired)
         except ApprovalForbiddenError:
@@ -145,6 +146,12 @@ class ChatApprovals:
             await self.state.delete(used_key)  # not decided: the button still works
             raise
         return Redeemed(decided=True, approve=approve, tool_call_id=tool_call_id)
+
+    @staticmethod
+    async def _settled_reply(runtime: ChannelRuntime, tool_call_id: str, texts: ChatTexts) -> str:
+        """``already_decided``, or ``expired`` for an approval that lapsed (the runtime calls both settled)."""
+        record = await runtime.get_approval(tool_call_id)
+        return texts.expired if record is not None and record.status == "expired" else texts.already_decided
 
     async def decide_text(
         self,
@@ -179,7 +186,7 @@ class ChatApprovals:
         try:
             await runtime.decide(pending[index].tool_call_id, actor, approve=approve, via=via)
         except ApprovalSettledError:
-            return texts.already_decided
+            return await self._settled_reply(runtime, pending[index].tool_call_id, texts)
         except (ApprovalExpiredError, ApprovalNotFoundError):
             return texts.expired
         except ApprovalForbiddenError:
