@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 import secrets
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "comma_list", "comma_map"]
 
@@ -61,8 +61,6 @@ class Settings(BaseSettings):
     process; a random one is made per process otherwise."""
     tools_path: str | None = None
     """A folder or package of your tools, discovered at start-up."""
-    allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    """Origins (``https://app.example.com``) allowed to open the web socket besides our own."""
     trusted_headers: bool = False
     """Trust ``X-Actor-Id`` / ``X-Actor-Roles`` / ``X-Tenant-Ref`` (only behind a proxy that sets them)."""
     trust_forwarded: bool = False
@@ -73,11 +71,6 @@ class Settings(BaseSettings):
     turn_rate_per_minute: float = Field(default=30.0, gt=0)
     """Turns one actor may start per minute (a burst of ``turn_burst`` is allowed)."""
     turn_burst: int = Field(default=10, ge=1)
-    ws_frame_limit: int = Field(default=64 * 1024, ge=1024)
-    """Bytes in one web-socket frame; larger frames are refused with an ``error`` frame."""
-    ws_send_timeout: float = Field(default=10.0, gt=0)
-    """A client that cannot take a frame for this long is disconnected (it may reconnect and replay)."""
-    ws_heartbeat: float = Field(default=25.0, gt=0)
     read_timeout: float = Field(default=5.0, gt=0)
     """Seconds a client has to send a request's headers (from connecting, or from the previous
     answer on a kept-alive connection: an idle connection closes after it too), and as many again
@@ -91,8 +84,6 @@ class Settings(BaseSettings):
     media_ttl: int = Field(default=3600, ge=60)
     """Seconds a rendered media URL stays valid."""
     lease_ttl: float = Field(default=15.0, gt=0)
-
-    _split_lists = field_validator("allowed_origins", mode="before")(comma_list)
 
     @field_validator("secret")
     @classmethod

@@ -3,33 +3,17 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from gateway import comma_list, comma_map
 
 __all__ = ["TelegramOptions"]
 
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _BOT_TOKEN = re.compile(r"\d{1,20}:[A-Za-z0-9_-]{20,200}")
-
-
-def _split(value: Any) -> Any:
-    if isinstance(value, str):
-        return [item.strip() for item in value.split(",") if item.strip()]
-    return value
-
-
-def _pairs(value: Any) -> Any:
-    """``"123=admin|ops,456=member"`` -> ``{"123": ["admin", "ops"], "456": ["member"]}``."""
-    if isinstance(value, str):
-        out: dict[str, list[str]] = {}
-        for item in value.split(","):
-            if "=" in item:
-                key, _, rest = item.partition("=")
-                out[key.strip()] = [r.strip() for r in rest.split("|") if r.strip()]
-        return out
-    return value
 
 
 class TelegramOptions(BaseSettings):
@@ -61,8 +45,8 @@ class TelegramOptions(BaseSettings):
     """Language by user id (``123=pt-BR``); else the user's ``language_code`` (``pt*`` reads
     pt-BR), else English."""
 
-    _split_lists = field_validator("default_roles", mode="before")(_split)
-    _split_maps = field_validator("roles", "languages", mode="before")(_pairs)
+    _split_lists = field_validator("default_roles", mode="before")(comma_list)
+    _split_maps = field_validator("roles", "languages", mode="before")(comma_map)
 
     @field_validator("webhook_secret")
     @classmethod

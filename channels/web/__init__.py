@@ -4,10 +4,12 @@ from aiohttp import web
 
 from ._channel import WebChannel
 from ._frames import ApproveFrame, CancelFrame, ClientFrame, HelloFrame, RejectFrame, SendFrame
-from ._socket import OPEN_SOCKETS, WEB_DEFAULT_CAPABILITIES, WebSession, close_sockets, websocket_handler
+from ._options import WEB_OPTIONS, WebOptions
+from ._socket import WEB_DEFAULT_CAPABILITIES, WebSession, websocket_handler
 
 __all__ = [
     "WEB_DEFAULT_CAPABILITIES",
+    "WEB_OPTIONS",
     "ApproveFrame",
     "CancelFrame",
     "ClientFrame",
@@ -15,14 +17,15 @@ __all__ = [
     "RejectFrame",
     "SendFrame",
     "WebChannel",
+    "WebOptions",
     "WebSession",
     "setup",
     "websocket_handler",
 ]
 
 
-def setup(app: web.Application) -> None:
-    """Mount ``GET /agent/ws`` on a gateway app; its sockets close when the app shuts down."""
-    app[OPEN_SOCKETS] = set()
-    app.on_shutdown.append(close_sockets)
-    app.router.add_get("/agent/ws", websocket_handler)
+def setup(app: web.Application, options: WebOptions | None = None) -> None:
+    """Mount a ``WebChannel`` on an app from ``gateway.create_app`` (which does it by default)."""
+    from gateway import CHANNEL_SERVICES
+
+    WebChannel(options).setup(app, app[CHANNEL_SERVICES])

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from gateway import Channel, ChannelServices
 
+from ._options import WEB_OPTIONS, WebOptions
 from ._socket import OPEN_SOCKETS, WEB_DEFAULT_CAPABILITIES, close_sockets, websocket_handler
 
 __all__ = ["WebChannel"]
@@ -17,8 +18,12 @@ class WebChannel(Channel):
     name = "web"
     capabilities = WEB_DEFAULT_CAPABILITIES
 
+    def __init__(self, options: WebOptions | None = None) -> None:
+        self.options = options if options is not None else WebOptions()
+
     def setup(self, app: web.Application, services: ChannelServices) -> None:
         """Mount the socket route; open sockets are closed as the app shuts down."""
+        app[WEB_OPTIONS] = self.options
         app[OPEN_SOCKETS] = set()
         app.on_shutdown.append(close_sockets)
         app.router.add_get("/agent/ws", websocket_handler)

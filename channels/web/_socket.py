@@ -35,6 +35,7 @@ from gateway.stores import ThreadRecord
 from tools import Actor, AgoraError, UiCapabilities
 
 from ._frames import CLIENT_FRAME, FRAME_TYPES, ApproveFrame, CancelFrame, HelloFrame, RejectFrame, SendFrame
+from ._options import WEB_OPTIONS, WebOptions
 
 __all__ = ["OPEN_SOCKETS", "WEB_DEFAULT_CAPABILITIES", "EventFrames", "close_sockets", "websocket_handler"]
 
@@ -56,11 +57,11 @@ CLOSE_BAD_HELLO = 4400
 HELLO_TIMEOUT = 30.0
 
 
-def _origin_allowed(request: web.Request, services: ChannelServices) -> bool:
+def _origin_allowed(request: web.Request, services: ChannelServices, options: WebOptions) -> bool:
     origin = request.headers.get("Origin")
     if origin is None:
         return True  # not a browser: tokens and cookies still apply
-    if origin in services.settings.allowed_origins:
+    if origin in options.allowed_origins:
         return True
     parts = urlsplit(origin)
     if parts.netloc and parts.netloc == request.host:
@@ -109,6 +110,7 @@ class WebSession:
         "_transport",
         "actor",
         "capabilities",
+        "options",
         "services",
         "thread_id",
         "ws",
@@ -121,8 +123,10 @@ class WebSession:
         actor: Actor | None,
         transport: Any = None,
         client: str | None = None,
+        options: WebOptions | None = None,
     ) -> None:
         self.services = services
+        self.options = options or WebOptions()
         self.ws = ws
         self.actor = actor
         self.thread_id: str | None = None
@@ -141,7 +145,7 @@ class WebSession:
         """Send one JSON text frame; a client that cannot take it in time is disconnected.
 
         While the socket's write buffer has room for the frame a send cannot wait, so only the
-        other sends carry the ``ws_send_timeout`` scope (one timer per frame adds up under load).
+        other sends carry the ``send_timeout`` scope (one timer per frame adds up under load).
         A str of n characters is at most 4n bytes of UTF-8.
         """
         async with self._lock:
@@ -152,7 +156,7 @@ class WebSession:
                 if transport is not None and transport.get_write_buffer_size() + 4 * len(data) < _ROOMY_BUFFER:
                     await self.ws.send_str(data)
                 else:
-                    async with asyncio.timeout(self.services.settings.ws_send_timeout):
+                    async with asyncio.timeout(self.options.send_timeout):
                         await self.ws.send_str(data)
             except TimeoutError:
                 logger.info("closing a web socket that stopped reading")
@@ -201,7 +205,7 @@ class WebSession:
             return
         if message.type is not WSMsgType.TEXT:
             return
-        limit = self.services.settings.ws_frame_limit
+        limit = self.options.frame_limit
         data: str = message.data
         # The limit is in bytes of UTF-8; counting them is needed only when the characters could.
         if len(data) > limit or (len(data) * 4 > limit and len(data.encode()) > limit):
@@ -377,7 +381,8 @@ class WebSession:
 async def websocket_handler(request: web.Request) -> web.StreamResponse:
     """``GET /agent/ws``: check the origin and the credentials, then serve the session."""
     services = request.app[CHANNEL_SERVICES]
-    if not _origin_allowed(request, services):
+    options = request.app[WEB_OPTIONS]
+    if not _origin_allowed(request, services, options):
         logger.warning(
             "refused a web socket from origin %r: add it to AGORA_ALLOWED_ORIGINS to allow it",
             request.headers.get("Origin"),
@@ -389,8 +394,8 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         logger.info("refused 401 %s GET /agent/ws: %.300r", exc.code, str(exc))
         return web.json_response({"code": exc.code, "message": str(exc)}, status=401)
     ws = web.WebSocketResponse(
-        heartbeat=services.settings.ws_heartbeat,
-        max_msg_size=services.settings.ws_frame_limit * 4,
+        heartbeat=options.heartbeat,
+        max_msg_size=options.frame_limit * 4,
         compress=False,
         timeout=2.0,  # the close handshake: a client that stopped reading will not answer it
     )
@@ -404,7 +409,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     if sockets is not None:
         sockets.add(ws)
     try:
-        await WebSession(services, ws, actor, request.transport, services.client_address(request)).run()
+        await WebSession(services, ws, actor, request.transport, services.client_address(request), options).run()
     finally:
         services.metrics.sockets.dec()
         if sockets is not None:

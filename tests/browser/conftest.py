@@ -29,7 +29,9 @@ from playwright.async_api import (
     expect,
 )
 
-from gateway import Runtime, Settings, create_app
+from channels.web import WebChannel, WebOptions
+from gateway import Channel, Runtime, Settings, create_app
+from gateway.app import default_channels
 
 SECRET = "test-secret-for-the-browser-tests"
 CHROMIUM = "/usr/bin/chromium"
@@ -55,6 +57,22 @@ def gateway_settings(**overrides: Any) -> Settings:
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
 
 
+_WEB_KEYS = {
+    "allowed_origins": "allowed_origins",
+    "ws_frame_limit": "frame_limit",
+    "ws_send_timeout": "send_timeout",
+    "ws_heartbeat": "heartbeat",
+}
+
+
+def channels_for(overrides: dict[str, Any]) -> list[Channel]:
+    """The default channels, the web one with the ``ws_*`` / ``allowed_origins`` of ``overrides`` (popped)."""
+    web_options = {_WEB_KEYS[key]: overrides.pop(key) for key in list(overrides) if key in _WEB_KEYS}
+    channels = default_channels()
+    channels[0] = WebChannel(WebOptions(_env_file=None, **web_options))  # type: ignore[call-arg]
+    return channels
+
+
 MakeGateway = Callable[..., Awaitable[str]]
 
 
@@ -67,7 +85,9 @@ async def make_gateway() -> AsyncIterator[MakeGateway]:
     async def make(runtime: Runtime | None = None, **overrides: Any) -> str:
         if runtime is not None:
             runtimes.append(runtime)
-        server = TestServer(create_app(gateway_settings(**overrides), runtime=runtime), host="127.0.0.1")
+        channels = channels_for(overrides)
+        app = create_app(gateway_settings(**overrides), runtime=runtime, channels=channels)
+        server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         servers.append(server)
         return f"http://127.0.0.1:{server.port}"
