@@ -92,7 +92,7 @@ class RelayPort(PushPort[RelayPart]):
             async with self.http.post(self.outbox, data=body, headers=headers) as answer:
                 if answer.status >= 300:
                     raise PushSendError(f"outbox answered {answer.status}", retryable=answer.status >= 500)
-        except aiohttp.ClientError as exc:
+        except (aiohttp.ClientError, TimeoutError) as exc:
             raise PushSendError(f"outbox unreachable: {exc!r}", retryable=True) from exc
         return None
 
@@ -126,7 +126,7 @@ class RelayChannel(Channel):
     async def webhook(self, request: web.Request) -> web.Response:
         body = await request.read()  # the app caps bodies at 1 MB (413)
         sent = request.headers.get("X-Relay-Signature", "")
-        if not hmac.compare_digest(sent.encode(), signature(self.secret, body).encode()):
+        if not hmac.compare_digest(sent.encode("utf-8", "surrogateescape"), signature(self.secret, body).encode()):
             raise web.HTTPForbidden(text="bad signature")
         try:
             message = parse_json(body)
@@ -134,11 +134,16 @@ class RelayChannel(Channel):
             raise web.HTTPBadRequest(text=f"not JSON: {exc}") from None
         if not isinstance(message, dict) or not all(isinstance(message.get(k), str) for k in ("id", "from")):
             raise web.HTTPBadRequest(text="want {id, from, text | button}")
+        person = message["from"]
+        try:
+            actor = Actor(id=f"relay:{person}", roles=["member"])  # refuses control characters, overlong ids
+        except ValueError:
+            raise web.HTTPBadRequest(text="not a usable sender") from None
+        if not person:
+            raise web.HTTPBadRequest(text="not a usable sender")
         state = self.delivery.state
         if not await state.claim(state.key("msg", message["id"]), ttl=86400):
             return web.Response(status=202, text="seen")  # a replay: nothing happens twice
-        person = message["from"]
-        actor = Actor(id=f"relay:{person}", roles=["member"])
         target = PushTarget(
             thread_id=f"relay-{hashlib.sha256(person.encode()).hexdigest()[:24]}", address=person, actor_id=actor.id
         )

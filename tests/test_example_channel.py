@@ -17,12 +17,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from channels.web import WebChannel
-from gateway import Agent, Runtime, Settings, create_app
+from gateway import Agent, PushSendError, Runtime, Settings, create_app
 from gateway.demo import DemoModel, demo_tools
 from gateway.stores import MemoryStore
 
@@ -137,3 +138,44 @@ async def test_a_forged_or_malformed_post_changes_nothing(relay: Any) -> None:
     assert (await client.post("/channels/relay", data=body, headers=headers)).status == 202
     await outbox.wait_for(lambda got: any(m.get("buttons") for m in got))
     assert all(m["to"] == "ana" for m in outbox.received)
+
+
+async def test_a_garbled_signature_or_sender_is_a_4xx_and_claims_nothing(relay: Any) -> None:
+    client, outbox, runtime = relay
+    # A signature header that is not ASCII (sent as raw bytes, as a hostile client can).
+    reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
+    writer.write(b"POST /channels/relay HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nX-Relay-Signature: \xff\r\n\r\n{}")
+    await writer.drain()
+    status_line = (await reader.readline()).decode()
+    writer.close()
+    assert status_line.split()[1] == "403"
+    # A sender no actor can be made of (a control character, an id too long), or none: 400.
+    for sender in ("an\na", "x" * 100_000, ""):
+        body, headers = signed({"id": "m-5", "from": sender, "text": "hi"})
+        assert (await client.post("/channels/relay", data=body, headers=headers)).status == 400
+    # The refused id was not claimed: the genuine message with it goes through.
+    body, headers = signed({"id": "m-5", "from": "ana", "text": "hi"})
+    assert (await client.post("/channels/relay", data=body, headers=headers)).status == 202
+    await outbox.wait_for(lambda got: any(m["to"] == "ana" for m in got))
+
+
+async def test_an_outbox_that_times_out_is_a_retryable_send_error() -> None:
+    example = load_example()
+
+    async def stall(request: web.Request) -> web.Response:
+        await asyncio.sleep(2.0)
+        return web.Response(status=204)
+
+    app = web.Application()
+    app.router.add_post("/outbox", stall)
+    server = TestServer(app)
+    await server.start_server()
+    port = example.RelayPort(str(server.make_url("/outbox")), SECRET)
+    port.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=0.2))
+    try:
+        with pytest.raises(PushSendError) as caught:  # the delivery tries it again, a round later
+            await port.send(None, example.RelayPart(to="ana", text="hi"))
+        assert caught.value.retryable
+    finally:
+        await port.http.close()
+        await server.close()

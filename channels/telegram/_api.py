@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 import aiohttp
 from pydantic import SecretStr
 
-from gateway import PushSendError
+from gateway import PushSendError, parse_json
 
 __all__ = ["InputFile", "TelegramApi"]
 
@@ -117,7 +118,7 @@ class TelegramApi:
 
     def _answer(self, method: str, status: int, raw: bytes) -> Any:
         try:
-            answer = json.loads(raw)
+            answer = parse_json(raw)  # nested too deep, NaN or not UTF-8: no answer either
         except ValueError:
             answer = None
         if not isinstance(answer, dict):
@@ -136,7 +137,18 @@ class TelegramApi:
         raise PushSendError(
             f"{method}: {code} {description}",
             retryable=code == 429 or code >= 500,
-            retry_after=float(retry_after) if isinstance(retry_after, int | float) else None,
+            retry_after=_seconds(retry_after),
             http_status=status,
             provider_code=code,
         )
+
+
+def _seconds(value: object) -> float | None:
+    """``retry_after`` as seconds, or ``None`` when it is not a finite number."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    return seconds if math.isfinite(seconds) else None

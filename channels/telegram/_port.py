@@ -206,7 +206,8 @@ class TelegramPort(PushPort[TelegramPart]):
         else:
             result = await self.retry.run(lambda: self.api.call(part.method, part.payload), part.method)
         message_id = result.get("message_id") if isinstance(result, dict) else None
-        return str(message_id) if message_id is not None else None
+        # Telegram's message ids are integers; anything else is no id (the card is not edited later).
+        return str(message_id) if isinstance(message_id, int) and not isinstance(message_id, bool) else None
 
     async def sent(self, target: PushTarget, part: TelegramPart, message_id: str | None, where: dict[str, Any]) -> None:
         if part.card and message_id:

@@ -29,14 +29,14 @@ HTTP statuses and the network are translated in one place (:func:`_graph_error`)
 from __future__ import annotations
 
 import contextlib
-import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
-from gateway import PushSendError
+from gateway import PushSendError, parse_json
 
 __all__ = ["RETRYABLE_GRAPH_CODES", "GraphClient", "message_payload"]
 
@@ -48,17 +48,19 @@ _TIMEOUT = aiohttp.ClientTimeout(total=30, connect=10)
 def _retry_after(headers: Any) -> float | None:
     value = headers.get("Retry-After") if headers is not None else None
     try:
-        return max(0.0, float(value)) if value is not None else None
+        seconds = float(value) if value is not None else None
     except ValueError:
         return None
+    return max(0.0, seconds) if seconds is not None and math.isfinite(seconds) else None  # not inf, not nan
 
 
 def _graph_error(status: int, body: bytes, headers: Any, what: str) -> PushSendError:
     """The error of a non-2xx answer: Graph's code and details, retryable or not."""
     code: int | None = None
     detail = ""
-    with contextlib.suppress(ValueError, AttributeError, TypeError):
-        error = json.loads(body)["error"]
+    # parse_json: nested too deep is a ValueError too; KeyError: no "error"; OverflowError: a code of 1e400
+    with contextlib.suppress(ValueError, AttributeError, TypeError, KeyError, OverflowError):
+        error = parse_json(body)["error"]
         code = int(error["code"]) if error.get("code") is not None else None
         detail = str(error.get("message") or "")
         details = (error.get("error_data") or {}).get("details")
@@ -176,7 +178,7 @@ class GraphClient:
                 if response.status >= 400:
                     raise _graph_error(response.status, raw, response.headers, what)
         try:
-            answer = json.loads(raw)
+            answer = parse_json(raw)
         except ValueError:
             raise PushSendError(f"Graph {what}: the answer is not JSON", retryable=False) from None
         if not isinstance(answer, dict):

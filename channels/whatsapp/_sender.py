@@ -64,6 +64,12 @@ def _twilio_errors(what: str) -> Iterator[None]:
         ) from exc
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         raise WhatsAppSendError(f"Twilio unreachable for {what}: {exc!r}", retryable=True) from exc
+    except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
+        # The SDK could not read a 2xx answer (not JSON, nested too deep, not an object): Twilio
+        # may have done it, so it is never tried again (that could send a message twice).
+        raise WhatsAppSendError(
+            f"Twilio's answer to {what} could not be read ({type(exc).__name__})", retryable=False
+        ) from None
     except TwilioException as exc:
         # TwilioServiceException (RFC 9457 errors) carries a status; a bare TwilioException none.
         raw = getattr(exc, "status", None)

@@ -4,8 +4,8 @@
 ``Call``: the method, the exact path, the content type, and the body (JSON, or the multipart
 fields with each file's name, content type and bytes). Answers follow the Bot API's shape
 (``{"ok": true, "result": ...}``); ``script(method, ...)`` queues failures for the next calls of
-a method: ``(429, retry_after)``, a status, or ``"drop"`` (the connection closes: a network
-failure).
+a method: ``(429, retry_after)``, a status, ``"drop"`` (the connection closes: a network
+failure), or ``Raw(status, body)`` (exactly these bytes: a garbled answer).
 """
 
 from __future__ import annotations
@@ -49,7 +49,15 @@ class Call:
         return {k: json.loads(v) if k == "reply_markup" else v for k, v in self.form.items()}
 
 
-Scripted = int | tuple[int, float] | str
+@dataclass(frozen=True)
+class Raw:
+    """An answer of exactly ``body`` with ``status`` (the method is recorded as if it ran)."""
+
+    status: int
+    body: bytes
+
+
+Scripted = int | tuple[int, float] | str | Raw
 
 
 @dataclass
@@ -98,6 +106,9 @@ class BotApi:
             assert request.transport is not None
             request.transport.close()
             raise ConnectionResetError("dropped by the script")
+        if isinstance(answer, Raw):
+            call.status = answer.status
+            return web.Response(status=answer.status, body=answer.body, content_type="application/json")
         if isinstance(answer, tuple):
             call.status = 429
             return web.json_response(

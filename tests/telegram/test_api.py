@@ -13,7 +13,7 @@ from pydantic import SecretStr
 from channels.telegram import InputFile, TelegramApi
 from gateway import PushSendError
 
-from .botapi import TOKEN, BotApi
+from .botapi import TOKEN, BotApi, Raw
 
 
 @pytest.fixture
@@ -71,6 +71,29 @@ async def test_errors_map_to_retryable_or_not(
     assert caught.value.retryable is retryable
     assert caught.value.retry_after == retry_after
     assert caught.value.provider_code == code and caught.value.http_status == code
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("answer", "retryable"),
+    [
+        (Raw(200, DEEP), False),  # it may have been sent: never sent again
+        (Raw(500, DEEP), True),
+        (Raw(429, b'{"ok": false, "error_code": 429, "parameters": {"retry_after": 1' + b"0" * 400 + b"}}"), True),
+        (Raw(429, b'{"ok": false, "error_code": 429, "parameters": {"retry_after": Infinity}}'), True),
+        (Raw(200, b'{"ok": true, "result": NaN}'), False),
+    ],
+    ids=["nested-200", "nested-500", "huge-retry-after", "infinite-retry-after", "nan-result"],
+)
+async def test_a_garbled_answer_is_a_send_error(bot: tuple[BotApi, TelegramApi], answer: Raw, retryable: bool) -> None:
+    recorder, api = bot
+    recorder.script("sendMessage", answer)
+    with pytest.raises(PushSendError) as caught:
+        await api.call("sendMessage", {"chat_id": 1, "text": "x"})
+    assert caught.value.retryable is retryable and caught.value.http_status == answer.status
+    assert caught.value.retry_after is None
 
 
 async def test_forbidden_is_final(bot: tuple[BotApi, TelegramApi]) -> None:

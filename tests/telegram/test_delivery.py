@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from channels.telegram import PREFIX, TELEGRAM_CAPABILITIES
@@ -15,7 +17,7 @@ from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import Store
 from tools import ToolContext, ToolPresentation, UiCapabilities, define_tool
 
-from .botapi import TOKEN, BotApi
+from .botapi import TOKEN, BotApi, Raw
 from .conftest import FAST_PUSH, Gateway, MakeGateway, refund_runtime, text_runtime, thread_of
 from .updates import ALICE_ID, callback, message
 
@@ -59,6 +61,32 @@ async def test_a_network_failure_is_retried(make_gateway: MakeGateway) -> None:
     gw = await make_gateway(text_runtime("Hello."), bot=bot)
     await hello(gw)
     assert gw.bot.texts() == ["Hello\\."] and len(gw.bot.of("sendMessage", ok=False)) == 2
+
+
+@pytest.mark.parametrize(
+    "garbled",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"ok": true, "result": {"message_id": "abc"}}',
+        b'{"ok": true, "result": {"message_id": {"id": 1}}}',
+    ],
+    ids=["nested", "text-message-id", "object-message-id"],
+)
+async def test_a_garbled_answer_to_a_card_never_sends_it_twice(
+    make_gateway: MakeGateway, caplog: pytest.LogCaptureFixture, garbled: bytes
+) -> None:
+    caplog.set_level(logging.INFO)
+    bot = BotApi()
+    bot.script("sendMessage", Raw(200, garbled))
+    executed: list[str] = []
+    gw = await make_gateway(refund_runtime(executed), bot=bot)
+    await gw.send(message("refund order 1042"))
+    await gw.bot.wait_for(lambda b: any("reply_markup" in c.json for c in b.of("sendMessage")))
+    await asyncio.sleep(0.2)  # several redelivery rounds (redeliver_after is 0.02 s)
+    await gw.settle()
+    cards = [c for c in gw.bot.of("sendMessage") if "reply_markup" in c.json]
+    assert len(cards) == 1
+    assert not [r.getMessage() for r in caplog.records if r.exc_info]
 
 
 async def test_a_refusal_is_recorded_and_the_next_message_still_goes(make_gateway: MakeGateway) -> None:

@@ -88,7 +88,7 @@ class Recorded:
         return loaded
 
 
-Answer = int | Exception | tuple[int, dict[str, Any]]
+Answer = int | Exception | tuple[int, dict[str, Any] | str]
 
 
 @dataclass
@@ -96,8 +96,9 @@ class RecordingHttp(AsyncHttpClient):  # type: ignore[misc]
     """An async twilio HTTP client that records requests and answers from a script.
 
     ``script`` holds answers for the next requests, in order: a status (an error body is made
-    for >= 400), ``(status, body)``, or an exception to raise (``aiohttp.ClientConnectionError``
-    plays an unreachable Twilio). With the script empty, requests succeed (201).
+    for >= 400), ``(status, body)`` (a ``str`` body goes as it is: a garbled answer), or an
+    exception to raise (``aiohttp.ClientConnectionError`` plays an unreachable Twilio). With the
+    script empty, requests succeed (201).
     """
 
     requests: list[Recorded] = field(default_factory=list)
@@ -128,6 +129,8 @@ class RecordingHttp(AsyncHttpClient):  # type: ignore[misc]
             raise answer
         status, body = answer if isinstance(answer, tuple) else (answer, None)
         record.status = status
+        if isinstance(body, str):
+            return Response(status, body)
         if body is None:
             if status >= 400:
                 body = {"code": 20429 if status == 429 else 20500, "message": f"error {status}", "status": status}

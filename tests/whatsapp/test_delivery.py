@@ -83,6 +83,23 @@ def runtime_with(model: ScriptedModel, *tools: Any) -> Runtime:
     return Runtime(tools=tools, agents=[Agent(name="assistant")], model=model)
 
 
+@pytest.mark.parametrize("garbled", ["not json", "[" * 100_000 + "]" * 100_000, "[]"], ids=["text", "nested", "array"])
+async def test_a_garbled_answer_to_a_sent_message_is_never_sent_twice(
+    make_gateway: MakeGateway, caplog: pytest.LogCaptureFixture, garbled: str
+) -> None:
+    # Twilio created the message (201) but its answer cannot be read: it may have gone, so it is
+    # recorded, not sent again (and not a traceback every round).
+    caplog.set_level(logging.INFO)
+    gw = await make_gateway(http=RecordingHttp(script=[(201, garbled)]))
+    bodies = await weather(gw)
+    await asyncio.sleep(0.2)  # several redelivery rounds (redeliver_after is 0.02 s)
+    await gw.settle()
+    assert len(gw.http.requests) == len(bodies) and len(set(bodies)) == len(bodies)
+    [failure] = await gw.channel.state.failures(THREAD)
+    assert failure["reason"] == "refused" and failure["seq"] is not None
+    assert not [r.getMessage() for r in caplog.records if r.exc_info]
+
+
 async def test_long_answers_are_formatted_and_split(make_gateway: MakeGateway) -> None:
     paragraph = "This sentence is about coffee, and it goes on for a while. " * 12
     text = "## Summary\n\n**Three** things: [the menu](https://shop.example/menu)\n\n" + "\n\n".join([paragraph] * 5)

@@ -26,7 +26,18 @@ MESSAGES_PATH = f"/{VERSION}/{PNID}/messages"
 MEDIA_PATH = f"/{VERSION}/{PNID}/media"
 
 DROP = "drop"
-Answer = int | tuple[int, dict[str, Any]] | str
+
+
+@dataclass(frozen=True)
+class Raw:
+    """An answer of exactly ``body`` (a garbled one), with ``status`` and ``headers``."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Answer = int | tuple[int, dict[str, Any]] | str | Raw
 
 
 @dataclass
@@ -105,6 +116,11 @@ class Graph:
             assert request.transport is not None
             request.transport.close()  # the client sees the server disconnect: an unreachable Graph
             return web.Response(status=204)
+        if isinstance(answer, Raw):
+            record.status = answer.status
+            return web.Response(
+                status=answer.status, body=answer.body, headers=answer.headers, content_type="application/json"
+            )
         status, body = answer if isinstance(answer, tuple) else (int(answer), None)
         if body is None:
             if status >= 400:

@@ -10,7 +10,7 @@ import pytest
 from channels.whatsapp._cloud_api import GraphClient
 from gateway import PushSendError
 
-from .graph import DROP, MEDIA_PATH, MESSAGES_PATH, PNID, TOKEN, VERSION, Graph
+from .graph import DROP, MEDIA_PATH, MESSAGES_PATH, PNID, TOKEN, VERSION, Graph, Raw
 
 
 @pytest.fixture
@@ -72,6 +72,31 @@ async def test_errors_mapped(
     assert caught.value.retryable is retryable
     assert caught.value.provider_code == code
     assert TOKEN not in str(caught.value)
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("answer", "retryable"),
+    [
+        (Raw(200, DEEP), False),  # it may have been sent: never sent again
+        (Raw(400, DEEP), False),
+        (Raw(400, b'{"error": {"code": 1e400, "message": "x"}}'), False),
+        (Raw(503, b'{"error": {"code": 2, "error_data": {"details": ' + DEEP + b"}}}"), True),
+        (Raw(503, b'{"message": "a proxy said so"}'), True),  # no "error" object
+        (Raw(429, b"{}", {"Retry-After": "inf"}), True),
+        (Raw(429, b"{}", {"Retry-After": "nan"}), True),
+    ],
+    ids=["nested-200", "nested-400", "code-1e400", "nested-details", "no-error", "retry-after-inf", "retry-after-nan"],
+)
+async def test_a_garbled_answer_is_a_send_error(
+    graph: Graph, client: GraphClient, answer: Raw, retryable: bool
+) -> None:
+    graph.script.append(answer)
+    with pytest.raises(PushSendError) as caught:
+        await client.send_message("+15551230001", "text", {"body": "x"})
+    assert caught.value.retryable is retryable and caught.value.retry_after is None
 
 
 async def test_unreachable_is_retryable(graph: Graph, client: GraphClient) -> None:

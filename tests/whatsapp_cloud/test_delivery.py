@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
+import logging
 import time
 
+import pytest
 from PIL import Image
 
 from channels.whatsapp import DeliveryOptions
@@ -13,7 +16,7 @@ from tools import Actor, UiCapabilities
 
 from . import payloads as p
 from .conftest import Cloud, MakeCloud, thread_of
-from .graph import DROP, MEDIA_PATH, MESSAGES_PATH, TOKEN
+from .graph import DROP, MEDIA_PATH, MESSAGES_PATH, TOKEN, Raw
 from .tools_ import refund_runtime, text_runtime
 
 THREAD = thread_of(p.ALICE)
@@ -54,6 +57,23 @@ async def test_a_refused_message_is_recorded_not_retried(make_cloud: MakeCloud) 
     (failure,) = await cloud.channel.delivery.state.failures(THREAD)
     assert (failure["reason"], failure["provider_code"]) == ("refused", "131026")
     assert failure["message"]["content"]["body"] == "Hello Alice."
+
+
+@pytest.mark.parametrize("status", [200, 400])
+async def test_a_garbled_answer_is_never_sent_twice_nor_a_traceback(
+    make_cloud: MakeCloud, caplog: pytest.LogCaptureFixture, status: int
+) -> None:
+    caplog.set_level(logging.INFO)
+    cloud = await make_cloud(text_runtime("Hello Alice."))
+    cloud.graph.script.append(Raw(status, b"[" * 100_000 + b"]" * 100_000))
+    await cloud.say("hi")
+    await cloud.graph.wait_for(lambda g: bool(g.messages(ok=False)))
+    await asyncio.sleep(0.2)  # several redelivery rounds (redeliver_after is 0.02 s)
+    await cloud.settle()
+    assert len(cloud.graph.messages(ok=False)) == 1
+    [failure] = await cloud.channel.delivery.state.failures(THREAD)
+    assert failure["reason"] == "refused"
+    assert not [r.getMessage() for r in caplog.records if r.exc_info]
 
 
 async def test_a_component_is_uploaded_then_sent_as_an_image(make_cloud: MakeCloud) -> None:
