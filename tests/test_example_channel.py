@@ -179,3 +179,10 @@ async def test_an_outbox_that_times_out_is_a_retryable_send_error() -> None:
     finally:
         await port.http.close()
         await server.close()
+
+
+def test_the_docs_give_the_example_s_true_length() -> None:
+    lines = len(EXAMPLE.read_text(encoding="utf-8").splitlines())
+    root = EXAMPLE.parents[1]
+    for doc in (root / "docs" / "channels.md", root / "README.md"):
+        assert f"{lines} lines" in " ".join(doc.read_text(encoding="utf-8").split()), doc
