@@ -11,7 +11,9 @@ from ._errors import (
     ApprovalNotFoundError,
     ApprovalSettledError,
     GatewayError,
+    InvalidTokenError,
     ModelError,
+    RateLimitedError,
     RunNotActiveError,
     RunNotFoundError,
     StoreUnavailableError,
@@ -19,6 +21,7 @@ from ._errors import (
     ThreadForbiddenError,
     ThreadNotFoundError,
     ThreadParkedError,
+    UnauthenticatedError,
     UnknownAgentError,
 )
 from ._guard import one_line
@@ -27,7 +30,6 @@ from ._identity import (
     ActorResolver,
     AnonymousCookieResolver,
     ChainResolver,
-    InvalidTokenError,
     SignedTokenResolver,
     TrustedHeaderResolver,
     sign_actor_token,
@@ -65,8 +67,9 @@ from ._push import (
     to_whatsapp,
 )
 from ._runtime import Runtime, RuntimeObserver
-from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef, RateLimitedError, UnauthenticatedError
+from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef
 from ._settings import Settings, comma_list, comma_map
+from ._sse import SseStream, sse_frame
 from ._unicode import valid_text
 from .events import RunEvent, Turn
 
@@ -124,6 +127,7 @@ __all__ = [
     "RuntimeObserver",
     "Settings",
     "SignedTokenResolver",
+    "SseStream",
     "StoreUnavailableError",
     "ThreadBusyError",
     "ThreadForbiddenError",
@@ -144,6 +148,7 @@ __all__ = [
     "sign_actor_token",
     "split_message",
     "split_telegram",
+    "sse_frame",
     "texts_for",
     "to_plain",
     "to_telegram",

@@ -14,13 +14,14 @@ import json
 import logging
 import os
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
 from tools import (
+    AgoraError,
     PreflightCompleted,
     PreflightDenied,
     PreflightPhase,
@@ -61,6 +62,7 @@ from .events import (
 from .models import (
     AssistantMessage,
     Model,
+    ModelChunk,
     ModelRequest,
     TextChunk,
     ToolCallRequest,
@@ -96,11 +98,21 @@ DELTA_FLUSH_SECONDS = 0.025
 """Text pieces arriving within this window are written together (fewer writes, same stream)."""
 
 
-class _UserCancelled(Exception):
+@contextlib.asynccontextmanager
+async def _closing(stream: AsyncIterator[ModelChunk]) -> AsyncGenerator[AsyncIterator[ModelChunk], None]:
+    """``stream``, closed on the way out when it can be (an async generator's ``finally`` runs now)."""
+    try:
+        yield stream
+    finally:
+        if isinstance(stream, AsyncGenerator):
+            await stream.aclose()
+
+
+class _UserCancelled(AgoraError):
     """A person asked to stop the run while a model call or a tool was in flight."""
 
 
-class _StepNotStored(Exception):
+class _StepNotStored(AgoraError):
     """The store refused a write of this run for good (not an outage): the run cannot go on."""
 
 
@@ -380,7 +392,7 @@ class RunDriver:
 
         async def consume() -> None:
             nonlocal usage, first_pending
-            async with contextlib.aclosing(self.model.stream(request)) as stream:
+            async with _closing(self.model.stream(request)) as stream:
                 async for chunk in stream:
                     match chunk:
                         case TextChunk(delta=delta) if delta:

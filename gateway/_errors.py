@@ -1,26 +1,46 @@
-"""Errors of the gateway.
+"""Errors of the gateway and its channels.
 
-The tree (``AgoraError`` and ``UserError`` come from ``tools``)::
+The tree (``AgoraError`` and ``UserError`` come from ``tools``; the tools' and the renderers' own
+branches are drawn in ``tools/_errors.py`` and ``renderers/_errors.py``)::
 
-    AgoraError
+    AgoraError                         base of everything this project raises on purpose
     ├── UserError                      a developer misused the API
-    └── GatewayError                   a runtime failure with an HTTP status and a code
-        ├── ApprovalNotFoundError      404  no approval with that tool call id
-        ├── ApprovalForbiddenError     403  this actor may not decide it
-        ├── ApprovalSettledError       409  already decided
-        ├── ApprovalExpiredError       410  it lapsed before the decision
-        ├── ThreadNotFoundError        404
-        ├── ThreadForbiddenError       403  someone else's thread
-        ├── ThreadBusyError            409  a run is already running on the thread
-        ├── ThreadParkedError          409  a run waits for an approval (the runtime supersedes it)
-        ├── RunNotFoundError           404
-        ├── RunNotActiveError          409  the run already ended
-        ├── UnknownAgentError          404
-        ├── ModelError                 502  the model failed (after retries)
-        └── StoreUnavailableError      503  the store (Redis) cannot be reached
+    ├── GatewayError                   a runtime failure with an HTTP status and a code
+    │   ├── UnauthenticatedError       401  no credential identified the caller
+    │   ├── InvalidTokenError          401  an actor token is malformed, forged or expired
+    │   ├── ApprovalNotFoundError      404  no approval with that tool call id
+    │   ├── ApprovalForbiddenError     403  this actor may not decide it
+    │   ├── ApprovalSettledError       409  already decided
+    │   ├── ApprovalExpiredError       410  it lapsed before the decision
+    │   ├── ThreadNotFoundError        404  (also what a store's ``write`` raises for a missing thread)
+    │   ├── ThreadForbiddenError       403  someone else's thread
+    │   ├── ThreadBusyError            409  a run is already running on the thread
+    │   ├── ThreadParkedError          409  a run waits for an approval (the runtime supersedes it)
+    │   ├── RunNotFoundError           404
+    │   ├── RunNotActiveError          409  the run already ended
+    │   ├── UnknownAgentError          404
+    │   ├── RateLimitedError           429  too many turns; ``retry_after`` says when to try again
+    │   ├── TooManyConnectionsError    429  the address holds as many connections as it may
+    │   ├── RequestTimeoutError        408  the body did not arrive in time (also a ``TimeoutError``)
+    │   ├── ModelError                 502  the model failed (after retries)
+    │   ├── StoreUnavailableError      503  the store cannot be reached: the one store failure type
+    │   ├── PushSendError              502  a push provider refused a part or was unreachable
+    │   │   └── WhatsAppSendError      502  channels.whatsapp: Twilio refused or was unreachable
+    │   ├── CloudNotConfiguredError    503  channels.whatsapp: the Cloud API credentials are not set
+    │   ├── CloudWebhookRefusedError   403  channels.whatsapp: a forged notification, a wrong verify token
+    │   ├── TelegramWebhookError       4xx  channels.telegram: a bad secret (403), size (413) or update (400)
+    │   ├── AgUiRequestError           400  channels.ag_ui: the body is not a usable RunAgentInput
+    │   ├── InterruptError             409  channels.ag_ui: a resume that does not fit the interrupts
+    │   └── RefusedCall                400  channels.a2a: a JSON-RPC call refused before its method
+    └── (private signals)              one module's control flow, never seen outside it: they
+                                       subclass ``AgoraError`` directly (``_Closed``, ...)
+
+A store translates its backend's failures at its boundary (``RedisStore``: every call inside
+``guarded``): callers see ``StoreUnavailableError``, never ``redis.exceptions``. A channel draws
+its errors here, under the class it subclasses.
 
 Channels translate these at their boundary: HTTP answers ``{code, message}`` with ``status``; the
-web socket sends an ``error`` frame with ``code``.
+web socket sends an ``error`` frame with ``code``; AG-UI a ``RUN_ERROR``; A2A a JSON-RPC error.
 """
 
 from __future__ import annotations
@@ -33,7 +53,10 @@ __all__ = [
     "ApprovalNotFoundError",
     "ApprovalSettledError",
     "GatewayError",
+    "InvalidTokenError",
     "ModelError",
+    "RateLimitedError",
+    "RequestTimeoutError",
     "RunNotActiveError",
     "RunNotFoundError",
     "StoreUnavailableError",
@@ -41,6 +64,8 @@ __all__ = [
     "ThreadParkedError",
     "ThreadForbiddenError",
     "ThreadNotFoundError",
+    "TooManyConnectionsError",
+    "UnauthenticatedError",
     "UnknownAgentError",
 ]
 
@@ -55,6 +80,18 @@ class GatewayError(AgoraError):
 
     status: int = 500
     code: str = "gateway_error"
+
+
+class UnauthenticatedError(GatewayError):
+    """No credential identified the caller."""
+
+    status, code = 401, "unauthenticated"
+
+
+class InvalidTokenError(GatewayError):
+    """An actor token is malformed, forged or expired."""
+
+    status, code = 401, "invalid_token"
 
 
 class ApprovalNotFoundError(GatewayError):
@@ -127,6 +164,31 @@ class UnknownAgentError(GatewayError):
     status, code = 404, "unknown_agent"
 
 
+class RateLimitedError(GatewayError):
+    """Too many turns from this actor; ``retry_after`` says when to try again."""
+
+    status, code = 429, "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class TooManyConnectionsError(GatewayError):
+    """The address already holds as many connections as it may (429)."""
+
+    status, code = 429, "too_many_connections"
+
+
+class RequestTimeoutError(GatewayError, TimeoutError):
+    """The request's body did not arrive within ``read_timeout`` (408).
+
+    A ``TimeoutError`` too: aiohttp's lingering read of an unread body stops quietly on it.
+    """
+
+    status, code = 408, "request_timeout"
+
+
 class ModelError(GatewayError):
     """The model failed (after its retries); the run fails with this code."""
 
@@ -144,6 +206,10 @@ class ModelError(GatewayError):
 
 
 class StoreUnavailableError(GatewayError):
-    """The store cannot be reached (Redis down or unreachable)."""
+    """The store cannot be reached (Redis down, failing over, or silent past the call's deadline).
+
+    The one type a store's failures surface as: every store translates its backend's errors to
+    it at its boundary, with the backend's exception as ``__cause__``.
+    """
 
     status, code = 503, "store_unavailable"

@@ -36,7 +36,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler, Middleware
 
-from ._errors import GatewayError
+from ._errors import RequestTimeoutError, TooManyConnectionsError
 
 __all__ = [
     "AddressCounter",
@@ -53,21 +53,6 @@ logger = logging.getLogger("gateway.http")
 
 
 _REASON_CHARS = 300
-
-
-class RequestTimeoutError(GatewayError, TimeoutError):
-    """The request's body did not arrive within ``read_timeout`` (408).
-
-    A ``TimeoutError`` too: aiohttp's lingering read of an unread body stops quietly on it.
-    """
-
-    status, code = 408, "request_timeout"
-
-
-class TooManyConnectionsError(GatewayError):
-    """The address already holds as many connections as it may (429)."""
-
-    status, code = 429, "too_many_connections"
 
 
 def one_line(text: str, limit: int = _REASON_CHARS) -> str:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from tools import ToolRegistry
 
-from .events import RunEvent, RunStatus
+from .events import RunEvent, RunStatus, ToolOutcome
 from .models import Model
 from .stores import Batch, RunRecord, Store
 
@@ -63,7 +63,7 @@ class RunHost(Protocol):
         """Write a batch of the run (observers hear of its events)."""
         ...
 
-    def observe_tool(self, run: RunRecord, tool: str, status: str, seconds: float) -> None:
+    def observe_tool(self, run: RunRecord, tool: str, status: ToolOutcome, seconds: float) -> None:
         """A tool call settled."""
         ...
 

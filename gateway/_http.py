@@ -13,9 +13,8 @@ from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from redis.exceptions import RedisError
 
-from renderers import MediaTokenError
+from renderers import MediaTokenError, MediaUnavailableError
 from tools import AgoraError
 
 from ._errors import GatewayError, StoreUnavailableError
@@ -223,7 +222,7 @@ async def media(request: web.Request) -> web.Response:
     except MediaTokenError as exc:
         status = {"expired": 410, "not_found": 404}.get(exc.reason, 403)
         return json_error(status, f"media_{exc.reason}", str(exc))
-    except (RedisError, OSError) as exc:
+    except MediaUnavailableError as exc:
         message = "Media are unavailable right now; try again"
         return json_error(503, "media_unavailable", message, log_as=f"media backend unavailable: {exc}")
     headers = {"Cache-Control": "private, max-age=300", "X-Content-Type-Options": "nosniff"}

@@ -22,7 +22,7 @@ from pydantic import SecretStr, ValidationError
 
 from tools import Actor, UserError
 
-from ._errors import GatewayError
+from ._errors import InvalidTokenError
 
 __all__ = [
     "ANON_COOKIE",
@@ -42,12 +42,6 @@ _MAX_TOKEN = 4096
 
 ANONYMOUS_PREFIX = "anon:"
 """Ids of anonymous visitors (``anon:<cookie>``): no signed token may claim one."""
-
-
-class InvalidTokenError(GatewayError):
-    """An actor token is malformed, forged or expired."""
-
-    status, code = 401, "invalid_token"
 
 
 def _b64(data: bytes) -> str:

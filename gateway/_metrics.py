@@ -10,7 +10,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from ._runtime import RuntimeObserver
-from .events import RunStatus
+from .events import RunStatus, ToolOutcome
 from .stores import RunRecord
 
 __all__ = ["Metrics"]
@@ -117,7 +117,7 @@ class Metrics(RuntimeObserver):
         self.run_count(status).inc()
         self.run_seconds.observe(seconds)
 
-    def tool_settled(self, run: RunRecord, tool: str, status: str, seconds: float) -> None:
+    def tool_settled(self, run: RunRecord, tool: str, status: ToolOutcome, seconds: float) -> None:
         """Count and time a tool call."""
         self.tool_count(tool, status).inc()
         self.tool_time(tool).observe(seconds)

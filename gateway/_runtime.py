@@ -27,7 +27,7 @@ from ._errors import (
     UnknownAgentError,
 )
 from ._leases import Leases
-from .events import RunEvent, RunFinishedEvent, RunStartedEvent, RunStatus, Turn, new_id
+from .events import RunEvent, RunFinishedEvent, RunStartedEvent, RunStatus, ToolOutcome, Turn, new_id
 from .models import AssistantMessage, Model, ToolMessage, UserMessage
 from .stores import ApprovalRecord, Batch, MemoryStore, RunRecord, Store, ThreadRecord
 
@@ -48,7 +48,7 @@ class RuntimeObserver:
     def run_finished(self, run: RunRecord, status: RunStatus, seconds: float) -> None:
         """A run ended or parked on this process after ``seconds`` of driving."""
 
-    def tool_settled(self, run: RunRecord, tool: str, status: str, seconds: float) -> None:
+    def tool_settled(self, run: RunRecord, tool: str, status: ToolOutcome, seconds: float) -> None:
         """A tool call settled (``completed``, ``failed``, ``denied`` or ``cancelled``)."""
 
     def model_step(self, run: RunRecord, seconds: float) -> None:
@@ -226,7 +226,7 @@ class Runtime:
         for observer in self.observers:
             observer.run_finished(run, status, seconds)
 
-    def observe_tool(self, run: RunRecord, tool: str, status: str, seconds: float) -> None:
+    def observe_tool(self, run: RunRecord, tool: str, status: ToolOutcome, seconds: float) -> None:
         """Tell observers a tool call settled."""
         for observer in self.observers:
             observer.tool_settled(run, tool, status, seconds)

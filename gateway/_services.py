@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from renderers import Catalog, MediaStore, MediaTokenError, Renderer, negotiate
 from tools import Actor, UiCapabilities
 
-from ._errors import GatewayError
+from ._errors import RateLimitedError, UnauthenticatedError
 from ._identity import ChainResolver
 from ._metrics import Metrics
 from ._push._state import ChannelState
@@ -31,22 +31,6 @@ logger = logging.getLogger("gateway.services")
 
 _MIME_EXT = {"image/png": "png", "application/pdf": "pdf"}
 _MEDIA_URLS_KEPT = 1024
-
-
-class UnauthenticatedError(GatewayError):
-    """No credential identified the caller."""
-
-    status, code = 401, "unauthenticated"
-
-
-class RateLimitedError(GatewayError):
-    """Too many turns from this actor; ``retry_after`` says when to try again."""
-
-    status, code = 429, "rate_limited"
-
-    def __init__(self, message: str, *, retry_after: float) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 class MediaRef(BaseModel):

@@ -34,6 +34,7 @@ __all__ = [
     "ToolCompletedEvent",
     "ToolDeniedEvent",
     "ToolFailedEvent",
+    "ToolOutcome",
     "ToolStartedEvent",
     "Turn",
     "UiEvent",
@@ -46,6 +47,9 @@ RunStatus = Literal["completed", "awaiting-approval", "cancelled", "failed"]
 """How a run ended (or paused): ``awaiting-approval`` parks it until a person decides."""
 
 ApprovalStatus = Literal["approved", "rejected", "expired"]
+
+ToolOutcome = Literal["completed", "failed", "denied", "cancelled"]
+"""How a tool call settled, as ``RuntimeObserver.tool_settled`` hears it."""
 
 
 _last_ms = -1

@@ -10,7 +10,10 @@ A channel delivering a ``ui`` event::
     if delivery == "props":
         send_props(event)                                   # the client draws it
     else:
-        rendered = await renderer.render_ui(event, delivery)
+        rendered = await renderer.render(
+            event.component, event.props, DELIVERY_FORMATS[delivery],
+            version=event.version, fallback_text=event.fallback_text,
+        )
         if delivery in ("image", "pdf"):                    # WhatsApp: media with a caption
             for page in rendered.pages:
                 token = await media.put(page, rendered.mime)
@@ -36,6 +39,7 @@ from ._errors import (
     ComponentDefinitionError,
     MediaTokenError,
     MediaTokenReason,
+    MediaUnavailableError,
     PropsInvalidError,
     RenderError,
     RenderFailedError,
@@ -45,7 +49,7 @@ from ._errors import (
 from ._formats import ValueFormat, format_value
 from ._html import COMPONENT_STYLESHEET_PATH, component_stylesheet
 from ._media import MediaBackend, MediaItem, MediaStore, MemoryMediaBackend, RedisMediaBackend
-from ._negotiation import DELIVERY_FORMATS, Delivery, negotiate
+from ._negotiation import DELIVERY_FORMATS, Delivery, NegotiableUi, negotiate
 from ._pool import RemoteError, RenderPool
 from ._props import ComponentProps, at_most
 from ._rendered import RENDER_FORMATS, Rendered, RenderFormat
@@ -73,8 +77,10 @@ __all__ = [
     "MediaStore",
     "MediaTokenError",
     "MediaTokenReason",
+    "MediaUnavailableError",
     "MemoryMediaBackend",
     "MemoryRenderCache",
+    "NegotiableUi",
     "PropsInvalidError",
     "RedisMediaBackend",
     "RedisRenderCache",

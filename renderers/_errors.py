@@ -10,7 +10,9 @@ The tree (``AgoraError`` and ``UserError`` come from ``tools``)::
     │   ├── PropsInvalidError          props failed validation (``errors`` names each field)
     │   ├── RenderTimeoutError         the render ran past its time limit and was cut off
     │   └── RenderFailedError          the engine raised, produced too many pages, or its worker died
-    └── MediaTokenError                a media token is ``invalid``, ``expired`` or ``not_found``
+    │       └── RemoteError            a worker's exception whose class the parent does not import
+    ├── MediaTokenError                a media token is ``invalid``, ``expired`` or ``not_found``
+    └── MediaUnavailableError          the media backend (Redis) cannot be reached: try again later
 
 Every ``RenderError`` carries a stable ``code`` and the ``component`` it was about, so a channel
 can log it and fall back to text without parsing messages.
@@ -26,6 +28,7 @@ __all__ = [
     "ComponentDefinitionError",
     "MediaTokenError",
     "MediaTokenReason",
+    "MediaUnavailableError",
     "PropsInvalidError",
     "RenderError",
     "RenderFailedError",
@@ -138,3 +141,11 @@ class MediaTokenError(AgoraError):
     def __init__(self, reason: MediaTokenReason) -> None:
         super().__init__(self._MESSAGES[reason])
         self.reason: MediaTokenReason = reason
+
+
+class MediaUnavailableError(AgoraError):
+    """The media backend cannot be reached (Redis down); the same token may work later.
+
+    A backend translates its client's failures to this at its boundary, the original exception
+    as ``__cause__``.
+    """

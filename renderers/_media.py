@@ -25,13 +25,14 @@ import struct
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tools import UserError
 
-from ._errors import MediaTokenError
+from ._errors import MediaTokenError, MediaUnavailableError
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -126,20 +127,40 @@ class RedisMediaBackend(MediaBackend):
         self._redis = redis
         self._prefix = prefix
 
+    @contextmanager
+    def _unavailable(self) -> Iterator[None]:
+        """Redis's failures (and the socket's) as ``MediaUnavailableError``, the cause kept."""
+        from redis.exceptions import RedisError  # here: importing renderers must not load redis
+
+        try:
+            yield
+        except (RedisError, OSError) as exc:
+            raise MediaUnavailableError(f"the media backend (Redis) is unavailable: {exc}") from exc
+
     async def put(self, media_id: str, item: MediaItem, expires_at: float) -> None:
-        """Store ``item`` as a hash that Redis deletes at ``expires_at``."""
+        """Store ``item`` as a hash that Redis deletes at ``expires_at``.
+
+        Raises:
+            MediaUnavailableError: Redis cannot be reached.
+        """
         key = self._prefix + media_id
         fields: dict[str, bytes] = {"data": item.data, "mime": item.mime.encode()}
         if item.filename:
             fields["filename"] = item.filename.encode()
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
-            pipe.pexpireat(key, int(expires_at * 1000))
-            await pipe.execute()
+        with self._unavailable():
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
+                pipe.pexpireat(key, int(expires_at * 1000))
+                await pipe.execute()
 
     async def get(self, media_id: str) -> MediaItem | None:
-        """The item, or ``None`` once Redis has expired it."""
-        fields = await self._redis.hgetall(self._prefix + media_id)
+        """The item, or ``None`` once Redis has expired it.
+
+        Raises:
+            MediaUnavailableError: Redis cannot be reached.
+        """
+        with self._unavailable():
+            fields = await self._redis.hgetall(self._prefix + media_id)
         data, mime, filename = fields.get(b"data"), fields.get(b"mime"), fields.get(b"filename")
         if not isinstance(data, bytes) or not isinstance(mime, bytes):
             return None
@@ -207,6 +228,7 @@ class MediaStore:
         Raises:
             MediaTokenError: ``reason`` ``"invalid"`` (malformed, tampered, other secret),
                 ``"expired"`` or ``"not_found"``.
+            MediaUnavailableError: The backend cannot be reached (try again later).
         """
         media_id, _ = self.verify(token)
         item = await self.backend.get(media_id)

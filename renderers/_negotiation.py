@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -12,7 +12,7 @@ from tools import UiCapabilities
 from ._catalog import Catalog, ComponentDef, MediaKind
 from ._errors import PropsInvalidError
 
-__all__ = ["DELIVERY_FORMATS", "Delivery", "negotiate"]
+__all__ = ["DELIVERY_FORMATS", "Delivery", "NegotiableUi", "negotiate"]
 
 Delivery = Literal["props", "html", "image", "pdf", "text"]
 """What a channel delivers for one ``ui`` event: the props for the client to draw, or a
@@ -28,7 +28,28 @@ DELIVERY_FORMATS: dict[Delivery, Literal["html", "png", "pdf", "text"] | None] =
 """The ``Renderer.render`` format of each delivery (``props`` needs no render)."""
 
 
-def negotiate(ui: Any, capabilities: UiCapabilities | None, catalog: Catalog) -> Delivery:
+class NegotiableUi(Protocol):
+    """What ``negotiate`` reads of a component to deliver: a ``ui`` event, a ``tools.UiComponent``."""
+
+    @property
+    def component(self) -> str:
+        """The catalog name."""
+        ...
+
+    @property
+    def version(self) -> int:
+        """The version of its props shape."""
+        ...
+
+    @property
+    def props(self) -> Mapping[str, object]:
+        """Its props (a component may choose its media by them)."""
+        ...
+
+
+def negotiate(
+    ui: NegotiableUi | Mapping[str, object], capabilities: UiCapabilities | None, catalog: Catalog
+) -> Delivery:
     """Decide how a client gets a component, in the order of DESIGN section 5.
 
     1. ``"props"`` when the client declared this component at this version in
@@ -44,9 +65,9 @@ def negotiate(ui: Any, capabilities: UiCapabilities | None, catalog: Catalog) ->
     it accepts.
 
     Args:
-        ui: The ``ui`` event or a ``tools.UiComponent``: anything with ``component`` and
-            ``version`` (attributes or mapping keys) and, optionally, ``props``, which lets a
-            component choose its media by its props (a table of more than 25 rows prefers PDF).
+        ui: The ``ui`` event or a ``tools.UiComponent`` (``NegotiableUi``), or a mapping with
+            the same keys (``version`` and ``props`` optional). ``props`` lets a component
+            choose its media by its props (a table of more than 25 rows prefers PDF).
         capabilities: What the client declared; ``None`` means a text-only client.
         catalog: The server's components.
     """
@@ -68,13 +89,14 @@ def negotiate(ui: Any, capabilities: UiCapabilities | None, catalog: Catalog) ->
     return "text"
 
 
-def _read(ui: Any) -> tuple[str, int, Any]:
+def _read(ui: NegotiableUi | Mapping[str, object]) -> tuple[str, int, object]:
     if isinstance(ui, Mapping):
-        return str(ui.get("component", "")), int(ui.get("version") or 1), ui.get("props")
-    return str(ui.component), int(getattr(ui, "version", 1) or 1), getattr(ui, "props", None)
+        version = ui.get("version") or 1
+        return str(ui.get("component", "")), int(version) if isinstance(version, int | str) else 1, ui.get("props")
+    return ui.component, ui.version or 1, ui.props
 
 
-def _validated(definition: ComponentDef[Any], props: Any) -> BaseModel | None:
+def _validated(definition: ComponentDef[Any], props: object) -> BaseModel | None:
     if not isinstance(props, Mapping | BaseModel):
         return None
     try:

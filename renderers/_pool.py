@@ -53,7 +53,7 @@ def default_worker_count() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-class RemoteError(RuntimeError):
+class RemoteError(RenderFailedError):
     """An exception raised in a worker whose class the parent should not import.
 
     Built-in exceptions and ``AgoraError`` subclasses cross as they are; anything else (a

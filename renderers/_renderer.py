@@ -22,8 +22,7 @@ from ._catalog import Catalog, ComponentDef
 from ._components import default_catalog
 from ._errors import PropsInvalidError, RenderError, RenderFailedError
 from ._html import HtmlEngine, PageProfile, component_stylesheet
-from ._negotiation import DELIVERY_FORMATS, Delivery
-from ._pool import RenderPool
+from ._pool import RemoteError, RenderPool
 from ._rendered import MIME_TYPES, RENDER_FORMATS, Rendered, RenderFormat
 from ._textform import generic_text
 
@@ -234,27 +233,6 @@ class Renderer:
         self.stats.misses += 1
         return await self._shared(key, lambda: self._produce(key, definition, model, fmt, len(canonical)))
 
-    async def render_ui(self, ui: Any, delivery: Delivery) -> Rendered:
-        """Render a ``ui`` event (or ``tools.UiComponent``) as ``negotiate`` decided.
-
-        ``"image"`` gives PNG, ``"text"`` uses the event's ``fallback_text`` when it has one.
-
-        Raises:
-            UserError: ``delivery`` is ``"props"``: the client draws those itself.
-        """
-        fmt = DELIVERY_FORMATS.get(delivery)
-        if fmt is None:
-            raise UserError(f"Nothing to render for delivery {delivery!r}: send the props as they are.")
-        is_mapping = isinstance(ui, Mapping)
-        get = ui.get if is_mapping else lambda name, default=None: getattr(ui, name, default)
-        return await self.render(
-            str(get("component")),
-            get("props") or {},
-            fmt,
-            version=get("version"),
-            fallback_text=get("fallback_text"),
-        )
-
     def _canonical(self, definition: ComponentDef[Any], model: BaseModel) -> bytes:
         try:
             canonical = model.model_dump_json(by_alias=False).encode()
@@ -351,10 +329,12 @@ class Renderer:
                 png = await self.pool.run(_worker.render_png, page, self.image_width, self.max_pages, timeout=timeout)
                 pages = tuple(png.pages)
                 warnings, rendered = png.warnings, Rendered(pages[0], MIME_TYPES["png"], pages, len(pages))
+        except RemoteError as exc:  # weasyprint's own errors, crossed from the worker
+            raise RenderFailedError(f"Rendering {definition.name} failed: {exc}", component=definition.name) from exc
         except RenderError as exc:
             exc.component = exc.component or definition.name
             raise
-        except Exception as exc:  # RemoteError (weasyprint's own errors) or a built-in one
+        except Exception as exc:  # a built-in one
             raise RenderFailedError(f"Rendering {definition.name} failed: {exc}", component=definition.name) from exc
         for warning in warnings:
             logger.debug("weasyprint, rendering %s: %s", definition.name, warning)

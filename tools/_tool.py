@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar, overload
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -35,6 +35,7 @@ __all__ = [
     "ToolDescription",
     "ToolKind",
     "ToolLike",
+    "ToolObject",
     "ai_tool",
     "as_tool",
     "default_tool_name",
@@ -393,8 +394,20 @@ def is_tool_like(obj: object) -> bool:
     return isinstance(cls, type) and issubclass(cls, BaseTool) and cls not in _BASES and not inspect.isabstract(cls)
 
 
-ToolLike = Any
-"""A ``Tool``, a decorated or subclassed tool class, or an instance of one."""
+class ToolObject(Protocol):
+    """An instance of a class tool: ``@ai_tool``-decorated, or a ``ReadTool`` / ``ActionTool`` subclass.
+
+    ``as_tool`` reads its options from its class and calls its ``execute``.
+    """
+
+    @property
+    def execute(self) -> Callable[..., object]:
+        """``execute(input, ctx)``: the call itself (sync or async)."""
+        ...
+
+
+ToolLike = Tool | ToolObject | type[ToolObject]
+"""What registers as a tool: a ``Tool`` (``define_tool``), a class tool, or an instance of one."""
 
 
 def as_tool(obj: ToolLike) -> Tool:

@@ -26,8 +26,10 @@ from gateway import (
     GatewayError,
     GatewayServices,
     InvalidTokenError,
+    SseStream,
     UnauthenticatedError,
     one_line,
+    sse_frame,
     valid_text,
     verify_actor_token,
 )
@@ -39,7 +41,6 @@ from ._errors import error_body
 from ._handler import ActorUser, GatewayRequestHandler
 from ._jsonrpc import V03_STREAMING_METHODS, JsonRpcCall, JsonRpcDispatcher, RefusedCall, read_call
 from ._proto import to_json
-from ._sse import stream_frames
 
 __all__ = ["A2A_CHANNEL", "A2AChannel", "setup"]
 
@@ -47,6 +48,9 @@ logger = logging.getLogger("channels.a2a")
 
 _CARDS_REMEMBERED = 64
 """Cards (one per Host and version) whose first time served is kept for ``Last-Modified``."""
+
+
+_EVENT_STREAM = "text/event-stream; charset=utf-8"
 
 
 def _json(value: Any) -> str:
@@ -226,17 +230,38 @@ class A2AChannel(Channel):
         except Exception:
             logger.exception("A2A call %s failed", call.method if call else "?")
             return _error_answer(call.method if call else None, _call_error(call, RpcInternalError()))
-        return await stream_frames(request, self._frames(call, first, result), heartbeat=self.options.heartbeat)
+        return await self._stream(request, self._frames(call, first, result))
+
+    async def _stream(self, request: web.Request, frames: AsyncGenerator[str, None]) -> web.StreamResponse:
+        """Answer with ``frames`` as they come, until they end or the caller leaves.
+
+        Nothing here owns the run whose events the frames carry: a caller leaving stops this
+        stream only.
+        """
+        stream = SseStream(
+            request, heartbeat=self.options.heartbeat, content_type=_EVENT_STREAM, cache_control="no-store"
+        )
+
+        async def pump() -> None:
+            async for frame in frames:
+                await stream.write(frame)
+
+        try:
+            if not await stream.serve(pump()):
+                logger.debug("an A2A caller left its stream")
+        finally:
+            await frames.aclose()
+        return stream.response
 
     async def _frames(
         self, call: JsonRpcCall, first: dict[str, Any] | None, rest: AsyncGenerator[dict[str, Any], None]
-    ) -> AsyncGenerator[bytes, None]:
+    ) -> AsyncGenerator[str, None]:
         """SSE frames of a stream's responses; a failure mid-stream is a last ``event: error`` frame."""
         try:
             if first is not None:
-                yield f"data: {_json(first)}\n\n".encode()
+                yield sse_frame(_json(first))
             async for response in rest:
-                yield f"data: {_json(response)}\n\n".encode()
+                yield sse_frame(_json(response))
         except A2AError as exc:
             logger.info("A2A stream %s ended with %s: %s", call.method, type(exc).__name__, valid_text(str(exc))[:500])
             yield _error_frame(call, exc)
@@ -289,7 +314,7 @@ def _error_answer(method: str | None, body: dict[str, Any]) -> web.Response:
     """
     if method in V03_STREAMING_METHODS:
         return web.Response(
-            body=f"data: {_json(body)}\n\n".encode(),
+            body=sse_frame(_json(body)).encode(),
             content_type="text/event-stream",
             charset="utf-8",
             headers={"Cache-Control": "no-store"},
@@ -297,8 +322,8 @@ def _error_answer(method: str | None, body: dict[str, Any]) -> web.Response:
     return web.json_response(body, dumps=_json)
 
 
-def _error_frame(call: JsonRpcCall, error: Any) -> bytes:
-    return f"event: error\ndata: {_json(error_body(call.id, error, legacy=call.legacy))}\n\n".encode()
+def _error_frame(call: JsonRpcCall, error: Any) -> str:
+    return sse_frame(_json(error_body(call.id, error, legacy=call.legacy)), event="error")
 
 
 A2A_CHANNEL = web.AppKey("agora_a2a", A2AChannel)

@@ -40,7 +40,7 @@ from a2a.utils.proto_utils import to_stream_response
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ValidationError
 
-from gateway import parse_json
+from gateway import GatewayError, parse_json
 
 from ._handler import GatewayRequestHandler
 from ._proto import ProtoParseError, from_json, to_json
@@ -114,8 +114,10 @@ V03_STREAMING_METHODS = frozenset({"message/stream", "tasks/resubscribe"})
 """0.3 methods whose every answer is an event stream, a refusal included (one frame)."""
 
 
-class RefusedCall(Exception):
-    """A request refused before it reached a method: answer with ``error``."""
+class RefusedCall(GatewayError):
+    """A request refused before it reached a method: answer with ``error`` (in-band, HTTP 200)."""
+
+    status, code = 400, "jsonrpc_refused"
 
     def __init__(
         self, error: A2AError | JSONRPCError, request_id: str | int | None = None, *, method: str | None = None

@@ -33,13 +33,14 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
-from gateway import RunEvent
+from gateway import EventHooks, RunEvent
 from gateway.events import (
     ApprovalRequestedEvent,
     ApprovalSettledEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
+    TextDeltaEvent,
     TextEndEvent,
     ToolCompletedEvent,
     ToolDeniedEvent,
@@ -79,8 +80,12 @@ def state_of_run(status: str) -> TaskState:
 
 
 @dataclass(kw_only=True, eq=False)
-class TaskView:
-    """One task as its run's events build it; ``apply`` each event in order, read ``task()``."""
+class TaskView(EventHooks[list[StreamEvent]]):
+    """One task as its run's events build it; ``apply`` each event in order, read ``task()``.
+
+    Each event type has its ``on_<event>`` hook (``EventHooks``), which returns what a stream
+    sends for it; the table above is theirs.
+    """
 
     record: TaskRecord
     ui: UiParts
@@ -131,35 +136,52 @@ class TaskView:
     async def apply(self, event: RunEvent) -> list[StreamEvent]:
         """Take the run's next event; return what a stream sends for it."""
         self._stopped = False
-        match event:
-            case RunStartedEvent():
-                return [self._working(event)]
-            case ToolStartedEvent():
-                return [self._working(event, event.running)]
-            case ToolCompletedEvent():
-                return [self._working(event, event.done)]
-            case ToolFailedEvent():
-                return [self._working(event, event.error.get("message") or "The tool failed.")]
-            case ToolDeniedEvent():
-                return [self._working(event, event.reason)]
-            case TextEndEvent():
-                self._last_text = event.text
-                artifact = Artifact(artifact_id=f"text-{event.message_id}", name="text", parts=[Part(text=event.text)])
-                return [self._artifact(artifact)]
-            case UiEvent():
-                return [await self._ui(event)]
-            case ApprovalRequestedEvent():
-                self._pending = event
-                return []
-            case ApprovalSettledEvent():
-                self._pending = None
-                return [self._working(event, _SETTLED[event.status])]
-            case RunErrorEvent():
-                self._error = event
-                return []
-            case RunFinishedEvent():
-                return [self._finish(event)]
+        return await self.dispatch(event)
+
+    # -- the hooks: one per event type ----------------------------------------------------------------
+
+    async def on_run_started(self, event: RunStartedEvent) -> list[StreamEvent]:
+        return [self._working(event)]
+
+    async def on_text_delta(self, event: TextDeltaEvent) -> list[StreamEvent]:
+        return []  # text arrives whole at text-end
+
+    async def on_text_end(self, event: TextEndEvent) -> list[StreamEvent]:
+        self._last_text = event.text
+        artifact = Artifact(artifact_id=f"text-{event.message_id}", name="text", parts=[Part(text=event.text)])
+        return [self._artifact(artifact)]
+
+    async def on_tool_started(self, event: ToolStartedEvent) -> list[StreamEvent]:
+        return [self._working(event, event.running)]
+
+    async def on_tool_completed(self, event: ToolCompletedEvent) -> list[StreamEvent]:
+        return [self._working(event, event.done)]
+
+    async def on_tool_failed(self, event: ToolFailedEvent) -> list[StreamEvent]:
+        return [self._working(event, event.error.get("message") or "The tool failed.")]
+
+    async def on_tool_denied(self, event: ToolDeniedEvent) -> list[StreamEvent]:
+        return [self._working(event, event.reason)]
+
+    async def on_ui(self, event: UiEvent) -> list[StreamEvent]:
+        return [await self._ui(event)]
+
+    async def on_approval_requested(self, event: ApprovalRequestedEvent) -> list[StreamEvent]:
+        self._pending = event  # the run parks next: its run-finished carries the prompt
         return []
+
+    async def on_approval_settled(self, event: ApprovalSettledEvent) -> list[StreamEvent]:
+        self._pending = None
+        return [self._working(event, _SETTLED[event.status])]
+
+    async def on_run_error(self, event: RunErrorEvent) -> list[StreamEvent]:
+        self._error = event  # its run-finished (failed) carries the message
+        return []
+
+    async def on_run_finished(self, event: RunFinishedEvent) -> list[StreamEvent]:
+        return [self._finish(event)]
+
+    # -- helpers ---------------------------------------------------------------------------------------
 
     async def _ui(self, event: UiEvent) -> TaskArtifactUpdateEvent:
         artifact = Artifact(

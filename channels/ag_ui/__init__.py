@@ -15,8 +15,7 @@ from ._input import (
 )
 from ._resume import APPROVAL_RESPONSE_SCHEMA, ApprovalAnswer, Decision, InterruptError, ResumePlan, plan_resume
 from ._runs import RUN_ID_TTL, RunIds
-from ._sse import KEEPALIVE_SECONDS, SseResponse, encode_frames, race
-from ._stream import AgUiStream
+from ._stream import KEEPALIVE_SECONDS, AgUiStream, encode_frames
 from ._translate import (
     CUSTOM_APPROVAL_REQUESTED,
     CUSTOM_APPROVAL_SETTLED,
@@ -48,12 +47,10 @@ __all__ = [
     "ResumePlan",
     "RunIds",
     "RunNamer",
-    "SseResponse",
     "UiDeliverer",
     "encode_frames",
     "parse_run_input",
     "plan_resume",
-    "race",
     "read_run_input",
     "run_agent",
     "setup",

@@ -19,8 +19,7 @@ from gateway import SERVICES, Turn, one_line
 from ._input import MAX_BODY, AgUiRequestError, parse_run_input, read_run_input
 from ._resume import InterruptError, plan_resume
 from ._runs import RunIds
-from ._sse import KEEPALIVE_SECONDS
-from ._stream import AgUiStream
+from ._stream import KEEPALIVE_SECONDS, AgUiStream
 
 __all__ = ["AG_UI_OPTIONS", "AgUiOptions", "run_agent", "setup", "thread_events"]
 

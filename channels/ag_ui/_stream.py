@@ -16,19 +16,31 @@ from typing import Any, cast
 from ag_ui.core import BaseEvent
 from aiohttp import web
 
-from gateway import GatewayError, GatewayServices, RunNotFoundError
+from gateway import GatewayError, GatewayServices, RunNotFoundError, SseStream, sse_frame
 from gateway.events import ApprovalSettledEvent, RunEvent, UiEvent
 from tools import Actor, UiCapabilities
 
 from ._input import AG_UI_DEFAULT_CAPABILITIES
 from ._resume import InterruptError, ResumePlan
 from ._runs import RunIds
-from ._sse import KEEPALIVE_SECONDS, SseResponse, race
 from ._translate import AgUiTranslator
 
-__all__ = ["AgUiStream"]
+__all__ = ["KEEPALIVE_SECONDS", "AgUiStream", "encode_frames"]
 
 logger = logging.getLogger("channels.ag_ui")
+
+KEEPALIVE_SECONDS = 15.0
+"""Seconds between the keep-alive comments that keep proxies from closing a quiet stream."""
+
+
+def encode_frames(events: Sequence[BaseEvent], event_id: int) -> str:
+    """The SSE frames of ``events``, each with ``id: event_id`` (the thread's position after them).
+
+    A client that reconnects with ``Last-Event-ID`` (or ``?after=``) gets exactly what follows.
+    Every frame made from one of our events carries that event's ``seq`` and they go out in one
+    write, so a position never splits an event.
+    """
+    return "".join(sse_frame(event.model_dump_json(by_alias=True), id=event_id) for event in events)
 
 
 class AgUiStream:
@@ -57,7 +69,7 @@ class AgUiStream:
         self.runtime = services.runtime
         self.store = services.runtime.store
         self.thread_id = thread_id
-        self.sse = SseResponse(request, keepalive=keepalive)
+        self.sse = SseStream(request, heartbeat=keepalive)
         self.run_ids = RunIds(self.store)
         self.translator = AgUiTranslator(thread_id, deliver_ui=self._deliver_ui, name_run=self.run_ids.name)
         self.position = 0
@@ -73,7 +85,7 @@ class AgUiStream:
         await self._open()
         with contextlib.suppress(ConnectionError):
             await self._send([self.translator.start(run_id, None), self.translator.error(error.code, str(error))])
-        await self.sse.finish()
+        await self.sse.close()
         return self.sse.response
 
     async def turn(self, run_id: str, agora_run_id: str, after: int) -> web.StreamResponse:
@@ -161,14 +173,11 @@ class AgUiStream:
     async def _send(self, events: Sequence[BaseEvent], seq: int | None = None) -> None:
         if seq is not None:
             self.position = seq
-        await self.sse.send(events, self.position)
+        await self.sse.write(encode_frames(events, self.position))
 
     async def _serve(self, pump: Coroutine[Any, Any, None]) -> web.StreamResponse:
-        try:
-            await race(self._guarded(pump), self.sse.keep_alive())
-        except* ConnectionError:
+        if not await self.sse.serve(self._guarded(pump)):
             logger.debug("an AG-UI client left thread %s; its run goes on", self.thread_id)
-        await self.sse.finish()
         return self.sse.response
 
     async def _guarded(self, pump: Coroutine[Any, Any, None]) -> None:

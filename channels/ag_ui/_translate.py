@@ -39,6 +39,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from gateway import EventHooks
 from gateway import events as ours
 from gateway.events import RunEvent
 
@@ -85,8 +86,11 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-class AgUiTranslator:
+class AgUiTranslator(EventHooks[list[BaseEvent]]):
     """Translates one thread's events into AG-UI events, segment by segment.
+
+    Each of our event types has its ``on_<event>`` hook (``EventHooks``); ``translate`` wraps
+    them with the segment bookkeeping and the timestamps.
 
     Args:
         thread_id: The thread (the AG-UI ``threadId``).
@@ -171,57 +175,69 @@ class AgUiTranslator:
             name = event.run_id if self._silent else await self._name_run(event)
             out.append(self.start(name, event.run_id))
             self.opened_by = event
-        out.extend(await self._translate(event))
+        out.extend(await self.dispatch(event))
         stamp = _ms(event.at)
         for item in out:
             if item.timestamp is None:
                 item.timestamp = stamp
         return out
 
-    async def _translate(self, event: RunEvent) -> list[BaseEvent]:
-        match event:
-            case ours.RunStartedEvent():
-                return []
-            case ours.TextDeltaEvent():
-                return [*self._open_message(event.message_id), self._content(event.message_id, event.delta)]
-            case ours.TextEndEvent():
-                out = self._open_message(event.message_id)
-                if out:  # the client never saw its pieces (a re-attach after them)
-                    out.append(self._content(event.message_id, event.text))
-                self._messages.discard(event.message_id)
-                return [*out, TextMessageEndEvent(message_id=event.message_id)]
-            case ours.ToolStartedEvent():
-                metadata: dict[str, Any] = {
-                    "kind": event.kind,
-                    "label": event.label,
-                    "running": event.running,
-                    "icon": event.icon,
-                }
-                return self._announce(event.tool_call_id, event.tool, event.input, metadata)
-            case ours.ToolCompletedEvent():
-                content = event.output
-                metadata = {"status": "completed", "tool": event.tool, "done": event.done, "result": event.result}
-                return self._result(event.tool_call_id, event.tool, content, metadata)
-            case ours.ToolFailedEvent():
-                metadata = {"status": "failed", "tool": event.tool, "error": event.error}
-                return self._result(event.tool_call_id, event.tool, {"error": event.error}, metadata)
-            case ours.ToolDeniedEvent():
-                metadata = {"status": "denied", "tool": event.tool, "reason": event.reason}
-                return self._result(event.tool_call_id, event.tool, {"denied": True, "reason": event.reason}, metadata)
-            case ours.ApprovalRequestedEvent():
-                return self._approval_requested(event)
-            case ours.ApprovalSettledEvent():
-                self._interrupts.pop(event.tool_call_id, None)
-                value = {"toolCallId": event.tool_call_id, "status": event.status}
-                value.update(_compact({"decidedBy": event.decided_by, "via": event.via}) or {})
-                return [CustomEvent(name=CUSTOM_APPROVAL_SETTLED, value=value)]
-            case ours.UiEvent():
-                return await self._ui(event)
-            case ours.RunErrorEvent():
-                self._errored.add(event.run_id)
-                return [self.error(event.code, event.message)]
-            case ours.RunFinishedEvent():
-                return [self._finished(event)]
+    # -- the hooks: one per event type ----------------------------------------------------------------
+
+    async def on_run_started(self, event: ours.RunStartedEvent) -> list[BaseEvent]:
+        return []  # the segment's RUN_STARTED is written by ``translate``
+
+    async def on_text_delta(self, event: ours.TextDeltaEvent) -> list[BaseEvent]:
+        return [*self._open_message(event.message_id), self._content(event.message_id, event.delta)]
+
+    async def on_text_end(self, event: ours.TextEndEvent) -> list[BaseEvent]:
+        out = self._open_message(event.message_id)
+        if out:  # the client never saw its pieces (a re-attach after them)
+            out.append(self._content(event.message_id, event.text))
+        self._messages.discard(event.message_id)
+        return [*out, TextMessageEndEvent(message_id=event.message_id)]
+
+    async def on_tool_started(self, event: ours.ToolStartedEvent) -> list[BaseEvent]:
+        metadata: dict[str, Any] = {
+            "kind": event.kind,
+            "label": event.label,
+            "running": event.running,
+            "icon": event.icon,
+        }
+        return self._announce(event.tool_call_id, event.tool, event.input, metadata)
+
+    async def on_tool_completed(self, event: ours.ToolCompletedEvent) -> list[BaseEvent]:
+        metadata = {"status": "completed", "tool": event.tool, "done": event.done, "result": event.result}
+        return self._result(event.tool_call_id, event.tool, event.output, metadata)
+
+    async def on_tool_failed(self, event: ours.ToolFailedEvent) -> list[BaseEvent]:
+        metadata = {"status": "failed", "tool": event.tool, "error": event.error}
+        return self._result(event.tool_call_id, event.tool, {"error": event.error}, metadata)
+
+    async def on_tool_denied(self, event: ours.ToolDeniedEvent) -> list[BaseEvent]:
+        metadata = {"status": "denied", "tool": event.tool, "reason": event.reason}
+        return self._result(event.tool_call_id, event.tool, {"denied": True, "reason": event.reason}, metadata)
+
+    async def on_approval_requested(self, event: ours.ApprovalRequestedEvent) -> list[BaseEvent]:
+        return self._approval_requested(event)
+
+    async def on_approval_settled(self, event: ours.ApprovalSettledEvent) -> list[BaseEvent]:
+        self._interrupts.pop(event.tool_call_id, None)
+        value = {"toolCallId": event.tool_call_id, "status": event.status}
+        value.update(_compact({"decidedBy": event.decided_by, "via": event.via}) or {})
+        return [CustomEvent(name=CUSTOM_APPROVAL_SETTLED, value=value)]
+
+    async def on_ui(self, event: ours.UiEvent) -> list[BaseEvent]:
+        return await self._ui(event)
+
+    async def on_run_error(self, event: ours.RunErrorEvent) -> list[BaseEvent]:
+        self._errored.add(event.run_id)
+        return [self.error(event.code, event.message)]
+
+    async def on_run_finished(self, event: ours.RunFinishedEvent) -> list[BaseEvent]:
+        return [self._finished(event)]
+
+    # -- helpers ---------------------------------------------------------------------------------------
 
     def _open_message(self, message_id: str) -> list[BaseEvent]:
         if message_id in self._messages:

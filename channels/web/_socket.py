@@ -21,14 +21,22 @@ from urllib.parse import urlsplit
 from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
-from gateway import SERVICES, GatewayError, GatewayServices, InvalidTokenError, parse_json, verify_actor_token
-from gateway.events import RUN_EVENT_ADAPTER, ApprovalSettledEvent, RunStartedEvent, Turn, UiEvent
+from gateway import (
+    SERVICES,
+    EventHooks,
+    GatewayError,
+    GatewayServices,
+    InvalidTokenError,
+    parse_json,
+    verify_actor_token,
+)
+from gateway.events import RUN_EVENT_ADAPTER, ApprovalSettledEvent, RunEvent, RunStartedEvent, Turn, UiEvent
 from gateway.stores import ThreadRecord
-from tools import Actor, UiCapabilities
+from tools import Actor, AgoraError, UiCapabilities
 
 from ._frames import CLIENT_FRAME, FRAME_TYPES, ApproveFrame, CancelFrame, HelloFrame, RejectFrame, SendFrame
 
-__all__ = ["OPEN_SOCKETS", "WEB_DEFAULT_CAPABILITIES", "close_sockets", "websocket_handler"]
+__all__ = ["OPEN_SOCKETS", "WEB_DEFAULT_CAPABILITIES", "EventFrames", "close_sockets", "websocket_handler"]
 
 logger = logging.getLogger("channels.web")
 
@@ -61,7 +69,32 @@ def _origin_allowed(request: web.Request, services: GatewayServices) -> bool:
     return bool(public) and origin.rstrip("/") == public
 
 
-class _Closed(Exception):
+class EventFrames(EventHooks[str]):
+    """A thread's run events as this socket's JSON text frames.
+
+    Every event goes out as it is stored (its ``type``, ``seq`` and fields); a ``ui`` event also
+    carries the form this client gets (``form`` and ``html``, ``media`` or ``text``).
+
+    Args:
+        services: The gateway's services (``deliver_ui``).
+        capabilities: What the client's ``hello`` declared.
+    """
+
+    def __init__(self, services: GatewayServices, capabilities: UiCapabilities) -> None:
+        self.services = services
+        self.capabilities = capabilities
+
+    async def default(self, event: RunEvent) -> str:
+        """The event as stored."""
+        return event.model_dump_json()
+
+    async def on_ui(self, event: UiEvent) -> str:
+        frame = RUN_EVENT_ADAPTER.dump_python(event, mode="json")
+        frame.update((await self.services.deliver_ui(event, self.capabilities)).wire())
+        return json.dumps(frame, ensure_ascii=False)
+
+
+class _Closed(AgoraError):
     """The socket is gone (or we closed it): stop this session."""
 
 
@@ -301,7 +334,13 @@ class WebSession:
             self._follow(thread_id, after_seq, approver=approver), name=f"agora-ws-{thread_id}"
         )
 
-    async def _reading_ends(self, thread_id: str, approver: Actor | None, event: Any, kind: type[Any]) -> bool:
+    async def _reading_ends(
+        self,
+        thread_id: str,
+        approver: Actor | None,
+        event: RunEvent,
+        kind: type[RunStartedEvent] | type[ApprovalSettledEvent],
+    ) -> bool:
         """True when ``event`` is of ``kind`` and ``approver`` may no longer read the thread."""
         if approver is None or not isinstance(event, kind):
             return False
@@ -312,17 +351,13 @@ class WebSession:
         return False
 
     async def _follow(self, thread_id: str, after_seq: int, *, approver: Actor | None) -> None:
+        frames = EventFrames(self.services, self.capabilities)
         try:
             async for event in self.services.runtime.store.subscribe(thread_id, after_seq):
                 # A new turn, or the last decision this approver had to make, ends their reading.
                 if await self._reading_ends(thread_id, approver, event, RunStartedEvent):
                     break
-                if isinstance(event, UiEvent):
-                    frame = RUN_EVENT_ADAPTER.dump_python(event, mode="json")
-                    frame.update((await self.services.deliver_ui(event, self.capabilities)).wire())
-                    await self.send(frame)
-                else:
-                    await self.send_text(event.model_dump_json())
+                await self.send_text(await frames.dispatch(event))
                 if await self._reading_ends(thread_id, approver, event, ApprovalSettledEvent):
                     break
             else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
@@ -135,10 +136,14 @@ class Model(Protocol):
 
     ``stream(request)`` yields ``TextChunk``s and complete ``ToolCallRequest``s in the order the
     model produced them, then at most one ``Usage``. It raises ``ModelError`` on failure.
+
+    Write it as an async generator (``async def stream(self, request) -> AsyncIterator[ModelChunk]``
+    with ``yield``): the loop closes it (``aclose``) when it stops reading early, so its
+    ``finally`` (closing an HTTP response, say) runs at once.
     """
 
     name: str
 
-    def stream(self, request: ModelRequest) -> Any:
-        """Return an async iterator of ``ModelChunk``."""
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        """The chunks of one model step, in order."""
         ...

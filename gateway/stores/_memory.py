@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import ThreadBusyError, ThreadForbiddenError, ThreadParkedError
+from .._errors import ThreadBusyError, ThreadForbiddenError, ThreadNotFoundError, ThreadParkedError
 from ..events import RunEvent, now_iso
 from ..models import AssistantMessage, ToolMessage, UserMessage
 from ._records import (
@@ -164,7 +164,7 @@ class MemoryStore:
         """Apply ``batch`` atomically."""
         state = self._threads.get(thread_id)
         if state is None:
-            raise KeyError(f"no thread {thread_id!r}")
+            raise ThreadNotFoundError(f"no thread {thread_id!r}")
         return self._apply(state, batch)
 
     def _apply(self, state: _Thread, batch: Batch) -> list[RunEvent]:

@@ -82,6 +82,10 @@ class Store(Protocol):
 
         The events are the writer's own fresh objects: a store may set ``seq`` on them in place
         (``MemoryStore`` does, and returns them) or return copies (``RedisStore``).
+
+        Raises:
+            ThreadNotFoundError: The thread does not exist.
+            StoreUnavailableError: The store cannot be reached.
         """
         ...
 

@@ -31,7 +31,13 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from .._errors import StoreUnavailableError, ThreadBusyError, ThreadForbiddenError, ThreadParkedError
+from .._errors import (
+    StoreUnavailableError,
+    ThreadBusyError,
+    ThreadForbiddenError,
+    ThreadNotFoundError,
+    ThreadParkedError,
+)
 from ..events import RunEvent, now_iso
 from ..models import MESSAGE_ADAPTER, AssistantMessage, ToolMessage, UserMessage
 from ._records import (
@@ -239,7 +245,7 @@ class RedisStore:
         """Apply ``batch`` atomically, in one round trip, and return its events with their ``seq``.
 
         Raises:
-            KeyError: The thread does not exist.
+            ThreadNotFoundError: The thread does not exist.
         """
         first = await self._apply(thread_id, batch, run=batch.run)
         if first == -1:
@@ -257,7 +263,7 @@ class RedisStore:
                         ],
                         [],
                     )
-            raise KeyError(f"no thread {thread_id!r}")
+            raise ThreadNotFoundError(f"no thread {thread_id!r}")
         return self._written(batch.events, first)
 
     @staticmethod

@@ -59,7 +59,6 @@ INTERNAL = {
     "read_call",
     "read_decision",
     "state_of_run",
-    "stream_frames",
     "struct",
     "to_json",
     "turn_text",

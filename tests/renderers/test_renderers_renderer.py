@@ -16,6 +16,7 @@ from redis.backoff import NoBackoff
 from renderers_support import SAMPLES, png_image
 
 from renderers import (
+    DELIVERY_FORMATS,
     MemoryRenderCache,
     PropsInvalidError,
     RedisRenderCache,
@@ -26,9 +27,10 @@ from renderers import (
     RenderTimeoutError,
     TieredRenderCache,
     UnknownComponentError,
+    negotiate,
 )
 from renderers._worker import WorkerInfo
-from tools import UiComponent, UserError
+from tools import UiCapabilities, UiComponent, UserError
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -239,13 +241,23 @@ async def test_misuse_and_bad_input_are_clear_errors() -> None:
         await renderer.render("Callout", CARD, "html")
 
 
-async def test_render_ui_follows_the_negotiated_delivery(renderer: Renderer) -> None:
+async def test_a_negotiated_delivery_renders_through_render(renderer: Renderer) -> None:
+    # One path: negotiate decides, render draws (DELIVERY_FORMATS names its format); no second
+    # reader of ui events on the renderer.
+    assert not hasattr(renderer, "render_ui")
     ui = UiComponent(component="Callout", props=CARD, fallback_text="Deploy at noon")
-    assert (await renderer.render_ui(ui, "text")).data == "Deploy at noon"
-    assert (await renderer.render_ui(ui, "image")).mime == "image/png"
-    assert (await renderer.render_ui({"component": "Callout", "props": CARD}, "html")).mime == "text/html"
-    with pytest.raises(UserError, match="send the props"):
-        await renderer.render_ui(ui, "props")
+    assert negotiate(ui, UiCapabilities(formats=["image"]), renderer.catalog) == "image"
+    cases = {"text": ("text/plain", "Deploy at noon"), "image": ("image/png", None), "html": ("text/html", None)}
+    for delivery, (mime, data) in cases.items():
+        fmt = DELIVERY_FORMATS[delivery]
+        assert fmt is not None
+        rendered = await renderer.render(
+            ui.component, ui.props, fmt, version=ui.version, fallback_text=ui.fallback_text
+        )
+        assert rendered.mime.startswith(mime)
+        if data is not None:
+            assert rendered.data == data
+    assert DELIVERY_FORMATS["props"] is None  # the client draws those itself
 
 
 @pytest.mark.redis

@@ -13,7 +13,7 @@ import redis.asyncio as redis
 from redis import __version__ as redis_version
 from redis.crc import key_slot
 
-from gateway import StoreUnavailableError
+from gateway import StoreUnavailableError, ThreadNotFoundError
 from gateway.events import RunEvent
 from gateway.models import UserMessage
 from gateway.stores import Batch, RedisStore
@@ -340,7 +340,7 @@ async def _numsub_of(admin: redis.Redis, channel: bytes, expected: int) -> bool:
 async def test_a_refused_write_leaves_no_index_behind(redis_store: RedisStore, redis_url: str, prefix: str) -> None:
     run, _ = await begin(redis_store, "t1")
     orphan = approval(run).model_copy(update={"thread_id": "nowhere"})
-    with pytest.raises(KeyError):
+    with pytest.raises(ThreadNotFoundError):
         await redis_store.write("nowhere", Batch(approvals=[orphan]))
     client = redis.Redis.from_url(redis_url)
     try:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gateway import ThreadBusyError, ThreadForbiddenError, ThreadParkedError
+from gateway import ThreadBusyError, ThreadForbiddenError, ThreadNotFoundError, ThreadParkedError
 from gateway.events import (
     RunFinishedEvent,
     RunStartedEvent,
@@ -127,8 +127,8 @@ async def test_concurrent_writers_never_share_a_seq(store: Store, thread_id: str
     assert all(seqs == sorted(seqs) for seqs in results)
 
 
-async def test_write_to_an_unknown_thread_raises_key_error(store: Store, thread_id: str) -> None:
-    with pytest.raises(KeyError):
+async def test_write_to_an_unknown_thread_raises_thread_not_found(store: Store, thread_id: str) -> None:
+    with pytest.raises(ThreadNotFoundError):
         await store.write(thread_id, Batch(events=[delta(new_run(thread_id))]))
 
 
