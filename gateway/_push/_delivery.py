@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from tools import UiCapabilities
+from tools import AgoraError, UiCapabilities
 
 from .._errors import GatewayError
 from .._hooks import EventHooks
@@ -70,7 +70,7 @@ _NOT_OURS_FOR = 10.0
 _PAGE = 100
 
 
-class _LeaseLostError(Exception):
+class _LeaseLostError(AgoraError):
     """The thread's delivery lease lapsed and another process holds it now: this drain stops."""
 
 
