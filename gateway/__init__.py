@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._agents import Agent
 from ._approvals import REQUESTER, ApprovalPolicy, ApprovalRule
-from ._channel import CHANNELS, Channel, ChannelRuntime, ChannelServices
+from ._channel import CHANNEL_SERVICES, CHANNELS, Channel, ChannelRuntime, ChannelServices
 from ._errors import (
     ApprovalExpiredError,
     ApprovalForbiddenError,
@@ -79,6 +79,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUTTON_PREFIX",
     "CHANNELS",
+    "CHANNEL_SERVICES",
     "CHAT_TEXTS",
     "REQUESTER",
     "SERVICES",

@@ -31,7 +31,7 @@ from .events import RunEvent, RunStatus, Turn, UiEvent
 from .models import Model
 from .stores import ApprovalRecord, RunRecord, ThreadRecord
 
-__all__ = ["CHANNELS", "Channel", "ChannelRuntime", "ChannelServices"]
+__all__ = ["CHANNELS", "CHANNEL_SERVICES", "Channel", "ChannelRuntime", "ChannelServices"]
 
 logger = logging.getLogger("gateway.channels")
 
@@ -116,6 +116,10 @@ class ChannelServices(Protocol):
 
     async def resolve_actor(self, request: web.Request) -> Actor: ...
 
+    async def identify(self, request: web.Request) -> Actor | None: ...
+
+    def attach_identity(self, request: web.Request, response: web.StreamResponse) -> None: ...
+
     def client_address(self, request: web.Request) -> str | None: ...
 
     async def start_turn(self, turn: Turn, *, client: str | None = None) -> str: ...
@@ -172,3 +176,6 @@ class Channel(abc.ABC):
 
 CHANNELS = web.AppKey("agora_channels", list[Channel])
 """The channels of a gateway app, in the order ``create_app`` set them up."""
+
+CHANNEL_SERVICES = web.AppKey("agora_channel_services", ChannelServices)
+"""The app's ``ChannelServices``, for route handlers (a channel is also given them in ``setup``)."""

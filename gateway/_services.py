@@ -105,6 +105,18 @@ class GatewayServices:
             raise UnauthenticatedError("Sign in: send a signed actor token")
         return actor
 
+    async def identify(self, request: web.Request) -> Actor | None:
+        """The caller's actor, or ``None`` when nothing identified them (yet).
+
+        Raises:
+            InvalidTokenError: A bad token was presented (401).
+        """
+        return await self.identity.resolve(request)
+
+    def attach_identity(self, request: web.Request, response: web.StreamResponse) -> None:
+        """Set on ``response`` what identifies the caller next time (a new anonymous visitor's cookie)."""
+        self.identity.attach_cookie(request, response)
+
     def client_address(self, request: web.Request) -> str | None:
         """The address a request came from, for the per-address rate limit of anonymous turns.
 

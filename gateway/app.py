@@ -13,7 +13,7 @@ from renderers import Catalog, MediaStore, RedisMediaBackend, Renderer, default_
 from tools import Tool, UserError, discover_tools
 
 from ._agents import Agent
-from ._channel import CHANNELS, Channel
+from ._channel import CHANNEL_SERVICES, CHANNELS, Channel
 from ._errors import StoreUnavailableError
 from ._guard import AddressCounter, ProtocolLog, body_deadline, connection_limit
 from ._http import add_routes, error_middleware
@@ -197,6 +197,7 @@ def create_app(
         handler_args={"keepalive_timeout": settings.read_timeout, "logger": ProtocolLog()},
     )
     app[SERVICES] = services
+    app[CHANNEL_SERVICES] = services
     add_routes(app)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:

@@ -3,6 +3,8 @@
 - ``tools`` imports nothing of ours; ``renderers`` only ``tools``.
 - ``gateway`` imports no channel, except the composition root (``gateway/app.py``, ``gateway/cli.py``).
 - A channel imports no other channel, and not ``renderers`` (it asks ``gateway`` for UI).
+- A channel sees the gateway through ``ChannelServices`` only: not the wide ``GatewayServices``,
+  not ``runtime.store``, no raw ``channel_*`` store calls (its state is ``services.state(prefix)``).
 
 Every import counts, ``TYPE_CHECKING`` and function-level ones included; relative imports are
 resolved against the importing module.
@@ -113,3 +115,53 @@ def test_each_broken_arrow_is_caught(module: str, source: str, expected: str) ->
 def test_allowed_arrows_pass(module: str, source: str) -> None:
     imported = imports_of(module, source, is_package=False)
     assert imported and {violation(module, name) for name in imported} == {None}
+
+
+_WIDE = {"GatewayServices", "SERVICES"}
+_STORE_CALLS = {
+    "channel_get",
+    "channel_set",
+    "channel_claim",
+    "channel_delete",
+    "channel_delete_if",
+    "channel_renew_if",
+}
+
+
+def reaches_past_the_seam(source: str) -> list[str]:
+    """What in ``source`` goes around ``ChannelServices``: the wide services, ``runtime.store``, raw store calls."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gateway"):
+            found.extend(f"imports {alias.name}" for alias in node.names if alias.name in _WIDE)
+        elif isinstance(node, ast.Attribute):
+            owner = node.value
+            named = owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else ""
+            if node.attr == "store" and named == "runtime":
+                found.append("runtime.store")
+            if node.attr in _STORE_CALLS:
+                found.append(f".{node.attr}()")
+    return found
+
+
+def test_channels_see_the_gateway_only_through_channel_services() -> None:
+    offenders = {
+        module_name(path): hits
+        for path in sorted((ROOT / "channels").rglob("*.py"))
+        if (hits := reaches_past_the_seam(path.read_text(encoding="utf-8")))
+    }
+    assert offenders == {}
+
+
+@pytest.mark.parametrize(
+    ("source", "hit"),
+    [
+        ("from gateway import GatewayServices", "imports GatewayServices"),
+        ("from gateway._services import SERVICES", "imports SERVICES"),
+        ("x = self.services.runtime.store", "runtime.store"),
+        ("async def f(runtime):\n    await runtime.store.ping()", "runtime.store"),
+        ("await store.channel_claim('k', ttl=1)", ".channel_claim()"),
+    ],
+)
+def test_each_way_around_the_seam_is_caught(source: str, hit: str) -> None:
+    assert hit in reaches_past_the_seam(source)

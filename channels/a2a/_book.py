@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gateway import ChannelState
 from gateway.events import now_iso
-from gateway.stores import Store
 
 __all__ = ["DEFAULT_TASK_TTL", "CallerMessage", "TaskBook", "TaskRecord"]
 
@@ -63,14 +63,14 @@ def _hashed(value: str) -> str:
 
 
 class TaskBook:
-    """Task records, the owners' task logs and messageId claims, in a ``Store``.
+    """Task records, the owners' task logs and messageId claims, in the channel's state.
 
     Args:
         store: The store every gateway process shares.
         ttl: Seconds a record is kept after its last change.
     """
 
-    def __init__(self, store: Store, *, ttl: float = DEFAULT_TASK_TTL) -> None:
+    def __init__(self, store: ChannelState, *, ttl: float = DEFAULT_TASK_TTL) -> None:
         self.store = store
         self.ttl = ttl
 
@@ -90,7 +90,7 @@ class TaskBook:
 
     async def get(self, task_id: str) -> TaskRecord | None:
         """The record, or ``None``."""
-        raw = await self.store.channel_get(self._task_key(task_id))
+        raw = await self.store.get(self._task_key(task_id))
         return TaskRecord.model_validate(raw) if raw is not None else None
 
     async def owned(self, task_id: str, owner_id: str) -> TaskRecord | None:
@@ -100,41 +100,39 @@ class TaskBook:
 
     async def save(self, record: TaskRecord) -> None:
         """Write the record (and restart its expiry)."""
-        await self.store.channel_set(self._task_key(record.task_id), record.model_dump(mode="json"), ttl=self.ttl)
+        await self.store.set(self._task_key(record.task_id), record.model_dump(mode="json"), ttl=self.ttl)
 
     async def add(self, record: TaskRecord) -> None:
         """Write a new record and append it to its owner's log."""
         await self.save(record)
         head_key = self._slot_key(record.owner_id, "head")
-        slot = int(await self.store.channel_get(head_key) or 0)
+        slot = int(await self.store.get(head_key) or 0)
         while True:
             slot += 1
-            if await self.store.channel_claim(
-                self._slot_key(record.owner_id, slot), ttl=self.ttl, value=record.task_id
-            ):
+            if await self.store.claim(self._slot_key(record.owner_id, slot), ttl=self.ttl, value=record.task_id):
                 break
-        await self.store.channel_set(head_key, slot, ttl=self.ttl)
+        await self.store.set(head_key, slot, ttl=self.ttl)
 
     # -- messageId claims ---------------------------------------------------------------------------
 
     async def claim_message(self, owner_id: str, message_id: str, task_id: str) -> str | None:
         """Tie a caller's ``messageId`` to ``task_id``; the task it is already tied to, else ``None``."""
         key = self._message_key(owner_id, message_id)
-        if await self.store.channel_claim(key, ttl=self.ttl, value=task_id):
+        if await self.store.claim(key, ttl=self.ttl, value=task_id):
             return None
-        existing = await self.store.channel_get(key)
+        existing = await self.store.get(key)
         return str(existing) if existing is not None else None
 
     async def release_message(self, owner_id: str, message_id: str) -> None:
         """Undo a claim whose message did not take effect."""
-        await self.store.channel_delete(self._message_key(owner_id, message_id))
+        await self.store.delete(self._message_key(owner_id, message_id))
 
     # -- an owner's tasks ---------------------------------------------------------------------------
 
     async def newest_slot(self, owner_id: str) -> int:
         """The owner's newest slot number (0 without tasks)."""
-        slot = int(await self.store.channel_get(self._slot_key(owner_id, "head")) or 0)
-        while await self.store.channel_get(self._slot_key(owner_id, slot + 1)) is not None:
+        slot = int(await self.store.get(self._slot_key(owner_id, "head")) or 0)
+        while await self.store.get(self._slot_key(owner_id, slot + 1)) is not None:
             slot += 1
         return slot
 
@@ -145,7 +143,7 @@ class TaskBook:
         """
         slot = (await self.newest_slot(owner_id)) if before is None else before - 1
         while slot > 0:
-            task_id = await self.store.channel_get(self._slot_key(owner_id, slot))
+            task_id = await self.store.get(self._slot_key(owner_id, slot))
             if task_id is None:
                 return
             record = await self.owned(str(task_id), owner_id)

@@ -18,7 +18,7 @@ from a2a.types import (
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 from aiohttp import web
 
-from gateway import Agent, GatewayServices, Runtime, valid_text
+from gateway import Agent, ChannelRuntime, ChannelServices, valid_text
 from tools import Actor, Tool, humanize_tool_name
 
 __all__ = ["A2AOptions", "build_agent_card", "public_base_url"]
@@ -54,7 +54,7 @@ class A2AOptions:
     """Seconds ``CancelTask`` waits for a running run to stop before answering."""
 
 
-def public_base_url(request: web.Request, services: GatewayServices) -> str:
+def public_base_url(request: web.Request, services: ChannelServices) -> str:
     """The URL callers reach us at: ``public_base_url``, else the request's own origin.
 
     Header bytes that are not UTF-8 reach us as lone surrogates; they become U+FFFD here, so
@@ -83,7 +83,7 @@ def _skill(tool: Tool, agents: list[str]) -> AgentSkill:
     )
 
 
-async def _skills(runtime: Runtime, actor: Actor | None) -> list[AgentSkill]:
+async def _skills(runtime: ChannelRuntime, actor: Actor | None) -> list[AgentSkill]:
     offered: dict[str, list[str]] = {}
     for agent in runtime.agents.values():
         if actor is not None:
@@ -106,7 +106,7 @@ def _allowed(agent: Agent, tool: str) -> bool:
 
 
 async def build_agent_card(
-    services: GatewayServices, base_url: str, options: A2AOptions, *, actor: Actor | None = None
+    services: ChannelServices, base_url: str, options: A2AOptions, *, actor: Actor | None = None
 ) -> AgentCard:
     """The agent card (protocol 1.0, with the 0.3 interface too).
 

@@ -19,12 +19,11 @@ from a2a.utils.errors import A2AError
 from aiohttp import web
 
 from gateway import (
-    SERVICES,
+    CHANNEL_SERVICES,
     ActorResolver,
     Channel,
     ChannelServices,
     GatewayError,
-    GatewayServices,
     InvalidTokenError,
     SseStream,
     UnauthenticatedError,
@@ -86,7 +85,7 @@ class A2AChannel(Channel):
     name = "a2a"
     capabilities = UiCapabilities(formats=["image", "text"])
 
-    services: GatewayServices
+    services: ChannelServices
     book: TaskBook
     handler: GatewayRequestHandler
     dispatcher: JsonRpcDispatcher
@@ -107,7 +106,7 @@ class A2AChannel(Channel):
     @classmethod
     def create(
         cls,
-        services: GatewayServices,
+        services: ChannelServices,
         options: A2AOptions | None = None,
         *,
         task_ttl: float = DEFAULT_TASK_TTL,
@@ -118,16 +117,16 @@ class A2AChannel(Channel):
         channel.bind(services)
         return channel
 
-    def bind(self, services: GatewayServices) -> None:
+    def bind(self, services: ChannelServices) -> None:
         """Build the task book, handler and dispatcher over ``services``."""
         self.services = services
-        self.book = TaskBook(services.runtime.store, ttl=self.task_ttl)
+        self.book = TaskBook(services.state("a2a"), ttl=self.task_ttl)
         self.handler = GatewayRequestHandler(services, self.book, self.options)
         self.dispatcher = JsonRpcDispatcher(self.handler)
 
     def setup(self, app: web.Application, services: ChannelServices) -> None:
         """Mount the card and the JSON-RPC endpoint on ``app``."""
-        self.bind(app[SERVICES])
+        self.bind(services)
         app[A2A_CHANNEL] = self
         app.router.add_get("/.well-known/agent-card.json", self.agent_card)
         path = self.options.path.rstrip("/")
@@ -339,5 +338,5 @@ def setup(
 ) -> A2AChannel:
     """Mount an ``A2AChannel`` on an app from ``gateway.create_app`` (which does it by default)."""
     channel = A2AChannel(options, task_ttl=task_ttl, resolver=resolver)
-    channel.setup(app, app[SERVICES])
+    channel.setup(app, app[CHANNEL_SERVICES])
     return channel

@@ -53,7 +53,7 @@ from a2a.utils.task import (
     validate_page_size,
 )
 
-from gateway import GatewayServices, RunEvent
+from gateway import ChannelServices, RunEvent, RunNotFoundError
 from gateway.events import Turn
 from gateway.stores import RunRecord
 from tools import Actor, UiCapabilities
@@ -121,7 +121,7 @@ class GatewayRequestHandler(RequestHandler):
         options: The channel's options.
     """
 
-    def __init__(self, services: GatewayServices, book: TaskBook, options: A2AOptions) -> None:
+    def __init__(self, services: ChannelServices, book: TaskBook, options: A2AOptions) -> None:
         self.services = services
         self.book = book
         self.options = options
@@ -287,7 +287,7 @@ class GatewayRequestHandler(RequestHandler):
         chosen = [a for a in pending if decision.tool_call_id in (None, a.tool_call_id)]
         if not chosen:
             raise InvalidParamsError(message="No pending approval of this task has that toolCallId")
-        after = await runtime.store.last_seq(record.context_id)
+        after = await runtime.last_seq(record.context_id)
         with map_gateway_errors():
             await runtime.decide(
                 chosen[0].tool_call_id, actor, approve=decision.approve, reason=decision.reason, via="a2a"
@@ -401,8 +401,9 @@ class GatewayRequestHandler(RequestHandler):
             return False
         if not params.status and not params.HasField("status_timestamp_after"):
             return True
-        run = await self.services.runtime.store.get_run(record.run_id)
-        if run is None:
+        try:
+            run = await self.services.runtime.get_run(record.run_id)
+        except RunNotFoundError:
             return False
         if params.status and state_of_run(run.status) != params.status:
             return False

@@ -7,7 +7,7 @@ from typing import Any
 
 from a2a.types import Message, Part, Role
 
-from gateway import GatewayServices
+from gateway import ChannelServices
 from gateway.events import ApprovalRequestedEvent, UiEvent
 from tools import UiCapabilities
 
@@ -68,7 +68,7 @@ class UiParts:
     the store's channel state for half their lifetime, so reading a task again renders nothing.
     """
 
-    def __init__(self, services: GatewayServices, *, media: bool) -> None:
+    def __init__(self, services: ChannelServices, *, media: bool) -> None:
         self.services = services
         self.media = media
 
@@ -91,12 +91,12 @@ class UiParts:
         if not modes.formats:
             return []
         key = f"a2a:ui:{event.thread_id}:{event.seq}:{'+'.join(modes.formats)}"
-        store = self.services.runtime.store
-        cached = await store.channel_get(key) if event.seq else None
+        store = self.services.state("a2a")
+        cached = await store.get(key) if event.seq else None
         if isinstance(cached, list):
             return cached
         delivered = await self.services.deliver_ui(event, UiCapabilities(formats=[*modes.formats, "text"]))
         files: list[dict[str, str]] = delivered.wire().get("media", [])
         if event.seq:
-            await store.channel_set(key, files, ttl=self.services.settings.media_ttl / 2)
+            await store.set(key, files, ttl=self.services.settings.media_ttl / 2)
         return files

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from gateway import SERVICES, Turn, one_line
+from gateway import CHANNEL_SERVICES, Turn, one_line
 
 from ._input import MAX_BODY, AgUiRequestError, parse_run_input, read_run_input
 from ._resume import InterruptError, plan_resume
@@ -59,12 +59,12 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
     thread's open interrupts instead and streams what follows. A refusal (before the stream, or
     as its ``RUN_ERROR``) is logged on one line.
     """
-    services = request.app[SERVICES]
+    services = request.app[CHANNEL_SERVICES]
     options = request.app[AG_UI_OPTIONS]
     actor = await services.resolve_actor(request)
     ask = parse_run_input(await read_run_input(request, max_body=options.max_body))
     runtime = services.runtime
-    if await runtime.store.get_thread(ask.thread_id) is not None:
+    if await runtime.get_thread(ask.thread_id) is not None:
         await runtime.check_thread_access(ask.thread_id, actor)
     stream = AgUiStream(request, services, ask.thread_id, capabilities=ask.capabilities, keepalive=options.keepalive)
     if ask.resume is not None:
@@ -91,9 +91,9 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
         channel="ag-ui",
         agent=ask.agent,
     )
-    after = await runtime.store.last_seq(ask.thread_id)
+    after = await runtime.last_seq(ask.thread_id)
     agora_run_id = await services.start_turn(turn, client=services.client_address(request))
-    await RunIds(runtime.store).remember_turn(ask.thread_id, agora_run_id, ask.run_id)
+    await RunIds(services.state("ag-ui")).remember_turn(ask.thread_id, agora_run_id, ask.run_id)
     return await stream.turn(ask.run_id, agora_run_id, after)
 
 
@@ -104,7 +104,7 @@ async def thread_events(request: web.Request) -> web.StreamResponse:
     as AG-UI runs, and ends when it has caught up with no run in progress. A refusal is logged
     on one line (by the error middleware).
     """
-    services = request.app[SERVICES]
+    services = request.app[CHANNEL_SERVICES]
     options = request.app[AG_UI_OPTIONS]
     actor = await services.resolve_actor(request)
     thread_id = request.match_info["thread_id"]
@@ -124,4 +124,4 @@ def setup(app: web.Application, *, options: AgUiOptions | None = None) -> None:
     """Mount an ``AgUiChannel`` on an app from ``gateway.create_app`` (which does it by default)."""
     from ._channel import AgUiChannel
 
-    AgUiChannel(options).setup(app, app[SERVICES])
+    AgUiChannel(options).setup(app, app[CHANNEL_SERVICES])

@@ -20,7 +20,7 @@ from typing import Any
 from ag_ui.core import ResumeEntry
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gateway import ApprovalForbiddenError, GatewayError, Runtime
+from gateway import ApprovalForbiddenError, ChannelRuntime, GatewayError
 from tools import Actor
 
 __all__ = [
@@ -106,7 +106,7 @@ def _decision(entry: ResumeEntry) -> Decision:
     return Decision(tool_call_id=entry.interrupt_id, approve=answer.approved, reason=answer.reason)
 
 
-async def plan_resume(runtime: Runtime, actor: Actor, thread_id: str, entries: list[ResumeEntry]) -> ResumePlan:
+async def plan_resume(runtime: ChannelRuntime, actor: Actor, thread_id: str, entries: list[ResumeEntry]) -> ResumePlan:
     """Check ``entries`` against the thread's approvals and say what to decide.
 
     Raises:
@@ -121,7 +121,7 @@ async def plan_resume(runtime: Runtime, actor: Actor, thread_id: str, entries: l
     replayed: list[str] = []
     run_ids: list[str] = []
     for entry in entries:
-        approval = await runtime.store.get_approval(entry.interrupt_id)
+        approval = await runtime.get_approval(entry.interrupt_id)
         if approval is None or approval.thread_id != thread_id:
             raise InterruptError("interrupt_unknown", f"No open interrupt {entry.interrupt_id!r} in this thread")
         decision = _decision(entry)

@@ -9,8 +9,8 @@ another channel, an expiry) is named after our own run id.
 
 from __future__ import annotations
 
+from gateway import ChannelState
 from gateway.events import ApprovalSettledEvent, RunEvent, RunStartedEvent
-from gateway.stores import Store
 
 __all__ = ["RUN_ID_TTL", "RunIds"]
 
@@ -21,7 +21,7 @@ RUN_ID_TTL = 30 * 24 * 3600.0
 class RunIds:
     """The client ``runId`` of each segment, kept in the store's channel state."""
 
-    def __init__(self, store: Store, *, ttl: float = RUN_ID_TTL) -> None:
+    def __init__(self, store: ChannelState, *, ttl: float = RUN_ID_TTL) -> None:
         self.store = store
         self.ttl = ttl
 
@@ -35,11 +35,11 @@ class RunIds:
 
     async def remember_turn(self, thread_id: str, agora_run_id: str, run_id: str) -> None:
         """The client's ``run_id`` started our run ``agora_run_id``."""
-        await self.store.channel_set(self._turn_key(thread_id, agora_run_id), run_id, ttl=self.ttl)
+        await self.store.set(self._turn_key(thread_id, agora_run_id), run_id, ttl=self.ttl)
 
     async def remember_resume(self, thread_id: str, tool_call_id: str, run_id: str) -> None:
         """The client's ``run_id`` decided the approval ``tool_call_id`` (and carries what follows)."""
-        await self.store.channel_set(self._resume_key(thread_id, tool_call_id), run_id, ttl=self.ttl)
+        await self.store.set(self._resume_key(thread_id, tool_call_id), run_id, ttl=self.ttl)
 
     async def name(self, event: RunEvent) -> str:
         """The ``runId`` of the segment ``event`` opens."""
@@ -49,5 +49,5 @@ class RunIds:
                 key = self._turn_key(event.thread_id, event.run_id)
             case ApprovalSettledEvent():
                 key = self._resume_key(event.thread_id, event.tool_call_id)
-        value = await self.store.channel_get(key) if key else None
+        value = await self.store.get(key) if key else None
         return value if isinstance(value, str) else event.run_id

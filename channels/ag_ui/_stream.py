@@ -16,7 +16,7 @@ from typing import Any, cast
 from ag_ui.core import BaseEvent
 from aiohttp import web
 
-from gateway import GatewayError, GatewayServices, RunNotFoundError, SseStream, sse_frame
+from gateway import ChannelServices, GatewayError, RunNotFoundError, SseStream, sse_frame
 from gateway.events import ApprovalSettledEvent, RunEvent, UiEvent
 from tools import Actor, UiCapabilities
 
@@ -58,7 +58,7 @@ class AgUiStream:
     def __init__(
         self,
         request: web.Request,
-        services: GatewayServices,
+        services: ChannelServices,
         thread_id: str,
         *,
         capabilities: UiCapabilities | None = None,
@@ -67,10 +67,9 @@ class AgUiStream:
         self.request = request
         self.services = services
         self.runtime = services.runtime
-        self.store = services.runtime.store
         self.thread_id = thread_id
         self.sse = SseStream(request, heartbeat=keepalive)
-        self.run_ids = RunIds(self.store)
+        self.run_ids = RunIds(services.state("ag-ui"))
         self.translator = AgUiTranslator(thread_id, deliver_ui=self._deliver_ui, name_run=self.run_ids.name)
         self.position = 0
         """The ``seq`` of the last frame sent: the ``id:`` of frames that have no event of their own."""
@@ -81,7 +80,7 @@ class AgUiStream:
 
     async def refuse(self, run_id: str, error: GatewayError) -> web.StreamResponse:
         """Answer with ``RUN_STARTED`` then ``RUN_ERROR``: the request did nothing."""
-        self.position = await self.store.last_seq(self.thread_id)
+        self.position = await self.runtime.last_seq(self.thread_id)
         await self._open()
         with contextlib.suppress(ConnectionError):
             await self._send([self.translator.start(run_id, None), self.translator.error(error.code, str(error))])
@@ -103,10 +102,10 @@ class AgUiStream:
         """
         agora = await self.runtime.get_run(plan.run_id)
         if plan.decisions:
-            after = await self.store.last_seq(self.thread_id)
+            after = await self.runtime.last_seq(self.thread_id)
         else:
             after = await self._settled_at(agora.first_seq, plan.replayed[0]) - 1
-        events = await self.store.read_events(
+        events = await self.runtime.read_events(
             self.thread_id, agora.first_seq - 1, limit=max(0, after - agora.first_seq + 1)
         )
         await self.translator.prime(events)
@@ -151,12 +150,12 @@ class AgUiStream:
     async def _pump_thread(self, after: int, *, first: Sequence[BaseEvent] = ()) -> None:
         """Follow every run of the thread from ``after`` until caught up between segments."""
         await self._send(first)
-        if not self.translator.open and after >= await self.store.last_seq(self.thread_id):
+        if not self.translator.open and after >= await self.runtime.last_seq(self.thread_id):
             return
         async with contextlib.aclosing(self._events(after)) as events:
             async for event in events:
                 await self._send(await self.translator.translate(event), event.seq)
-                if not self.translator.open and event.seq >= await self.store.last_seq(self.thread_id):
+                if not self.translator.open and event.seq >= await self.runtime.last_seq(self.thread_id):
                     return
 
     # -- plumbing ------------------------------------------------------------------------------------
@@ -167,7 +166,7 @@ class AgUiStream:
         return cast(AsyncGenerator[RunEvent, None], self.runtime.events(self.thread_id, after, follow=follow))
 
     async def _open(self) -> None:
-        self.services.identity.attach_cookie(self.request, self.sse.response)
+        self.services.attach_identity(self.request, self.sse.response)
         await self.sse.prepare()
 
     async def _send(self, events: Sequence[BaseEvent], seq: int | None = None) -> None:
@@ -227,7 +226,7 @@ class AgUiStream:
         """Put the translator where a client that saw everything up to ``after`` is."""
         if after <= 0:
             return
-        at: list[RunEvent] = await self.store.read_events(self.thread_id, after - 1, limit=1)
+        at: list[RunEvent] = await self.runtime.read_events(self.thread_id, after - 1, limit=1)
         if not at:
             return
         try:
@@ -235,4 +234,4 @@ class AgUiStream:
         except RunNotFoundError:
             return
         start = min(first_seq, at[0].seq) - 1
-        await self.translator.prime(await self.store.read_events(self.thread_id, start, limit=after - start))
+        await self.translator.prime(await self.runtime.read_events(self.thread_id, start, limit=after - start))

@@ -22,10 +22,10 @@ from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
 from gateway import (
-    SERVICES,
+    CHANNEL_SERVICES,
+    ChannelServices,
     EventHooks,
     GatewayError,
-    GatewayServices,
     InvalidTokenError,
     parse_json,
     verify_actor_token,
@@ -56,7 +56,7 @@ CLOSE_BAD_HELLO = 4400
 HELLO_TIMEOUT = 30.0
 
 
-def _origin_allowed(request: web.Request, services: GatewayServices) -> bool:
+def _origin_allowed(request: web.Request, services: ChannelServices) -> bool:
     origin = request.headers.get("Origin")
     if origin is None:
         return True  # not a browser: tokens and cookies still apply
@@ -80,7 +80,7 @@ class EventFrames(EventHooks[str]):
         capabilities: What the client's ``hello`` declared.
     """
 
-    def __init__(self, services: GatewayServices, capabilities: UiCapabilities) -> None:
+    def __init__(self, services: ChannelServices, capabilities: UiCapabilities) -> None:
         self.services = services
         self.capabilities = capabilities
 
@@ -116,7 +116,7 @@ class WebSession:
 
     def __init__(
         self,
-        services: GatewayServices,
+        services: ChannelServices,
         ws: web.WebSocketResponse,
         actor: Actor | None,
         transport: Any = None,
@@ -289,7 +289,7 @@ class WebSession:
         # gets a fresh thread instead: following it would show whoever creates it later.
         # An actor the app signed (a token) may name a new thread: the id is reserved for it
         # before anything is followed, so nobody else can create it later and be followed.
-        store = self.services.runtime.store
+        store = self.services.runtime
         after_seq = frame.after_seq
         thread_id = f"web-{uuid.uuid4().hex}"
         existing: ThreadRecord | None = None
@@ -353,7 +353,7 @@ class WebSession:
     async def _follow(self, thread_id: str, after_seq: int, *, approver: Actor | None) -> None:
         frames = EventFrames(self.services, self.capabilities)
         try:
-            async for event in self.services.runtime.store.subscribe(thread_id, after_seq):
+            async for event in self.services.runtime.subscribe(thread_id, after_seq):
                 # A new turn, or the last decision this approver had to make, ends their reading.
                 if await self._reading_ends(thread_id, approver, event, RunStartedEvent):
                     break
@@ -376,7 +376,7 @@ class WebSession:
 
 async def websocket_handler(request: web.Request) -> web.StreamResponse:
     """``GET /agent/ws``: check the origin and the credentials, then serve the session."""
-    services = request.app[SERVICES]
+    services = request.app[CHANNEL_SERVICES]
     if not _origin_allowed(request, services):
         logger.warning(
             "refused a web socket from origin %r: add it to AGORA_ALLOWED_ORIGINS to allow it",
@@ -384,7 +384,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
         )
         return web.json_response({"code": "origin_forbidden", "message": "Origin not allowed"}, status=403)
     try:
-        actor = await services.identity.resolve(request)
+        actor = await services.identify(request)
     except InvalidTokenError as exc:
         logger.info("refused 401 %s GET /agent/ws: %.300r", exc.code, str(exc))
         return web.json_response({"code": exc.code, "message": str(exc)}, status=401)
@@ -397,7 +397,7 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     if not ws.can_prepare(request).ok:
         logger.info("refused 400 websocket_required GET /agent/ws: not a web-socket upgrade")
         return web.json_response({"code": "websocket_required", "message": "Upgrade to a web socket"}, status=400)
-    services.identity.attach_cookie(request, ws)
+    services.attach_identity(request, ws)
     await ws.prepare(request)
     services.metrics.sockets.inc()
     sockets = request.app.get(OPEN_SOCKETS)
