@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from tools import UiCapabilities
+from tools import AgoraError, UiCapabilities
 
 from .._errors import GatewayError
 from .._hooks import EventHooks
@@ -68,6 +68,10 @@ logger = logging.getLogger("gateway.push")
 T = TypeVar("T")
 _NOT_OURS_FOR = 10.0
 _PAGE = 100
+
+
+class _LeaseLostError(AgoraError):
+    """The thread's delivery lease lapsed and another process holds it now: this drain stops."""
 
 
 class PushSendError(GatewayError):
@@ -368,6 +372,8 @@ class PushDelivery(RuntimeObserver, Generic[P]):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._not_ours: dict[str, float] = {}
         self._contended: dict[str, int] = {}
+        self._backoff: dict[str, float] = {}
+        """Threads whose last send failed: ``time.monotonic()`` until which new writes do not drain them."""
         self._closed = False
         self._observing = False
 
@@ -407,7 +413,13 @@ class PushDelivery(RuntimeObserver, Generic[P]):
             return
         task = asyncio.create_task(work, name=name)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._forget_task)
+
+    def _forget_task(self, task: asyncio.Task[Any]) -> None:
+        """Drop a finished owned task, logging its failure (nobody else awaits it)."""
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            logger.error("task %s failed", task.get_name(), exc_info=exc)
 
     async def idle(self) -> None:
         """Wait until no drain or owned task runs (timers set for later may still be pending)."""
@@ -433,8 +445,11 @@ class PushDelivery(RuntimeObserver, Generic[P]):
         """Schedule a drain of the thread when it wrote something this channel shows."""
         if self._closed or not any(event.type in self.port.shown for event in events):
             return
-        if self._not_ours.get(thread_id, 0.0) > time.monotonic():
+        now = time.monotonic()
+        if self._not_ours.get(thread_id, 0.0) > now:
             return
+        if self._backoff.get(thread_id, 0.0) > now:
+            return  # a send failed: the timer set for its next round drains the thread, not every write
         self.notify(thread_id)
 
     def notify(self, thread_id: str) -> None:
@@ -479,6 +494,7 @@ class PushDelivery(RuntimeObserver, Generic[P]):
                 raise
             except Exception:
                 logger.exception("delivering thread %s failed; trying again later", thread_id)
+                self._backoff[thread_id] = time.monotonic() + self.options.redeliver_after
                 self.later(thread_id, self.options.redeliver_after)
             if thread_id not in self._dirty:
                 return
@@ -504,6 +520,8 @@ class PushDelivery(RuntimeObserver, Generic[P]):
         token = _target.set(target)
         try:
             await self._drain_locked(target)
+        except _LeaseLostError:
+            logger.warning("thread %s: the delivery lease lapsed and another process took it; stopping", thread_id)
         finally:
             _target.reset(token)
             with contextlib.suppress(Exception):
@@ -542,6 +560,10 @@ class PushDelivery(RuntimeObserver, Generic[P]):
         thread_id = target.thread_id
         for index in range(cursor.part, len(parts)):
             event, part = parts[index]
+            # Renewed before each send, never after: a drain whose lease lapsed (a long send, a
+            # paused process) and that another process took must not send what that one sends.
+            if not await self.state.renew(thread_id, self.owner, self.options.lock_ttl):
+                raise _LeaseLostError(thread_id)
             failure = await self._send(target, event, index, part, cursor)
             if failure is not None:
                 return failure
@@ -550,7 +572,6 @@ class PushDelivery(RuntimeObserver, Generic[P]):
         cursor.seq, cursor.part, cursor.failures, cursor.unit = max(e.seq for e in unit), 0, 0, None
         if parts:
             await self.state.save_cursor(thread_id, cursor)
-            await self.state.renew(thread_id, self.owner, self.options.lock_ttl)
         # else: saved with the page, or with the next part sent
         return None
 
@@ -571,6 +592,7 @@ class PushDelivery(RuntimeObserver, Generic[P]):
                 cursor.failures += 1
                 await self.state.save_cursor(thread_id, cursor)
                 wait = max(self.options.redeliver_after, exc.retry_after or 0.0)
+                self._backoff[thread_id] = time.monotonic() + wait
                 logger.warning(
                     "thread %s seq %d part %d: %s; round %d of %d, next in %.1f s",
                     thread_id,
@@ -582,6 +604,7 @@ class PushDelivery(RuntimeObserver, Generic[P]):
                     wait,
                 )
                 return wait
+            self._backoff.pop(thread_id, None)
             reason = "gave_up" if exc.retryable else "refused"
             logger.error("thread %s seq %d part %d %s: %s", thread_id, event.seq, index, reason, exc)
             await self.state.record_failure(
@@ -595,6 +618,7 @@ class PushDelivery(RuntimeObserver, Generic[P]):
                 },
             )
             return None
+        self._backoff.pop(thread_id, None)
         if message_id:
             await self.state.record_sent(
                 message_id, {"thread_id": thread_id, **where, "message": part.to_json(), "resends": 0}
