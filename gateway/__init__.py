@@ -24,7 +24,7 @@ from ._errors import (
     UnauthenticatedError,
     UnknownAgentError,
 )
-from ._guard import one_line
+from ._guard import one_line, read_body
 from ._hooks import EventHooks
 from ._identity import (
     ActorResolver,
@@ -146,6 +146,7 @@ __all__ = [
     "one_line",
     "parse_decision",
     "parse_json",
+    "read_body",
     "sign_actor_token",
     "split_message",
     "split_telegram",

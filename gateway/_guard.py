@@ -169,3 +169,25 @@ def connection_limit(counter: AddressCounter, address_of: Callable[[web.Request]
             counter.release(address)
 
     return middleware
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The request's raw body, refused past ``limit`` bytes whether declared or chunked.
+
+    A chunked body declares no length: what arrives is counted, and reading stops one byte past
+    the limit (nothing more is buffered).
+
+    Raises:
+        HTTPRequestEntityTooLarge: The body is longer than ``limit`` (413).
+    """
+    if request.content_length is not None and request.content_length > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
+    raw = bytearray()
+    while len(raw) <= limit:
+        chunk = await request.content.read(limit + 1 - len(raw))
+        if not chunk:
+            break
+        raw.extend(chunk)
+    if len(raw) > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=len(raw))
+    return bytes(raw)

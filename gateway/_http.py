@@ -18,7 +18,7 @@ from renderers import MediaTokenError, MediaUnavailableError
 from tools import AgoraError
 
 from ._errors import GatewayError, StoreUnavailableError
-from ._guard import log_refusal
+from ._guard import log_refusal, read_body
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
 from .events import RUN_EVENT_ADAPTER
 
@@ -103,14 +103,7 @@ async def _json_body(request: web.Request, model: type[BaseModel]) -> Any:
         raise web.HTTPRequestEntityTooLarge(max_size=_MAX_JSON_BODY, actual_size=request.content_length)
     if request.content_type != "application/json":
         raise _BadRequest("unsupported_media_type", "Send application/json", status=415)
-    raw = bytearray()
-    while len(raw) <= _MAX_JSON_BODY:  # a chunked body arrives in pieces: read to its end
-        chunk = await request.content.read(_MAX_JSON_BODY + 1 - len(raw))
-        if not chunk:
-            break
-        raw.extend(chunk)
-    if len(raw) > _MAX_JSON_BODY:
-        raise web.HTTPRequestEntityTooLarge(max_size=_MAX_JSON_BODY, actual_size=len(raw))
+    raw = await read_body(request, _MAX_JSON_BODY)
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:

@@ -197,3 +197,63 @@ async def test_a_task_the_delivery_owns_that_fails_is_logged(kit: Kit, caplog: p
     await delivery.aclose()
     [record] = [r for r in caplog.records if r.name == "gateway.push"]
     assert "agora-test-broken" in record.getMessage() and record.exc_info is not None
+
+
+class BrokenHookPort(ScriptedPort):
+    """A port whose ``tool-completed`` hook has a bug."""
+
+    async def on_tool_completed(self, event: Any) -> Any:
+        raise KeyError("a bug in the port")
+
+
+async def test_a_port_bug_is_a_round_then_recorded_and_passed(kit: Kit, caplog: pytest.LogCaptureFixture) -> None:
+    """A hook that raises is tried ``max_rounds`` times, then recorded; the thread's next events still go."""
+    port = BrokenHookPort()
+    delivery = kit.delivery(port, redeliver_after=0.05, max_rounds=3)
+    await delivery.bind(TARGET)
+    await kit.turn()
+    delivery.start()
+    try:
+        with caplog.at_level(logging.ERROR, logger="gateway.push"):
+            delivery.notify(TARGET.thread_id)
+            async with asyncio.timeout(10):
+                while "Two." not in port.delivered:
+                    port.changed.clear()
+                    await port.changed.wait()
+        await delivery.idle()
+        assert port.delivered == ["Two."]  # the broken event is passed, the rest is delivered once
+        [failure] = await delivery.state.failures(TARGET.thread_id)
+        assert (failure["event"], failure["reason"]) == ("tool-completed", "failed")
+        assert "a bug in the port" in failure["error"]
+        hook_errors = [r for r in caplog.records if "hook failed" in r.getMessage()]
+        assert len(hook_errors) == 3  # one line per round, each with its traceback
+    finally:
+        await delivery.aclose()
+
+
+async def test_a_send_that_raises_anything_is_retried_in_rounds_then_recorded(kit: Kit) -> None:
+    """A send failing with an error the port does not map never loops forever: rounds, then a record."""
+    port = ScriptedPort()
+
+    async def explode(part: Part) -> None:
+        if part.text == "Two.":
+            raise ValueError("unexpected answer")
+
+    port.on_send = explode
+    delivery = kit.delivery(port, redeliver_after=0.05, max_rounds=2)
+    await delivery.bind(TARGET)
+    await kit.turn()
+    delivery.start()
+    try:
+        delivery.notify(TARGET.thread_id)
+        async with asyncio.timeout(10):
+            while not await delivery.state.failures(TARGET.thread_id):
+                await asyncio.sleep(0.02)
+        await delivery.idle()
+        assert port.attempts.count("Two.") == 2 and port.delivered == ["✓ Looked up"]
+        [failure] = await delivery.state.failures(TARGET.thread_id)
+        assert failure["reason"] == "failed" and failure["message"] == {"text": "Two."}
+        cursor = await delivery.state.cursor(TARGET.thread_id)
+        assert cursor is not None and cursor.seq == await kit.runtime.last_seq(TARGET.thread_id)
+    finally:
+        await delivery.aclose()

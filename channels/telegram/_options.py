@@ -62,10 +62,18 @@ class TelegramOptions(BaseSettings):
             raise ValueError("must look like 123456789:AA... (the token @BotFather gave)")
         return token
 
-    @field_validator("api_base", "bot_username")
+    @field_validator("bot_username")
     @classmethod
     def _trim(cls, value: str | None) -> str | None:
-        return value.rstrip("/").removeprefix("@") if value else None
+        return value.strip().removeprefix("@") or None if value else None
+
+    @field_validator("api_base")
+    @classmethod
+    def _base(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL (https://api.telegram.org)")
+        return value
 
     @property
     def configured(self) -> bool:

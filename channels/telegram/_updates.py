@@ -62,6 +62,8 @@ class Message(BaseModel):
     text: str | None = None
     caption: str | None = None
     entities: list[MessageEntity] = Field(default_factory=list)
+    caption_entities: list[MessageEntity] = Field(default_factory=list)
+    """The entities of ``caption`` (a photo's or document's text marks its mentions here)."""
     reply_to_message: Message | None = None
     photo: list[dict[str, object]] | None = None
     document: dict[str, object] | None = None
@@ -140,7 +142,8 @@ def addressed_text(message: Message, *, bot_username: str | None, bot_id: int | 
     if not bot_username:
         return None
     name = bot_username.lower()
-    for entity in message.entities:
+    entities = message.entities if message.text is not None else message.caption_entities
+    for entity in entities:
         start, end = _utf16_slice(text, entity.offset, entity.length)
         span = text[start:end]
         if entity.type == "mention" and span.lower() == f"@{name}":

@@ -14,7 +14,7 @@ import hmac
 from aiohttp import web
 from pydantic import SecretStr, ValidationError
 
-from gateway import GatewayError, parse_json
+from gateway import GatewayError, parse_json, read_body
 
 from ._updates import Update
 
@@ -54,18 +54,12 @@ class WebhookGate:
         """
         if not self.verify(request):
             raise TelegramWebhookError(403, "forbidden", f"Missing or wrong {SECRET_HEADER}")
-        if request.content_length is not None and request.content_length > MAX_UPDATE_BYTES:
-            raise _too_large(request.content_length)
-        raw = bytearray()
-        while len(raw) <= MAX_UPDATE_BYTES:  # a chunked body declares no length: count what arrives
-            chunk = await request.content.read(MAX_UPDATE_BYTES + 1 - len(raw))
-            if not chunk:
-                break
-            raw.extend(chunk)
-        if len(raw) > MAX_UPDATE_BYTES:
-            raise _too_large(len(raw))
         try:
-            body = parse_json(bytes(raw))
+            raw = await read_body(request, MAX_UPDATE_BYTES)
+        except web.HTTPRequestEntityTooLarge as exc:
+            raise _too_large(request.content_length or MAX_UPDATE_BYTES + 1) from exc
+        try:
+            body = parse_json(raw)
         except ValueError:
             raise TelegramWebhookError(400, "invalid_json", "The body is not JSON") from None
         try:

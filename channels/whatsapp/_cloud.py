@@ -40,6 +40,7 @@ from gateway import (
     PushTarget,
     RetryPolicy,
     one_line,
+    read_body,
 )
 
 from ._cloud_api import GraphClient
@@ -200,7 +201,7 @@ class WhatsAppCloudChannel(Channel):
     async def notification_handler(self, request: web.Request) -> web.Response:
         """``POST``: check size and signature, claim each message, answer 200, handle in the background."""
         self._check_enabled()
-        body = await _read_body(request)
+        body = await read_body(request, MAX_NOTIFICATION)
         secret = self.options.app_secret.get_secret_value().encode() if self.options.app_secret else b""
         if not verify_signature(secret, body, request.headers.get(SIGNATURE_HEADER)):
             raise CloudWebhookRefusedError("Invalid X-Hub-Signature-256")
@@ -260,22 +261,3 @@ class WhatsAppCloudChannel(Channel):
 
 WHATSAPP_CLOUD = web.AppKey("agora_whatsapp_cloud", WhatsAppCloudChannel)
 """The app's Cloud API channel."""
-
-
-async def _read_body(request: web.Request) -> bytes:
-    """The raw body, up to ``MAX_NOTIFICATION`` bytes.
-
-    Raises:
-        HTTPRequestEntityTooLarge: The body is larger, declared or chunked (413).
-    """
-    if request.content_length is not None and request.content_length > MAX_NOTIFICATION:
-        raise web.HTTPRequestEntityTooLarge(max_size=MAX_NOTIFICATION, actual_size=request.content_length)
-    raw = bytearray()
-    while len(raw) <= MAX_NOTIFICATION:
-        chunk = await request.content.read(MAX_NOTIFICATION + 1 - len(raw))
-        if not chunk:
-            break
-        raw.extend(chunk)
-    if len(raw) > MAX_NOTIFICATION:
-        raise web.HTTPRequestEntityTooLarge(max_size=MAX_NOTIFICATION, actual_size=len(raw))
-    return bytes(raw)

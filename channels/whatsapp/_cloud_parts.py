@@ -23,6 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gateway import clip
+
+from ._outbound import MAX_CAPTION
+
 __all__ = [
     "MAX_BUTTONS",
     "MAX_CAPTION",
@@ -38,16 +42,10 @@ __all__ = [
 
 MAX_TEXT = 4096
 """Characters in a text message's body."""
-MAX_CAPTION = 1024
 MAX_BUTTONS = 3
 MAX_BUTTON_TITLE = 20
 _MAX_BODY = 1024
 _MAX_FOOTER = 60
-
-
-def _clip(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,8 +67,6 @@ class CloudPart:
     template: dict[str, Any] | None = None
     """For an approval sent in the window: the template to send instead when Meta answers that
     the window had closed (``131047``)."""
-    refused: str | None = None
-    """Why this part cannot go at all (``outside_window_no_template``): recorded, never sent."""
 
     def with_media_id(self, media_id: str) -> CloudPart:
         """The part with the uploaded media's id in its content."""
@@ -83,8 +79,6 @@ class CloudPart:
             out["media"] = {"token": self.media.token, "mime": self.media.mime, "filename": self.media.filename}
         if self.template is not None:
             out["template"] = self.template
-        if self.refused is not None:
-            out["refused"] = self.refused
         return out
 
     @classmethod
@@ -96,7 +90,6 @@ class CloudPart:
             content=dict(data["content"]),
             media=CloudMedia(**media) if isinstance(media, dict) else None,
             template=data.get("template"),
-            refused=data.get("refused"),
         )
 
 
@@ -119,21 +112,21 @@ def approval_buttons(*, body: str, footer: str, buttons: list[Button], template:
         raise ValueError(f"a reply-buttons message has 1 to {MAX_BUTTONS} buttons, not {len(buttons)}")
     content: dict[str, Any] = {
         "type": "button",
-        "body": {"text": _clip(body, _MAX_BODY)},
+        "body": {"text": clip(body, _MAX_BODY)},
         "action": {
             "buttons": [
-                {"type": "reply", "reply": {"id": b.id, "title": _clip(b.title, MAX_BUTTON_TITLE)}} for b in buttons
+                {"type": "reply", "reply": {"id": b.id, "title": clip(b.title, MAX_BUTTON_TITLE)}} for b in buttons
             ]
         },
     }
     if footer.strip():
-        content["footer"] = {"text": _clip(footer, _MAX_FOOTER)}
+        content["footer"] = {"text": clip(footer, _MAX_FOOTER)}
     return CloudPart(kind="interactive", content=content, template=template)
 
 
 def approval_template(*, name: str, language: str, title: str, payloads: list[str]) -> dict[str, Any]:
     """The ``template`` object of an approval outside the window: the title, one payload per button."""
-    components: list[dict[str, Any]] = [{"type": "body", "parameters": [{"type": "text", "text": _clip(title, 1024)}]}]
+    components: list[dict[str, Any]] = [{"type": "body", "parameters": [{"type": "text", "text": clip(title, 1024)}]}]
     components += [
         {
             "type": "button",
@@ -146,16 +139,12 @@ def approval_template(*, name: str, language: str, title: str, payloads: list[st
     return {"name": name, "language": {"code": language}, "components": components}
 
 
-def _payload(payload: str) -> dict[str, str]:
-    return {"type": "payload", "payload": payload}
-
-
 def media_part(*, token: str, mime: str, filename: str, caption: str | None) -> CloudPart:
     """An image (``image/*``) or a document (anything else, a PDF) message of one stored page."""
     kind = "image" if mime.startswith("image/") else "document"
     content: dict[str, Any] = {}
     if caption and caption.strip():
-        content["caption"] = _clip(caption, MAX_CAPTION)
+        content["caption"] = clip(caption, MAX_CAPTION)
     if kind == "document":
         content["filename"] = filename
     return CloudPart(kind=kind, content=content, media=CloudMedia(token=token, mime=mime, filename=filename))

@@ -27,15 +27,13 @@ _TEXT_TYPES = frozenset({"", "text", "button", "interactive"})
 
 
 @dataclass(frozen=True, kw_only=True)
-class InboundOptions:
-    """Limits of inbound messages."""
+class InboundOptions(ChatOptions):
+    """Limits of inbound messages: the kit's, with WhatsApp's own message length."""
 
     max_chars: int = 4096
     """Longer messages are refused with a note (WhatsApp itself allows 4096)."""
     busy_wait: float = 30.0
     """Seconds to wait for the previous turn of the thread to finish before saying "busy"."""
-    refusal_every: float = 3600.0
-    """An unknown sender hears the refusal at most once per this many seconds."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,7 +74,7 @@ class InboundHandler:
             services,
             delivery,
             via=via,
-            options=_chat_options(self.options),
+            options=self.options,
         )
 
     async def handle(self, fields: dict[str, Any]) -> None:
@@ -137,10 +135,6 @@ def _target(thread_id: str, sender: WhatsAppSender, actor_id: str, language: str
     return PushTarget(
         thread_id=thread_id, address=sender.address, actor_id=actor_id, language=language, extra={"e164": sender.e164}
     )
-
-
-def _chat_options(options: InboundOptions) -> ChatOptions:
-    return ChatOptions(max_chars=options.max_chars, busy_wait=options.busy_wait, refusal_every=options.refusal_every)
 
 
 def _has_media(fields: dict[str, Any]) -> bool:

@@ -26,6 +26,7 @@ from gateway import (
     PushPort,
     PushTarget,
     Undeliverable,
+    clip,
     to_whatsapp,
 )
 from gateway.events import ApprovalRequestedEvent, RunEvent
@@ -88,7 +89,7 @@ class WhatsAppPort(PushPort[OutboundMessage]):
 
     async def media_parts(self, target: PushTarget, delivered: DeliveredUi) -> list[OutboundMessage]:
         text = delivered.text or ""
-        caption = _clip(to_whatsapp(text), MAX_CAPTION) if text else None
+        caption = clip(to_whatsapp(text), MAX_CAPTION) if text else None
         return [
             OutboundMessage(to=target.address, media_url=item.url, body=caption if index == 0 else None)
             for index, item in enumerate(delivered.media)
@@ -105,7 +106,3 @@ class WhatsAppPort(PushPort[OutboundMessage]):
 
     async def send(self, target: PushTarget, part: OutboundMessage) -> str | None:
         return await self.sender.send(part)
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

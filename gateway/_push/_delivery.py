@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from tools import AgoraError, UiCapabilities
 
-from .._errors import GatewayError
+from .._errors import GatewayError, StoreUnavailableError
 from .._hooks import EventHooks
 from .._runtime import RuntimeObserver
 from ..events import (
@@ -553,7 +553,18 @@ class PushDelivery(RuntimeObserver, Generic[P]):
         for event in unit:
             if event.type not in self.port.shown:
                 continue
-            made = await self.port.dispatch(event)
+            try:
+                made = await self.port.dispatch(event)
+            except (StoreUnavailableError, asyncio.CancelledError):
+                raise  # an outage: the drain is tried again after it, from the same cursor
+            except Exception as exc:
+                # A fault in the port (a bug, an error it does not map): a round like a failed
+                # send, then recorded and passed, so one bad event never stops the thread.
+                logger.exception("thread %s seq %d: the %s hook failed", target.thread_id, event.seq, event.type)
+                wait = await self._failed_round(target, cursor, {"seq": event.seq, "part": 0, "event": event.type}, exc)
+                if wait is not None:
+                    return wait
+                continue
             if not isinstance(made, list):
                 return float(made)
             parts.extend((event, part) for part in made)
@@ -587,6 +598,8 @@ class PushDelivery(RuntimeObserver, Generic[P]):
             return None
         try:
             message_id = await self.port.send(target, part)
+        except StoreUnavailableError:
+            raise
         except PushSendError as exc:
             if exc.retryable and cursor.failures + 1 < self.options.max_rounds:
                 cursor.failures += 1
@@ -618,12 +631,32 @@ class PushDelivery(RuntimeObserver, Generic[P]):
                 },
             )
             return None
+        except Exception as exc:
+            logger.exception("thread %s seq %d part %d: the port's send failed", thread_id, event.seq, index)
+            return await self._failed_round(target, cursor, {**where, "message": part.to_json()}, exc)
         self._backoff.pop(thread_id, None)
         if message_id:
             await self.state.record_sent(
                 message_id, {"thread_id": thread_id, **where, "message": part.to_json(), "resends": 0}
             )
         await self.port.sent(target, part, message_id, where)
+        return None
+
+    async def _failed_round(
+        self, target: PushTarget, cursor: PushCursor, where: dict[str, Any], exc: Exception
+    ) -> float | None:
+        """Count a round the port failed unexpectedly: the delay to the next, or ``None`` once given up (recorded)."""
+        thread_id = target.thread_id
+        if cursor.failures + 1 < self.options.max_rounds:
+            cursor.failures += 1
+            await self.state.save_cursor(thread_id, cursor)
+            self._backoff[thread_id] = time.monotonic() + self.options.redeliver_after
+            return self.options.redeliver_after
+        cursor.failures = 0
+        self._backoff.pop(thread_id, None)
+        await self.state.record_failure(
+            thread_id, {**where, "reason": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        )
         return None
 
     # -- direct replies -----------------------------------------------------------------------------

@@ -84,9 +84,12 @@ class ChatInbound:
         Returns what a button tap did (a channel that answers taps itself, Telegram's
         ``answerCallbackQuery``, words it), ``None`` for other messages.
         """
+        # One message of a person at a time, in arrival order: the lock is their thread's (in a
+        # Telegram group every member shares the chat's address but has a thread of their own).
         address = message.target.address
-        lock, users = self._locks.get(address) or (asyncio.Lock(), 0)
-        self._locks[address] = (lock, users + 1)
+        key = message.target.thread_id or address
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
         try:
             async with lock:
                 return await self._handle(message)
@@ -97,11 +100,11 @@ class ChatInbound:
             await self.delivery.reply(message.target, self.texts(message.target).failed)
             return None
         finally:
-            lock, users = self._locks[address]
+            lock, users = self._locks[key]
             if users <= 1:
-                del self._locks[address]
+                del self._locks[key]
             else:
-                self._locks[address] = (lock, users - 1)
+                self._locks[key] = (lock, users - 1)
 
     async def refuse(self, target: PushTarget) -> None:
         """Tell an unknown sender they are not set up (at most once per ``refusal_every``)."""
