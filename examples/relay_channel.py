@@ -157,6 +157,7 @@ class RelayChannel(Channel):
         return web.Response(status=202, text="accepted")
 
     async def _handle(self, message: InboundMessage) -> None:
-        redeemed = await self.inbound.handle(message)
-        if redeemed is not None and redeemed.reply:
-            await self.delivery.reply(message.target, redeemed.reply)
+        async with self.inbound.in_order(message.target.address):  # one person's messages in order
+            redeemed = await self.inbound.handle(message)
+            if redeemed is not None and redeemed.reply:
+                await self.delivery.reply(message.target, redeemed.reply)

@@ -195,11 +195,17 @@ class TelegramChannel(Channel):
         return _ok()
 
     async def handle(self, update: Update) -> None:
-        """Handle one checked, first-seen update."""
+        """Handle one checked, first-seen update (a person's in arrival order, per chat)."""
+        assert self._inbound is not None
         if update.message is not None:
-            await self._message(update.message)
+            sender = update.message.from_
+            async with self._inbound.in_order(f"{update.message.chat.id}:{sender.id if sender else ''}"):
+                await self._message(update.message)
         elif update.callback_query is not None:
-            await self._callback(update.callback_query)
+            query = update.callback_query
+            chat = query.message.chat.id if query.message is not None else ""
+            async with self._inbound.in_order(f"{chat}:{query.from_.id}"):
+                await self._callback(query)
 
     # -- inbound ----------------------------------------------------------------------------------
 

@@ -224,6 +224,10 @@ class WhatsAppCloudChannel(Channel):
 
     async def handle(self, message: CloudMessage) -> None:
         """One claimed message: the sender, their actor and thread, then the kit's inbound handling."""
+        async with self.inbound.in_order(message.wa_id):
+            await self._handle(message)
+
+    async def _handle(self, message: CloudMessage) -> None:
         try:
             sender = WhatsAppSender.from_webhook(message.wa_id, wa_id=message.wa_id, profile_name=message.profile_name)
         except ValueError:

@@ -102,7 +102,11 @@ class InboundHandler:
         )
 
     async def handle_message(self, message: WhatsAppInbound) -> None:
-        """Handle one accepted message; never raises but for cancellation."""
+        """Handle one accepted message (a sender's in arrival order); never raises but for cancellation."""
+        async with self.chat.in_order(message.sender.e164):
+            await self._handle_message(message)
+
+    async def _handle_message(self, message: WhatsAppInbound) -> None:
         sender = message.sender
         language = language_for(sender, self.languages)
         try:

@@ -10,8 +10,9 @@ time, in arrival order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,27 @@ class ChatInbound:
         self.via = via
         self.options = options or InboundOptions()
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._arrival: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def in_order(self, key: str) -> AsyncIterator[None]:
+        """Hold ``key`` (a sender) so its messages are handled one at a time, in arrival order.
+
+        A channel enters it first thing in the task of each message, before anything it awaits
+        (resolving the sender, recording their window), so a quick second message never
+        overtakes the first. Tasks start in the order the webhooks arrived, and so take it.
+        """
+        lock, users = self._arrival.get(key) or (asyncio.Lock(), 0)
+        self._arrival[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._arrival[key]
+            if users <= 1:
+                del self._arrival[key]
+            else:
+                self._arrival[key] = (lock, users - 1)
 
     def texts(self, target: PushTarget) -> ChatTexts:
         return self.delivery.texts_for(target.language)

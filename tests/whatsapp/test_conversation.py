@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from typing import Any
 
 from PIL import Image
 
@@ -281,3 +282,54 @@ async def test_thread_per_sender_and_history_on_the_web(make_gateway: MakeGatewa
     assert bodies[0] == "✓ Checked the weather in Lisbon"
     assert bodies[1].startswith("Lisbon: ") and "°C" in bodies[1]  # the card's text form
     assert bodies[2].startswith("It's ") and len(bodies) == 3
+
+
+async def test_two_quick_messages_start_their_turns_in_the_order_they_came(aiohttp_client: Any) -> None:
+    """The first message's sender takes long to resolve: the second still waits its turn."""
+    from twilio.rest import Client
+
+    from channels.web import WebChannel
+    from channels.whatsapp import SettingsSenderResolver, WhatsAppChannel, WhatsAppSender
+    from gateway import create_app
+    from gateway.models import ScriptedModel, ScriptStep
+
+    from .conftest import ACCOUNT_SID, AUTH_TOKEN, FAST, INBOUND_URL, RecordingHttp, channel_options, inbound, settings
+    from .conftest import sign as sign_webhook
+
+    class SlowFirst(SettingsSenderResolver):
+        calls = 0
+
+        async def resolve(self, sender: WhatsAppSender) -> Actor | None:
+            SlowFirst.calls += 1
+            if SlowFirst.calls == 1:
+                await asyncio.sleep(0.3)  # a directory lookup that took long
+            return await super().resolve(sender)
+
+    runtime = Runtime(
+        agents=[Agent(name="assistant")],
+        model=ScriptedModel(lambda request, n: ScriptStep(text=f"reply {n}")),
+        store=MemoryStore(),
+    )
+    http = RecordingHttp()
+    twilio, senders = channel_options()
+    channel = WhatsAppChannel(
+        twilio,
+        senders=senders,
+        twilio_client=Client(ACCOUNT_SID, AUTH_TOKEN, http_client=http),
+        resolver=SlowFirst(),
+        options=FAST,
+    )
+    client = await aiohttp_client(create_app(settings(), runtime=runtime, channels=[WebChannel(), channel]))
+    try:
+        for text in ("first", "second"):
+            fields = inbound(text)
+            answer = await client.post("/channels/whatsapp", data=fields, headers=sign_webhook(INBOUND_URL, fields))
+            assert answer.status == 200
+        async with asyncio.timeout(15):
+            while len(http.bodies()) < 2:
+                await asyncio.sleep(0.02)
+            await channel.delivery.idle()
+        history = [m for m in await runtime.store.get_messages(THREAD) if m.role == "user"]
+        assert [m.content for m in history] == ["first", "second"]
+    finally:
+        await runtime.aclose()
