@@ -75,7 +75,9 @@ async def error_middleware(
         if exc.status < 400:
             raise
         code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status, "http_error")
-        response = json_error(exc.status, code, exc.reason)
+        # A handler that said why (``HTTPForbidden(text="bad signature")``) is answered with its words.
+        said = exc.text if exc.text and exc.text != f"{exc.status}: {exc.reason}" else None
+        response = json_error(exc.status, code, said or exc.reason)
     except AgoraError as exc:
         response = json_error(400, "bad_request", str(exc))
     except OSError as exc:

@@ -116,6 +116,19 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _env_prefix(title: str) -> str:
+    """The environment prefix of the settings model named ``title`` (``AGORA_`` when unknown)."""
+    from pydantic_settings import BaseSettings
+
+    seen: list[type[BaseSettings]] = list(BaseSettings.__subclasses__())
+    while seen:
+        model = seen.pop()
+        if model.__name__ == title:
+            return str(model.model_config.get("env_prefix") or "AGORA_").upper()
+        seen.extend(model.__subclasses__())
+    return "AGORA_"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -133,9 +146,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return _serve(args)
         except ValidationError as exc:
-            # Each setting by its variable, without the value given: it may be a secret.
+            # Each setting by its variable (with its model's own prefix: a channel's options read
+            # AGORA_TELEGRAM_*...), without the value given: it may be a secret.
+            prefix = _env_prefix(exc.title)
             for error in exc.errors(include_input=False, include_url=False):
-                name = "AGORA_" + "_".join(str(part) for part in error["loc"]).upper()
+                field = "_".join(str(part) for part in error["loc"]).upper()
+                name = field if field.startswith("AGORA_") else prefix + field
                 message = str(error["msg"]).removeprefix("Value error, ")
                 print(f"agora-gateway: cannot start: {name}: {message}", file=sys.stderr)
             return 2

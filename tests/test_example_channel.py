@@ -128,7 +128,9 @@ async def test_a_refund_asked_through_the_relay_is_approved_by_a_tap(relay: Any)
 async def test_a_forged_or_malformed_post_changes_nothing(relay: Any) -> None:
     client, outbox, runtime = relay
     body, headers = signed({"id": "m-9", "from": "ana", "text": "refund order 1042"}, secret=b"wrong")
-    assert (await client.post("/channels/relay", data=body, headers=headers)).status == 403
+    forged = await client.post("/channels/relay", data=body, headers=headers)
+    assert forged.status == 403
+    assert await forged.json() == {"code": "http_error", "message": "bad signature"}  # the channel's own words
     body, headers = signed({"id": "m-9", "from": "ana", "text": "refund order 1042"})
     assert (await client.post("/channels/relay", data=body[:-1], headers=headers)).status == 403
     raw = b"{not json"

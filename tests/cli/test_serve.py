@@ -150,3 +150,23 @@ async def test_stopping_serve_closes_open_web_sockets_at_once() -> None:
             assert message.type is aiohttp.WSMsgType.CLOSE and message.data == aiohttp.WSCloseCode.GOING_AWAY
         await asyncio.to_thread(process.wait, 10)
         assert time.monotonic() - stopping < 5  # an open socket used to hold the shutdown for ~40 s
+
+
+def test_serve_names_a_channel_setting_by_its_own_prefix() -> None:
+    env = {
+        **os.environ,
+        "AGORA_SECRET": "a-test-secret-for-the-cli-test",
+        "AGORA_TELEGRAM_BOT_TOKEN": "123456789:AAHfakeFAKEfake_fake-FAKEfakefake12345",
+        "AGORA_TELEGRAM_WEBHOOK_SECRET": "not a valid secret!",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--port", str(free_port())],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "cannot start: AGORA_TELEGRAM_WEBHOOK_SECRET: must be 1-256 characters" in result.stderr
+    assert "not a valid secret!" not in result.stderr
