@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Protocol
+from typing import Protocol, TypeVar, overload
 
 from aiohttp import web
 
@@ -32,6 +32,8 @@ from .models import Model
 from .stores import ApprovalRecord, RunRecord, ThreadRecord
 
 __all__ = ["CHANNELS", "CHANNEL_SERVICES", "Channel", "ChannelRuntime", "ChannelServices"]
+
+S = TypeVar("S", bound=ChannelState)
 
 logger = logging.getLogger("gateway.channels")
 
@@ -132,7 +134,11 @@ class ChannelServices(Protocol):
 
     def media_url(self, token: str) -> str: ...
 
+    @overload
     def state(self, prefix: str) -> ChannelState: ...
+
+    @overload
+    def state(self, prefix: str, kind: type[S]) -> S: ...
 
     def observe(self, observer: RuntimeObserver) -> None: ...
 

@@ -8,7 +8,7 @@ import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
@@ -26,6 +26,8 @@ from ._settings import Settings
 from .events import Turn, UiEvent
 
 __all__ = ["SERVICES", "DeliveredUi", "GatewayServices", "MediaRef", "RateLimitedError", "UnauthenticatedError"]
+
+S = TypeVar("S", bound=ChannelState)
 
 logger = logging.getLogger("gateway.services")
 
@@ -152,9 +154,18 @@ class GatewayServices:
                 raise RateLimitedError(f"Too many messages; try again in {wait} s", retry_after=retry)
         return await self.runtime.start_turn(turn)
 
-    def state(self, prefix: str) -> ChannelState:
-        """A channel's own keys in the store's channel state, under ``prefix`` (``wa``, ``tg``...)."""
-        return ChannelState(self.runtime.store, prefix)
+    @overload
+    def state(self, prefix: str) -> ChannelState: ...
+
+    @overload
+    def state(self, prefix: str, kind: type[S]) -> S: ...
+
+    def state(self, prefix: str, kind: type[ChannelState] = ChannelState) -> ChannelState:
+        """A channel's own keys in the store's channel state, under ``prefix`` (``wa``, ``tg``...).
+
+        ``kind`` is the ``ChannelState`` subclass that types them (``PushState``, a channel's own).
+        """
+        return kind(self.runtime.store, prefix)
 
     def observe(self, observer: RuntimeObserver) -> None:
         """Tell ``observer.events_written(thread_id, events)`` of every write this process makes."""

@@ -95,7 +95,7 @@ class WhatsAppChannel(Channel):
         services = self.services
         settings = services.settings
         twilio = self.twilio
-        self.state = ChannelState(services.state(self.options.key_prefix).store, self.options.key_prefix)
+        self.state = services.state(self.options.key_prefix, ChannelState)
         self.thread_for: ThreadNamer = self._thread_for or keyed_thread_namer(services.secret)
         self.verifier = WebhookVerifier(
             auth_token=twilio.auth_token.get_secret_value() if twilio.auth_token else None,

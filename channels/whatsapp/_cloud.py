@@ -149,7 +149,7 @@ class WhatsAppCloudChannel(Channel):
         self.services = services
         self.thread_for = self._thread_for or keyed_thread_namer(services.secret)
         prefix = self.options.key_prefix
-        self.state = ChannelState(services.state(prefix).store, prefix)
+        self.state = services.state(prefix, ChannelState)
         self.port = CloudPort(
             client=self.client,
             options=self.options,

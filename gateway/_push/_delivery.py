@@ -361,8 +361,7 @@ class PushDelivery(RuntimeObserver, Generic[P]):
         self.port = port
         port.delivery = self
         self.options = options or PushOptions()
-        base = services.state(prefix)
-        self.state = state or PushState(base.store, prefix)
+        self.state = state or services.state(prefix, PushState)
         self.approvals = ChatApprovals(self.state)
         self.texts = dict(texts or CHAT_TEXTS)
         self.owner = f"{services.runtime.instance_id}:{prefix}:{uuid.uuid4().hex[:6]}"
