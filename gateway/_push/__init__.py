@@ -7,7 +7,6 @@
 - Markdown per target: ``to_whatsapp``, ``to_telegram``, ``to_plain``, and ``split_message``.
 """
 
-from .._mdv2 import split_telegram, to_telegram
 from ._approvals import BUTTON_PREFIX, ApprovalTokens, ChatApprovals, Redeemed
 from ._delivery import (
     PushDelivery,
@@ -23,6 +22,7 @@ from ._delivery import (
 )
 from ._inbound import ChatInbound, InboundMessage, InboundOptions
 from ._markdown import split_message, to_plain, to_whatsapp
+from ._mdv2 import split_telegram, to_telegram
 from ._state import DAY, ChannelState, PushCursor, PushState, PushTarget
 from ._texts import CHAT_TEXTS, ChatTexts, parse_decision, texts_for
 

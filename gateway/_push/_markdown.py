@@ -1,7 +1,7 @@
 """Markdown (what models write) to each text channel's formatting, and splitting long text.
 
 ``to_whatsapp`` writes WhatsApp's markup; ``to_plain`` drops the markup for channels that show
-text as it is; Telegram's MarkdownV2 is ``to_telegram`` (``gateway._mdv2``). ``split_message``
+text as it is; Telegram's MarkdownV2 is ``to_telegram`` (``gateway._push._mdv2``). ``split_message``
 cuts any of them into messages of a channel's length.
 
 WhatsApp reads ``*bold*``, ``_italic_``, ``~strike~``, inline ```code``` with backticks, code
@@ -23,16 +23,19 @@ _HELD = re.compile(r"\x00(\d+)\x00")
 _IMAGE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<url>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _LINK = re.compile(r"\[(?P<label>[^\]]+)\]\((?P<url>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _AUTOLINK = re.compile(r"<(?P<url>(?:https?|mailto):[^>\s]+)>")
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(?P<text>.*?)\s*#*\s*$")
+HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(?P<text>.*?)\s*#*\s*$")
+RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
+TABLE_RULE = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
+QUOTE = re.compile(r"^\s{0,3}>\s?(?P<text>.*)$")
+BLANKS = re.compile(r"\n{3,}")
+SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
+"""The block rules every target shares (its converter uses them through ``block_line``)."""
 _BULLET = re.compile(r"^(?P<indent>\s*)[*+]\s+")
-_RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
 _BOLD_ITALIC = re.compile(r"\*\*\*(?=\S)(?P<t>.+?)(?<=\S)\*\*\*")
 _BOLD = re.compile(r"\*\*(?=\S)(?P<t>.+?)(?<=\S)\*\*|(?<!\w)__(?=\S)(?P<u>.+?)(?<=\S)__(?!\w)")
 _ITALIC = re.compile(r"(?<![*\w])\*(?=\S)(?P<t>[^*\n]+?)(?<=\S)\*(?![*\w])")
 _STRIKE = re.compile(r"~~(?=\S)(?P<t>.+?)(?<=\S)~~")
 _ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!~|>])")
-_BLANKS = re.compile(r"\n{3,}")
 _BOLD_MARK = "\x01"
 
 
@@ -48,28 +51,37 @@ def to_whatsapp(markdown: str) -> str:
         return _HOLD.format(len(held) - 1)
 
     text = _CODE.sub(hold, markdown.replace("\r\n", "\n"))
-    lines = [_line(line) for line in text.split("\n")]
+    lines = [block_line(line, bold=_BOLD_MARK, bullet=_BULLET, bullet_mark="- ") for line in text.split("\n")]
     text = "\n".join(line for line in lines if line is not None)
     text = _inline(text)
-    text = _BLANKS.sub("\n\n", text).strip()
+    text = BLANKS.sub("\n\n", text).strip()
     return _HELD.sub(lambda m: held[int(m.group(1))], text)
 
 
-def _line(line: str) -> str | None:
-    """Block-level conversion of one line; ``None`` drops it."""
+def block_line(
+    line: str, *, bold: str, bullet: re.Pattern[str], bullet_mark: str, quote: str | None = None
+) -> str | None:
+    """Block-level conversion of one Markdown line; ``None`` drops it.
+
+    Headings become ``bold``-marked lines, rules blank lines, table rows ``a · b`` (their rule
+    lines dropped), bullets that ``bullet`` matches ``bullet_mark``; with ``quote``, a ``> ``
+    quote is marked with it.
+    """
     line = line.rstrip()
-    if "|" in line and _TABLE_RULE.match(line):
+    if "|" in line and TABLE_RULE.match(line):
         return None
-    if _RULE.match(line):
+    if RULE.match(line):
         return ""
-    if heading := _HEADING.match(line):
+    if heading := HEADING.match(line):
         title = heading.group("text").replace("**", "").replace("__", "")
-        return f"{_BOLD_MARK}{title}{_BOLD_MARK}" if title else ""
+        return f"{bold}{title}{bold}" if title else ""
+    if quote is not None and (quoted := QUOTE.match(line)):
+        return f"{quote}{quoted.group('text')}"
     stripped = line.strip()
     if stripped.startswith("|") and stripped.endswith("|") and stripped.count("|") >= 2:
         cells = [cell.strip() for cell in stripped.strip("|").split("|")]
         return " · ".join(cell for cell in cells if cell)
-    return _BULLET.sub(lambda m: f"{m.group('indent')}- ", line)
+    return bullet.sub(lambda m: f"{m.group('indent')}{bullet_mark}", line)
 
 
 def _inline(text: str) -> str:
@@ -107,9 +119,6 @@ def _link(match: re.Match[str]) -> str:
     return f"{label} ({url})"
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
-
-
 def split_message(text: str, limit: int) -> list[str]:
     """Split ``text`` into bodies of at most ``limit`` characters.
 
@@ -128,7 +137,7 @@ def split_message(text: str, limit: int) -> list[str]:
 _SEPARATORS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\n\s*\n"), "\n\n"),
     (re.compile(r"\n"), "\n"),
-    (_SENTENCE_END, " "),
+    (SENTENCE_END, " "),
     (re.compile(r"\s+"), " "),
 ]
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from channels.telegram import PREFIX, TELEGRAM_CAPABILITIES
 from gateway import Agent, PushState, RetryPolicy, Runtime
-from gateway._mdv2 import MAX_TELEGRAM_TEXT, split_telegram, telegram_length
+from gateway._push._mdv2 import MAX_TELEGRAM_TEXT, split_telegram, telegram_length
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import Store
 from tools import ToolContext, ToolPresentation, UiCapabilities, define_tool

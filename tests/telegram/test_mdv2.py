@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from gateway._mdv2 import MAX_TELEGRAM_TEXT, split_telegram, telegram_length, to_telegram
+from gateway._push._mdv2 import MAX_TELEGRAM_TEXT, split_telegram, telegram_length, to_telegram
 
 SPECIAL = "_*[]()~`>#+-=|{}.!"
 

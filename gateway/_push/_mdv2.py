@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from ._markdown import BLANKS, SENTENCE_END, block_line
+
 __all__ = ["MAX_TELEGRAM_TEXT", "split_telegram", "telegram_length", "to_telegram"]
 
 MAX_TELEGRAM_TEXT = 4096
@@ -36,16 +38,11 @@ _URL = r"(?P<url>(?:[^()\s]|\([^()\s]*\))+)"  # one level of balanced parenthese
 _IMAGE = re.compile(r"!\[(?P<alt>[^\]\n]*)\]\(" + _URL + r"(?:\s+\"[^\"\n]*\")?\)")
 _LINK = re.compile(r"\[(?P<label>[^\]\n]+)\]\(" + _URL + r"(?:\s+\"[^\"\n]*\")?\)")
 _AUTOLINK = re.compile(r"<(?P<url>(?:https?|mailto):[^>\s]+)>")
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(?P<text>.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^(?P<indent>\s*)[-*+]\s+")
-_QUOTE = re.compile(r"^\s{0,3}>\s?(?P<text>.*)$")
-_RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
 _BOLD_ITALIC = re.compile(r"\*\*\*(?=\S)(?P<t>[^\n]+?)(?<=\S)\*\*\*")
 _BOLD = re.compile(r"\*\*(?=\S)(?P<t>[^\n]+?)(?<=\S)\*\*|(?<!\w)__(?=\S)(?P<u>[^\n]+?)(?<=\S)__(?!\w)")
 _ITALIC = re.compile(r"(?<![*\w])\*(?=\S)(?P<t>[^*\n]+?)(?<=\S)\*(?![*\w])|(?<!\w)_(?=\S)(?P<u>[^_\n]+?)(?<=\S)_(?!\w)")
 _STRIKE = re.compile(r"~~(?=\S)(?P<t>[^\n]+?)(?<=\S)~~")
-_BLANKS = re.compile(r"\n{3,}")
 
 # Placeholders, chosen from control characters Markdown text does not carry (stripped from input).
 _HELD = re.compile(r"\x00(\d+)\x00")
@@ -75,13 +72,13 @@ def to_telegram(markdown: str) -> str:
     text = _IMAGE.sub(lambda m: hold(_link(m.group("alt") or m.group("url"), m.group("url"))), text)
     text = _LINK.sub(lambda m: hold(_link(m.group("label"), m.group("url"))), text)
     text = _AUTOLINK.sub(lambda m: hold(escape_text(m.group("url"))), text)
-    lines = [_line(line) for line in text.split("\n")]
+    lines = [_block(line) for line in text.split("\n")]
     text = "\n".join(line for line in lines if line is not None)
     text = _BOLD_ITALIC.sub(lambda m: f"{_BOLD_MARK}{_ITALIC_MARK}{m.group('t')}{_ITALIC_MARK}{_BOLD_MARK}", text)
     text = _BOLD.sub(lambda m: f"{_BOLD_MARK}{m.group('t') or m.group('u')}{_BOLD_MARK}", text)
     text = _ITALIC.sub(lambda m: f"{_ITALIC_MARK}{m.group('t') or m.group('u')}{_ITALIC_MARK}", text)
     text = _STRIKE.sub(lambda m: f"{_STRIKE_MARK}{m.group('t')}{_STRIKE_MARK}", text)
-    text = escape_text(_BLANKS.sub("\n\n", text).strip())
+    text = escape_text(BLANKS.sub("\n\n", text).strip())
     for mark, marker in _MARKS.items():
         text = text.replace(mark, marker)
     while _HELD.search(text):  # a link label may hold another span's placeholder: two rounds at most
@@ -105,23 +102,8 @@ def _link(label: str, url: str) -> str:
     return f"[{label}]({escaped_url})"
 
 
-def _line(line: str) -> str | None:
-    """Block-level conversion of one line; ``None`` drops it."""
-    line = line.rstrip()
-    if "|" in line and _TABLE_RULE.match(line):
-        return None
-    if _RULE.match(line):
-        return ""
-    if heading := _HEADING.match(line):
-        title = heading.group("text").replace("**", "").replace("__", "")
-        return f"{_BOLD_MARK}{title}{_BOLD_MARK}" if title else ""
-    if quote := _QUOTE.match(line):
-        return f"{_QUOTE_MARK}{quote.group('text')}"
-    stripped = line.strip()
-    if stripped.startswith("|") and stripped.endswith("|") and stripped.count("|") >= 2:
-        cells = [cell.strip() for cell in stripped.strip("|").split("|")]
-        return " · ".join(cell for cell in cells if cell)
-    return _BULLET.sub(lambda m: f"{m.group('indent')}• ", line)
+def _block(line: str) -> str | None:
+    return block_line(line, bold=_BOLD_MARK, bullet=_BULLET, bullet_mark="• ", quote=_QUOTE_MARK)
 
 
 def telegram_length(text: str) -> int:
@@ -129,11 +111,10 @@ def telegram_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
 _SEPARATORS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\n[ \t]*\n"), "\n\n"),
     (re.compile(r"\n"), "\n"),
-    (_SENTENCE_END, " "),
+    (SENTENCE_END, " "),
     (re.compile(r"[ \t]+"), " "),
 ]
 
