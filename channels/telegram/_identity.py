@@ -7,6 +7,7 @@ import hmac
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+from gateway import RoleMap
 from tools import Actor
 
 from ._options import TelegramOptions
@@ -24,23 +25,12 @@ class UserResolver(Protocol):
         ...
 
 
-class OptionsUserResolver:
+class OptionsUserResolver(RoleMap):
     """The default resolver: actor ``telegram:<user id>`` with roles from ``TelegramOptions``.
 
     Users in ``roles`` get their roles; the others get ``default_roles`` when ``allow_unknown``,
     and are refused otherwise.
     """
-
-    def __init__(
-        self,
-        *,
-        roles: Mapping[str, Sequence[str]] | None = None,
-        default_roles: Sequence[str] = ("member",),
-        allow_unknown: bool = True,
-    ) -> None:
-        self.roles = {str(user_id).strip(): list(values) for user_id, values in (roles or {}).items()}
-        self.default_roles = list(default_roles)
-        self.allow_unknown = allow_unknown
 
     @classmethod
     def from_options(cls, options: TelegramOptions) -> OptionsUserResolver:
@@ -49,12 +39,7 @@ class OptionsUserResolver:
 
     async def resolve(self, user: User) -> Actor | None:
         """The user's actor, or ``None`` for an unknown user when those are refused."""
-        roles = self.roles.get(str(user.id))
-        if roles is None:
-            if not self.allow_unknown:
-                return None
-            roles = self.default_roles
-        return Actor(id=f"telegram:{user.id}", roles=roles)
+        return self.actor(str(user.id), f"telegram:{user.id}")
 
 
 ThreadNamer = Callable[[Chat, User], str]

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from gateway import RoleMap
 from tools import Actor
 
 from ._options import WhatsAppSenderOptions
@@ -65,8 +66,8 @@ class SenderResolver(Protocol):
         ...
 
 
-class SettingsSenderResolver:
-    """The default resolver: actor ``whatsapp:+E164`` with roles from a map.
+class SettingsSenderResolver(RoleMap):
+    """The default resolver: actor ``whatsapp:+E164`` with roles from a map (``gateway.RoleMap``).
 
     Senders in ``roles`` get their roles; the others get ``default_roles`` when
     ``allow_unknown``, and are refused otherwise.
@@ -79,9 +80,9 @@ class SettingsSenderResolver:
         default_roles: Sequence[str] = ("member",),
         allow_unknown: bool = True,
     ) -> None:
-        self.roles = {normalize_number(number): list(values) for number, values in (roles or {}).items()}
-        self.default_roles = list(default_roles)
-        self.allow_unknown = allow_unknown
+        super().__init__(
+            roles=roles, default_roles=default_roles, allow_unknown=allow_unknown, normalize=normalize_number
+        )
 
     @classmethod
     def from_options(cls, options: WhatsAppSenderOptions) -> SettingsSenderResolver:
@@ -90,12 +91,7 @@ class SettingsSenderResolver:
 
     async def resolve(self, sender: WhatsAppSender) -> Actor | None:
         """The sender's actor, or ``None`` for an unknown sender when those are refused."""
-        roles = self.roles.get(sender.e164)
-        if roles is None:
-            if not self.allow_unknown:
-                return None
-            roles = self.default_roles
-        return Actor(id=f"whatsapp:{sender.e164}", roles=roles)
+        return self.actor(sender.e164, f"whatsapp:{sender.e164}")
 
 
 ThreadNamer = Callable[[Actor, WhatsAppSender], str]

@@ -23,6 +23,7 @@ from ._delivery import (
 from ._inbound import ChatInbound, InboundMessage, InboundOptions
 from ._markdown import split_message, to_plain, to_whatsapp
 from ._mdv2 import split_telegram, to_telegram
+from ._roles import RoleMap
 from ._state import DAY, ChannelState, PushCursor, PushState, PushTarget
 from ._texts import CHAT_TEXTS, ChatTexts, parse_decision, texts_for
 
@@ -47,6 +48,7 @@ __all__ = [
     "PushTarget",
     "Redeemed",
     "RetryPolicy",
+    "RoleMap",
     "Undeliverable",
     "clip",
     "parse_decision",
