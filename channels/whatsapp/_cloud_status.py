@@ -63,29 +63,20 @@ class CloudStatuses:
             logger.warning("message %s was outside the 24 h window; resending the approval as a template", status.id)
             part = CloudPart(kind="template", content=part.template)
         elif code not in RETRYABLE_STATUS_CODES or resends >= self.max_resends:
-            await self._give_up(sent, f"whatsapp {code or status.status}")
+            await self.state.give_up(sent, f"whatsapp {code or status.status}")
             return
         self.delivery.spawn(self._resend(part, sent), name=f"agora-wac-resend-{status.id}")
 
     async def _resend(self, part: CloudPart, sent: dict[str, Any]) -> None:
         target = await self.delivery.target(str(sent.get("thread_id")))
         if target is None:
-            await self._give_up(sent, "the thread is no longer delivered here")
+            await self.state.give_up(sent, "the thread is no longer delivered here")
             return
         try:
             message_id = await self.delivery.port.send(target, part)
         except PushSendError as exc:
-            await self._give_up(sent, str(exc))
+            await self.state.give_up(sent, str(exc))
             return
         if message_id:
             resends = int(sent.get("resends", 0)) + 1
             await self.state.record_sent(message_id, {**sent, "message": part.to_json(), "resends": resends})
-
-    async def _give_up(self, sent: dict[str, Any], reason: str) -> None:
-        thread_id = sent.get("thread_id")
-        logger.error(
-            "giving up on message seq %s part %s of thread %s: %s", sent.get("seq"), sent.get("part"), thread_id, reason
-        )
-        if isinstance(thread_id, str):
-            failure = {"seq": sent.get("seq"), "part": sent.get("part"), "event": sent.get("event"), "reason": reason}
-            await self.state.record_failure(thread_id, failure)

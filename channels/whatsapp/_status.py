@@ -64,14 +64,14 @@ class StatusCallbacks:
         template = self.template_sid
         if code == OUTSIDE_WINDOW and sent.get("event") == "approval-requested" and template:
             if message.content_sid == template:
-                await self._give_up(sent, f"twilio {code}: even the template was refused")
+                await self.state.give_up(sent, f"twilio {code}: even the template was refused")
                 return
             logger.warning(
                 "message %s was outside the 24 h window; resending the approval with template %s", sid, template
             )
             message = replace(message, content_sid=template, content_variables={"2": "-", **message.content_variables})
         elif code not in RETRYABLE_STATUS_CODES or int(sent.get("resends", 0)) >= self.options.max_status_resends:
-            await self._give_up(sent, f"twilio {code or status}")
+            await self.state.give_up(sent, f"twilio {code or status}")
             return
         self.delivery.spawn(self._resend(message, sent), name=f"agora-wa-resend-{sid}")
 
@@ -79,16 +79,7 @@ class StatusCallbacks:
         try:
             sid = await self.sender.send(message)
         except WhatsAppSendError as exc:
-            await self._give_up(sent, str(exc))
+            await self.state.give_up(sent, str(exc))
             return
         resends = int(sent.get("resends", 0)) + 1
         await self.state.record_sent(sid, {**sent, "message": message.to_json(), "resends": resends})
-
-    async def _give_up(self, sent: dict[str, Any], reason: str) -> None:
-        thread_id = sent.get("thread_id")
-        logger.error(
-            "giving up on message seq %s part %s of thread %s: %s", sent.get("seq"), sent.get("part"), thread_id, reason
-        )
-        if isinstance(thread_id, str):
-            failure = {"seq": sent.get("seq"), "part": sent.get("part"), "event": sent.get("event"), "reason": reason}
-            await self.state.record_failure(thread_id, failure)

@@ -25,6 +25,7 @@ key, and the keys of ordinary parts (sids, numbers, tokens, thread ids) read as 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -33,6 +34,8 @@ from typing import Any
 from ..stores import Store
 
 __all__ = ["DAY", "ChannelState", "PushCursor", "PushState", "PushTarget"]
+
+logger = logging.getLogger("gateway.push")
 
 DAY = 24 * 3600.0
 KEEP = 30 * DAY
@@ -211,6 +214,16 @@ class PushState(ChannelState):
         """The messages given up on for the thread, oldest first."""
         failures = await self.get(self.key("failed", thread_id))
         return failures if isinstance(failures, list) else []
+
+    async def give_up(self, sent: dict[str, Any], reason: str) -> None:
+        """Record as given up a message ``record_sent`` kept (a failed status that cannot be resent)."""
+        thread_id = sent.get("thread_id")
+        logger.error(
+            "giving up on message seq %s part %s of thread %s: %s", sent.get("seq"), sent.get("part"), thread_id, reason
+        )
+        if isinstance(thread_id, str):
+            failure = {"seq": sent.get("seq"), "part": sent.get("part"), "event": sent.get("event"), "reason": reason}
+            await self.record_failure(thread_id, failure)
 
     async def record_sent(self, message_id: str, record: dict[str, Any]) -> None:
         """Remember what a provider message id carried (for status callbacks and edits)."""
