@@ -115,7 +115,7 @@ async def _close_models(runtime: Runtime) -> None:
             await close()
 
 
-def default_channels(settings: Settings | None = None) -> list[Channel]:
+def default_channels() -> list[Channel]:
     """The channels a gateway serves when ``create_app`` is given none.
 
     The web widget, AG-UI and A2A always; WhatsApp through Twilio when ``AGORA_TWILIO_*`` is
@@ -228,7 +228,7 @@ def create_app(
     app.cleanup_ctx.append(lifecycle)
 
     # Channels after the lifecycle: they start after the runtime and stop before it.
-    chosen = list(channels) if channels is not None else default_channels(settings)
+    chosen = list(channels) if channels is not None else default_channels()
     names = [channel.name for channel in chosen]
     if len(set(names)) != len(names):
         raise UserError(f"two channels share a name: {names}")

@@ -8,11 +8,15 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 import redis.asyncio as redis
 
+from channels.web import WebChannel, WebOptions
+from gateway import Channel
+from gateway.app import default_channels
 from gateway.stores import MemoryStore, RedisStore, Store
 
 
@@ -107,3 +111,19 @@ class RefusalLog:
 
     def _lines(self) -> list[logging.LogRecord]:
         return [r for r in self.caplog.records if r.name not in self.ignore]
+
+
+_WEB_KEYS = {
+    "allowed_origins": "allowed_origins",
+    "ws_frame_limit": "frame_limit",
+    "ws_send_timeout": "send_timeout",
+    "ws_heartbeat": "heartbeat",
+}
+
+
+def channels_for(overrides: dict[str, Any]) -> list[Channel]:
+    """The default channels, the web one with the ``ws_*`` / ``allowed_origins`` of ``overrides`` (popped)."""
+    web_options = {_WEB_KEYS[key]: overrides.pop(key) for key in list(overrides) if key in _WEB_KEYS}
+    channels = default_channels()
+    channels[0] = WebChannel(WebOptions(_env_file=None, **web_options))  # type: ignore[call-arg]
+    return channels

@@ -165,7 +165,7 @@ async def test_an_outbox_that_times_out_is_a_retryable_send_error() -> None:
     example = load_example()
 
     async def stall(request: web.Request) -> web.Response:
-        await asyncio.sleep(2.0)
+        await asyncio.Event().wait()  # never answers: the client's 0.2 s timeout is what is tested
         return web.Response(status=204)
 
     app = web.Application()

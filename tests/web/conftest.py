@@ -11,10 +11,10 @@ import pytest
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestClient
 
-from channels.web import WebChannel, WebOptions
-from gateway import Channel, Runtime, Settings, create_app, sign_actor_token
-from gateway.app import default_channels
+from gateway import Runtime, Settings, create_app, sign_actor_token
 from tools import Actor
+
+from ..conftest import channels_for
 
 SECRET = "test-secret-for-the-web-tests"
 ALICE = Actor(id="alice", roles=["member"])
@@ -29,22 +29,6 @@ def settings(**overrides: Any) -> Settings:
     values: dict[str, Any] = {"secret": SECRET, "port": 0, "turn_burst": 100, "turn_rate_per_minute": 6000}
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
-
-
-_WEB_KEYS = {
-    "allowed_origins": "allowed_origins",
-    "ws_frame_limit": "frame_limit",
-    "ws_send_timeout": "send_timeout",
-    "ws_heartbeat": "heartbeat",
-}
-
-
-def channels_for(overrides: dict[str, Any]) -> list[Channel]:
-    """The default channels, the web one with the ``ws_*`` / ``allowed_origins`` of ``overrides`` (popped)."""
-    web_options = {_WEB_KEYS[key]: overrides.pop(key) for key in list(overrides) if key in _WEB_KEYS}
-    channels = default_channels()
-    channels[0] = WebChannel(WebOptions(_env_file=None, **web_options))  # type: ignore[call-arg]
-    return channels
 
 
 class Socket:

@@ -296,13 +296,15 @@ async def test_two_quick_messages_start_their_turns_in_the_order_they_came(aioht
     from .conftest import ACCOUNT_SID, AUTH_TOKEN, FAST, INBOUND_URL, RecordingHttp, channel_options, inbound, settings
     from .conftest import sign as sign_webhook
 
+    second_posted = asyncio.Event()
+
     class SlowFirst(SettingsSenderResolver):
         calls = 0
 
         async def resolve(self, sender: WhatsAppSender) -> Actor | None:
             SlowFirst.calls += 1
             if SlowFirst.calls == 1:
-                await asyncio.sleep(0.3)  # a directory lookup that took long
+                await second_posted.wait()  # a directory lookup still going when the next message comes
             return await super().resolve(sender)
 
     runtime = Runtime(
@@ -325,9 +327,9 @@ async def test_two_quick_messages_start_their_turns_in_the_order_they_came(aioht
             fields = inbound(text)
             answer = await client.post("/channels/whatsapp", data=fields, headers=sign_webhook(INBOUND_URL, fields))
             assert answer.status == 200
+        second_posted.set()
+        await http.wait_messages(2, timeout=15)
         async with asyncio.timeout(15):
-            while len(http.bodies()) < 2:
-                await asyncio.sleep(0.02)
             await channel.delivery.idle()
         history = [m for m in await runtime.store.get_messages(THREAD) if m.role == "user"]
         assert [m.content for m in history] == ["first", "second"]
