@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tools import Actor
 
-from .._errors import ThreadBusyError
+from .._errors import RateLimitedError, ThreadBusyError
 from ..events import Turn
 from ._approvals import Redeemed
 from ._state import PushTarget
@@ -169,8 +169,6 @@ class ChatInbound:
         return None
 
     async def _turn(self, message: InboundMessage, text: str, texts: ChatTexts) -> None:
-        from .._services import RateLimitedError
-
         target = message.target
         turn = Turn(
             thread_id=target.thread_id,
