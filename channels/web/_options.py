@@ -20,7 +20,7 @@ class WebOptions(BaseSettings):
 
     allowed_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        validation_alias=AliasChoices("allowed_origins", "AGORA_ALLOWED_ORIGINS", "AGORA_WS_ALLOWED_ORIGINS"),
+        validation_alias=AliasChoices("AGORA_ALLOWED_ORIGINS", "AGORA_WS_ALLOWED_ORIGINS"),
     )
     """Origins (``https://app.example.com``) allowed to open the web socket besides our own."""
     frame_limit: int = Field(default=64 * 1024, ge=1024)

@@ -18,11 +18,11 @@ from gateway import comma_list, comma_map
 __all__ = ["TwilioOptions", "WhatsAppSenderOptions"]
 
 
-def _alias(name: str, old: str | None = None) -> AliasChoices:
-    names = [name, f"AGORA_TWILIO_{name.upper()}"]
-    if old:
-        names.append(old)
-    return AliasChoices(*names)
+def _alias(variable: str, old: str) -> AliasChoices:
+    # The environment names only: an alias is read from the environment as written, without the
+    # prefix, so the field's own name here would read a bare SHARED_KEY. Arguments still go by
+    # the field's name (populate_by_name).
+    return AliasChoices(f"AGORA_TWILIO_{variable}", old)
 
 
 class WhatsAppSenderOptions(BaseSettings):
@@ -51,17 +51,17 @@ class TwilioOptions(BaseSettings):
 
     account_sid: str | None = None
     auth_token: SecretStr | None = None
-    from_: str | None = Field(default=None, validation_alias=_alias("from_", "AGORA_WHATSAPP_FROM"))
+    from_: str | None = Field(default=None, validation_alias=_alias("FROM", "AGORA_WHATSAPP_FROM"))
     """``whatsapp:+E164``: the sender number (``AGORA_TWILIO_FROM`` or ``AGORA_WHATSAPP_FROM``)."""
     messaging_service_sid: str | None = Field(
-        default=None, validation_alias=_alias("messaging_service_sid", "AGORA_WHATSAPP_MESSAGING_SERVICE_SID")
+        default=None, validation_alias=_alias("MESSAGING_SERVICE_SID", "AGORA_WHATSAPP_MESSAGING_SERVICE_SID")
     )
     approval_template_sid: str | None = Field(
-        default=None, validation_alias=_alias("approval_template_sid", "AGORA_WHATSAPP_APPROVAL_TEMPLATE_SID")
+        default=None, validation_alias=_alias("APPROVAL_TEMPLATE_SID", "AGORA_WHATSAPP_APPROVAL_TEMPLATE_SID")
     )
     """An approved template (``HX...``) for approvals outside the 24 h window."""
     shared_key: SecretStr | None = Field(
-        default=None, validation_alias=_alias("shared_key", "AGORA_WHATSAPP_SHARED_KEY")
+        default=None, validation_alias=_alias("SHARED_KEY", "AGORA_WHATSAPP_SHARED_KEY")
     )
     """The key of Twilio's HMAC-SHA256 webhook signing (``X-Twilio-Webhooks-Signature-Settings``)."""
 
