@@ -149,8 +149,9 @@ class Channel(abc.ABC):
     """One channel of a gateway app.
 
     Subclasses set ``name`` (also how a decision's ``via`` reads) and ``capabilities`` (what its
-    conversations show, DESIGN section 5), and implement ``setup``. ``disabled_reason`` says why
-    a channel that is present stays off (a missing credential); ``None`` when it runs.
+    conversations show; docs/architecture.md, "Components"), and implement ``setup``.
+    ``disabled_reason`` says why a channel that is present stays off (a missing credential);
+    ``None`` when it runs.
     """
 
     name: str = "channel"

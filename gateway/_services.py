@@ -201,7 +201,7 @@ class GatewayServices:
             self.metrics.render_time(fmt).observe(time.perf_counter() - started)
 
     async def deliver_ui(self, event: UiEvent, capabilities: UiCapabilities) -> DeliveredUi:
-        """How a ``ui`` event reaches a client with ``capabilities`` (DESIGN section 5).
+        """How a ``ui`` event reaches a client with ``capabilities`` (docs/architecture.md, "Components").
 
         The component's props when the client draws it itself; else the rendered form:
         ``html``, one ``MediaRef`` per page for ``image`` and ``pdf``, or ``text``. A component

@@ -1,4 +1,4 @@
-"""``negotiate``: which form of a ``ui`` event a client gets (DESIGN section 5)."""
+"""``negotiate``: which form of a ``ui`` event a client gets (docs/architecture.md, "Components")."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class NegotiableUi(Protocol):
 def negotiate(
     ui: NegotiableUi | Mapping[str, object], capabilities: UiCapabilities | None, catalog: Catalog
 ) -> Delivery:
-    """Decide how a client gets a component, in the order of DESIGN section 5.
+    """Decide how a client gets a component, in this order (docs/architecture.md, "Components").
 
     1. ``"props"`` when the client declared this component at this version in
        ``capabilities.components`` (whether or not the catalog knows it);

@@ -1,4 +1,4 @@
-"""The arrows of DESIGN.md section 1, held: ``channels -> gateway -> renderers, tools``.
+"""The arrows of docs/architecture.md ("The house"), held: ``channels -> gateway -> renderers, tools``.
 
 - ``tools`` imports nothing of ours; ``renderers`` only ``tools``.
 - ``gateway`` imports no channel, except the composition root (``gateway/app.py``, ``gateway/cli.py``).

@@ -13,7 +13,7 @@ __all__ = ["WebChannel"]
 
 
 class WebChannel(Channel):
-    """``GET /agent/ws``: one web socket per browser tab (DESIGN section 7)."""
+    """``GET /agent/ws``: one web socket per browser tab (its protocol: README, "The web-socket protocol")."""
 
     name = "web"
     capabilities = WEB_DEFAULT_CAPABILITIES

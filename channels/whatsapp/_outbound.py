@@ -40,7 +40,7 @@ from ._state import DAY, ChannelState
 __all__ = ["WHATSAPP_CAPABILITIES", "DeliveryOptions", "WhatsAppDelivery", "WhatsAppPort"]
 
 WHATSAPP_CAPABILITIES = UiCapabilities(formats=["image", "pdf", "text"])
-"""What a WhatsApp conversation shows: images, then PDFs, then text (DESIGN section 5)."""
+"""What a WhatsApp conversation shows: images, then PDFs, then text (docs/architecture.md, "Components")."""
 
 MAX_CAPTION = 1024
 

@@ -63,7 +63,7 @@ def test_every_event_round_trips_through_json(event: object) -> None:
     assert RUN_EVENT_ADAPTER.dump_json(again) == raw
 
 
-def test_every_type_of_the_design_is_covered() -> None:
+def test_every_event_type_is_covered() -> None:
     assert {e.type for e in SAMPLES} == {
         "run-started", "text-delta", "text-end", "tool-started", "tool-completed", "tool-failed",
         "tool-denied", "approval-requested", "approval-settled", "ui", "run-finished", "run-error",
