@@ -1,17 +1,26 @@
-"""The docs a user reads hold: no internal references, and links that resolve.
+"""The docs a user reads hold: no internal references, links that resolve, every setting listed.
 
 - No file of the repository cites the internal design document (a file users do not have);
   docs/architecture.md is the users' version.
 - Every relative link of README.md and docs/ points at a file that exists, and at a heading of
   it when it names one (``#anchor``, as GitHub makes them).
+- Every environment variable a settings model reads (``gateway.Settings`` and each channel's
+  options, found by walking the packages) appears in README's "Configure" section, and every
+  field of the options that are set in code appears where the docs list them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import re
 from pathlib import Path
 
 import pytest
+from pydantic import AliasChoices
+from pydantic_settings import BaseSettings
+
+from tests.test_settings_variables import settings_models
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,3 +123,76 @@ def test_every_relative_link_resolves(doc: Path) -> None:
         elif anchor and anchor not in anchors(linked.read_text(encoding="utf-8")):
             broken.append(f"{target}: no heading #{anchor} in {linked.relative_to(ROOT)}")
     assert broken == []
+
+
+# -- settings ---------------------------------------------------------------------------------------
+
+
+def variables(model: type[BaseSettings]) -> dict[str, list[str]]:
+    """Each field's environment variables: its aliases, else the model's prefix and its name."""
+    prefix = str(model.model_config.get("env_prefix") or "")
+    out = {}
+    for name, field in model.model_fields.items():
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            names = [choice for choice in alias.choices if isinstance(choice, str)]
+        elif isinstance(alias, str):
+            names = [alias]
+        else:
+            names = [prefix + name]
+        out[name] = [variable.upper() for variable in names]
+    return out
+
+
+def readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_settings_models_are_all_found() -> None:
+    names = {model.__name__ for model in settings_models()}
+    assert {
+        "Settings", "WebOptions", "TwilioOptions", "WhatsAppSenderOptions", "WhatsAppCloudOptions", "TelegramOptions",
+    } <= names  # fmt: skip
+
+
+def test_every_setting_variable_is_in_the_readme() -> None:
+    configure = readme_section("Configure")
+    missing = [
+        f"{model.__name__}.{field}: {variable}"
+        for model in settings_models()
+        for field, names in variables(model).items()
+        for variable in names
+        if f"`{variable}`" not in configure
+    ]
+    assert missing == [], "add these to README's settings tables"
+
+
+CODE_OPTIONS = {
+    "README.md": [
+        ("gateway", "ApprovalPolicy"),
+        ("channels.ag_ui", "AgUiOptions"),
+        ("channels.a2a", "A2AOptions"),
+        ("channels.whatsapp", "WhatsAppOptions"),
+    ],
+    "docs/channels.md": [
+        ("gateway", "PushOptions"),
+        ("gateway", "InboundOptions"),
+        ("gateway", "RetryPolicy"),
+        ("channels.whatsapp", "DeliveryOptions"),
+    ],
+}
+
+
+@pytest.mark.parametrize("doc", CODE_OPTIONS)
+def test_every_field_of_the_options_set_in_code_is_listed(doc: str) -> None:
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    missing = []
+    for module, name in CODE_OPTIONS[doc]:
+        options = getattr(importlib.import_module(module), name)
+        bases = [base for base in options.__mro__[1:] if dataclasses.is_dataclass(base)]
+        inherited = {field.name for base in bases for field in dataclasses.fields(base)}
+        for field in dataclasses.fields(options):
+            if not field.name.startswith("_") and field.name not in inherited and f"`{name}.{field.name}`" not in text:
+                missing.append(f"{name}.{field.name}")
+    assert missing == [], f"add these to {doc}"
