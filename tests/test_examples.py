@@ -1,15 +1,26 @@
-"""The examples for tool authors work as written."""
+"""The examples work as written: the tool module, and the two processes on the ports given."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
+
+import aiohttp
+import pytest
+import redis.asyncio as redis
 
 from gateway import Runtime, Turn
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from tools import Actor, discover_tools
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
 
 
 async def test_the_example_tool_module_is_discovered_and_runs() -> None:
@@ -39,3 +50,115 @@ async def test_the_example_tool_module_is_discovered_and_runs() -> None:
         assert await runtime.wait(run_id, timeout=5) == "completed"
     finally:
         await runtime.aclose()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def next_frame(ws: aiohttp.ClientWebSocketResponse, wanted: str, **fields: Any) -> dict[str, Any]:
+    """The next frame of type ``wanted`` (with ``fields``), skipping the others; 30 s at most."""
+    async with asyncio.timeout(30):
+        while True:
+            frame: dict[str, Any] = await ws.receive_json()
+            if frame["type"] == wanted and all(frame.get(k) == v for k, v in fields.items()):
+                return frame
+
+
+async def drop_thread(url: str, thread_id: str) -> None:
+    """Delete what a demo thread left under the gateway's default prefix (never others' keys)."""
+    client = redis.Redis.from_url(url)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"agora:{{{thread_id}}}:*", count=1000)]
+        runs = await client.hkeys(f"agora:{{{thread_id}}}:runs")
+        approvals = await client.hkeys(f"agora:{{{thread_id}}}:approvals")
+        keys += [f"agora:run:{run.decode()}" for run in runs]
+        keys += [f"agora:approval:{approval.decode()}" for approval in approvals]
+        if keys:
+            await client.delete(*keys)
+        for index in ("agora:leases", "agora:approval-expiry"):
+            members = [m async for m, _ in client.zscan_iter(index, match=f'\\["{thread_id}",*')]  # [ is a glob class
+            if members:
+                await client.zrem(index, *members)
+    finally:
+        await client.aclose()
+
+
+async def test_two_processes_take_their_ports_and_share_one_redis(redis_url: str, tmp_path: Path) -> None:
+    first, second = free_port(), free_port()
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(ROOT),
+        "GATEWAY_BIN": str(Path(sys.executable).with_name("agora-gateway")),
+        "AGORA_REDIS_URL": redis_url,
+        "AGORA_SECRET": "a-secret-both-processes-share",
+    }
+    script = subprocess.Popen(
+        [str(EXAMPLES / "two_processes.sh"), str(first), str(second)],
+        cwd=tmp_path,  # no .env of the checkout
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    thread_id = ""
+    try:
+        assert script.stdout is not None
+        lines = [await asyncio.wait_for(asyncio.to_thread(script.stdout.readline), 30) for _ in range(2)]
+        listening = sorted(int(re.search(r"127\.0\.0\.1:(\d+)/", line).group(1)) for line in lines)  # type: ignore[union-attr]
+        assert listening == sorted([first, second]) and all("store: redis" in line for line in lines), lines
+
+        # A refund asked on the first process, approved through the second's API, completes, and
+        # the socket on the first sees it all: the run, its approval and the events are in Redis.
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            async with http.ws_connect(f"http://127.0.0.1:{first}/agent/ws") as ws:
+                await ws.send_json({"type": "hello"})
+                thread_id = (await next_frame(ws, "welcome"))["thread_id"]
+                await ws.send_json({"type": "send", "text": "refund order 1042"})
+                asked = await next_frame(ws, "approval-requested")
+                await next_frame(ws, "run-finished", status="awaiting-approval")
+                approve = {"tool_call_id": asked["tool_call_id"]}
+                async with http.post(f"http://127.0.0.1:{second}/agent/tool-call/approve", json=approve) as answer:
+                    assert answer.status == 200, await answer.text()
+                settled = await next_frame(ws, "approval-settled")
+                assert settled["status"] == "approved"
+                done = await next_frame(ws, "tool-completed", tool="refund_order")
+                assert "1042" in done["done"]
+                await next_frame(ws, "run-finished", status="completed")
+    finally:
+        if script.poll() is None:
+            script.terminate()  # the script stops both gateways on its way out
+        await asyncio.to_thread(script.wait, 30)
+        if script.stdout is not None:
+            script.stdout.close()
+        if thread_id:
+            await drop_thread(redis_url, thread_id)
+    for port in (first, second):
+        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
+            pass
+
+
+def test_sign_token_signs_what_the_gateway_accepts_and_refuses_bad_input_in_one_line() -> None:
+    from gateway import verify_actor_token
+
+    secret = "a-secret-shared-with-the-gateway"
+
+    def sign(*args: str, secret: str | None = secret) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), **({"AGORA_SECRET": secret} if secret else {})}
+        command = [sys.executable, str(EXAMPLES / "sign_token.py"), *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+    signed = sign("user-7", "member,admin", "acme", "--ttl", "60")
+    assert signed.returncode == 0, signed.stderr
+    actor = verify_actor_token(signed.stdout.strip(), secret.encode())
+    assert (actor.id, list(actor.roles), actor.tenant_ref) == ("user-7", ["member", "admin"], "acme")
+    for refused, said in [
+        (sign(secret=None), "set AGORA_SECRET"),
+        (sign("anon:someone"), "anonymous visitors"),
+        (sign("a\x01b"), "control characters"),
+        (sign("--ttl", "0"), "--ttl must be a positive number"),
+    ]:
+        assert refused.returncode == 2 and refused.stdout == "" and said in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr
