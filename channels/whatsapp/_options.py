@@ -19,7 +19,7 @@ __all__ = ["TwilioOptions", "WhatsAppSenderOptions"]
 
 
 def _alias(name: str, old: str | None = None) -> AliasChoices:
-    names = [name, f"AGORA_TWILIO_{name.upper()}"]
+    names = [name, f"AGORA_TWILIO_{name.rstrip('_').upper()}"]
     if old:
         names.append(old)
     return AliasChoices(*names)
