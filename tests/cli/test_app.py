@@ -209,3 +209,11 @@ def test_init_refuses_to_overwrite_and_writes_every_setting(tmp_path: Path) -> N
         for name in model.model_fields:
             assert setting_variable(model, name) in example, (model.__name__, name)
     assert "AGORA_TWILIO_FROM=" in example and "AGORA_ALLOWED_ORIGINS=" in example
+
+
+async def test_agora_app_in_the_environment_serves_the_app(starter: Path) -> None:
+    async with serving(cwd=starter, env={"AGORA_APP": "starter_app:gateway"}) as (_, port, line):
+        assert "app: starter_app:gateway" in line
+        async with aiohttp.ClientSession() as session:
+            _, body = await _get(session, f"http://127.0.0.1:{port}/agent/tools?agent=*")
+            assert [t["name"] for t in json.loads(body)] == ["get_order", "cancel_order"]
