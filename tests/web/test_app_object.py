@@ -98,6 +98,9 @@ async def test_the_demo_page_keeps_its_texts_only_in_demo_mode(aiohttp_client: A
     app = await _client(aiohttp_client, Gateway(tools=[echo]))
     page = await (await app.get("/")).text()
     assert "offline demo model" not in page and "Coffee" not in page and "<title>Assistant</title>" in page
+    # The widget words the demo only for the demo: an app on the offline model is no demo.
+    assert (await (await connect(demo)).hello())["demo"] is True
+    assert (await (await connect(app)).hello())["demo"] is False
 
 
 async def test_branding_comes_from_the_environment_when_the_app_gives_none(
