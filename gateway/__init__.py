@@ -24,6 +24,7 @@ from ._errors import (
     UnauthenticatedError,
     UnknownAgentError,
 )
+from ._gateway import APP_INSTRUCTIONS, Branding, Gateway
 from ._guard import one_line, read_body
 from ._hooks import EventHooks
 from ._identity import (
@@ -78,6 +79,7 @@ if TYPE_CHECKING:
     from .app import create_app
 
 __all__ = [
+    "APP_INSTRUCTIONS",
     "BUTTON_PREFIX",
     "CHANNELS",
     "CHANNEL_SERVICES",
@@ -94,6 +96,7 @@ __all__ = [
     "ApprovalRule",
     "ApprovalSettledError",
     "ApprovalTokens",
+    "Branding",
     "ChainResolver",
     "Channel",
     "ChannelRuntime",
@@ -104,6 +107,7 @@ __all__ = [
     "ChatTexts",
     "DeliveredUi",
     "EventHooks",
+    "Gateway",
     "GatewayError",
     "GatewayServices",
     "InboundMessage",

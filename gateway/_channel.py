@@ -22,6 +22,7 @@ from tools import Actor, ToolRegistry, UiCapabilities
 
 from ._agents import Agent
 from ._approvals import ApprovalPolicy
+from ._gateway import Branding
 from ._metrics import Metrics
 from ._push._state import ChannelState
 from ._runtime import RuntimeObserver
@@ -106,6 +107,16 @@ class ChannelServices(Protocol):
 
     @property
     def settings(self) -> Settings: ...
+
+    @property
+    def branding(self) -> Branding:
+        """The app's name, texts, colour and logo (for cards, greetings and pages)."""
+        ...
+
+    @property
+    def demo(self) -> bool:
+        """Whether the offline demo is served (its texts may be shown)."""
+        ...
 
     @property
     def runtime(self) -> ChannelRuntime: ...

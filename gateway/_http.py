@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import jinja2
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -251,15 +252,33 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 
-async def demo_page(request: web.Request) -> web.StreamResponse:
-    """``GET /``: the demo page with the chat widget (it also gives the visitor their cookie).
+_PAGES = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(_HERE / "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True
+)
+
+
+async def _page(request: web.Request, template: str) -> web.Response:
+    services = _services(request)
+    with contextlib.suppress(UnauthenticatedError):
+        # The page also gives a new visitor their anonymous cookie (error_middleware attaches it).
+        await services.resolve_actor(request)
+    branding = services.branding
+    html = _PAGES.get_template(template).render(branding=branding, prompts=json.dumps(branding.prompts))
+    return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-cache"})
+
+
+async def home_page(request: web.Request) -> web.Response:
+    """``GET /``: the demo page in demo mode, else the app's full-page chat.
 
     Without anonymous visitors (``AGORA_ANONYMOUS=false``) the page is still served: its widget
     then says it needs a token.
     """
-    with contextlib.suppress(UnauthenticatedError):
-        await _services(request).resolve_actor(request)
-    return web.FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+    return await _page(request, "demo.html" if _services(request).demo else "chat.html")
+
+
+async def chat_page(request: web.Request) -> web.Response:
+    """``GET /chat``: the chat alone, filling the page, in the app's branding."""
+    return await _page(request, "chat.html")
 
 
 async def _utf8_text(request: web.Request, response: web.StreamResponse) -> None:
@@ -281,8 +300,8 @@ async def component_css(request: web.Request) -> web.Response:
     return web.Response(text=component_stylesheet(), content_type="text/css", headers={"Cache-Control": "max-age=3600"})
 
 
-def add_routes(app: web.Application) -> None:
-    """Mount the gateway's own HTTP routes on ``app``."""
+def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
+    """Mount the gateway's own HTTP routes on ``app`` (and an app's ``static_dir`` at ``/assets/``)."""
     app.router.add_get("/agent/tools", tools_catalog)
     app.router.add_post("/agent/tool-call/approve", approve)
     app.router.add_post("/agent/tool-call/reject", reject)
@@ -291,8 +310,11 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/media/{token}", media)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
-    app.router.add_get("/", demo_page)
+    app.router.add_get("/", home_page)
+    app.router.add_get("/chat", chat_page)
     app.router.add_get("/static/components.css", component_css)
     if STATIC_DIR.is_dir():  # absent in a checkout without the widget: the API still serves
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
+    if static_dir is not None:
+        app.router.add_static("/assets/", static_dir, append_version=False)
     app.on_response_prepare.append(_utf8_text)

@@ -17,6 +17,7 @@ from renderers import Catalog, MediaStore, MediaTokenError, Renderer, negotiate
 from tools import Actor, UiCapabilities
 
 from ._errors import RateLimitedError, UnauthenticatedError
+from ._gateway import Branding
 from ._identity import ChainResolver
 from ._metrics import Metrics
 from ._push._state import ChannelState
@@ -91,6 +92,8 @@ class GatewayServices:
     metrics: Metrics
     limiter: RateLimiter
     secret: bytes
+    branding: Branding = field(default_factory=Branding)
+    demo: bool = False
     _media_urls: OrderedDict[tuple[str, int, str, str], tuple[float, tuple[MediaRef, ...]]] = field(
         default_factory=OrderedDict, repr=False
     )

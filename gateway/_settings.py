@@ -59,8 +59,14 @@ class Settings(BaseSettings):
     secret: SecretStr | None = None
     """Signs cookies, actor tokens, confirm tokens and media URLs. Set it for more than one
     process; a random one is made per process otherwise."""
+    app: str | None = None
+    """The app to serve, ``pkg.module:attribute`` naming a ``gateway.Gateway`` (``--app``)."""
     tools_path: str | None = None
-    """A folder or package of your tools, discovered at start-up."""
+    """A folder or package of your tools, discovered at start-up (beside an app's, if any).
+    Alone, it serves those tools without the demo's."""
+    demo: bool = False
+    """Serve the offline demo's tools, page and card (beside an app or ``tools_path``, if any);
+    what ``serve`` does when neither is given."""
     trusted_headers: bool = False
     """Trust ``X-Actor-Id`` / ``X-Actor-Roles`` / ``X-Tenant-Ref`` (only behind a proxy that sets them)."""
     trust_forwarded: bool = False

@@ -1,20 +1,26 @@
-"""The composition root: ``create_app`` assembles a gateway from settings (or a given runtime)."""
+"""The composition root: ``create_app`` assembles a gateway from settings, an app (``Gateway``) or a runtime."""
 
 from __future__ import annotations
 
+import copy
+import importlib
 import logging
+import os
+import sys
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from pydantic_settings import BaseSettings
 
 from renderers import Catalog, MediaStore, RedisMediaBackend, Renderer, default_catalog
-from tools import Tool, UserError, discover_tools
+from tools import UserError
 
 from ._agents import Agent
 from ._channel import CHANNEL_SERVICES, CHANNELS, Channel
 from ._errors import StoreUnavailableError
+from ._gateway import Branding, Gateway
 from ._guard import AddressCounter, ProtocolLog, body_deadline, connection_limit
 from ._http import add_routes, error_middleware
 from ._identity import AnonymousCookieResolver, ChainResolver, SignedTokenResolver, TrustedHeaderResolver
@@ -26,7 +32,19 @@ from ._settings import Settings
 from .models import Model
 from .stores import MemoryStore, Store
 
-__all__ = ["DEFAULT_INSTRUCTIONS", "build_model", "build_runtime", "build_store", "create_app", "default_channels"]
+__all__ = [
+    "DEFAULT_INSTRUCTIONS",
+    "assemble",
+    "build_model",
+    "build_store",
+    "create_app",
+    "default_channels",
+    "demo_gateway",
+    "import_gateway",
+    "load_gateway",
+    "setting_variable",
+    "settings_models",
+]
 
 logger = logging.getLogger("gateway.app")
 
@@ -35,6 +53,7 @@ DEFAULT_INSTRUCTIONS = (
     "things up instead of guessing; never invent order numbers. Actions such as refunds wait for the "
     "customer's approval: call the tool and let the approval card speak for itself. Keep answers short."
 )
+"""The demo agent's instructions."""
 
 
 def build_store(settings: Settings) -> Store:
@@ -46,51 +65,110 @@ def build_store(settings: Settings) -> Store:
     return MemoryStore()
 
 
-def build_model(settings: Settings) -> Model:
-    """The model ``settings.model`` names: ``demo`` or ``openai:<model>``.
+def build_model(name: str, *, where: str = "AGORA_MODEL") -> Model:
+    """The model ``name`` names: ``demo`` or ``openai:<model>`` (``where`` it was set, for the error).
 
     Raises:
-        UserError: An unknown model setting.
+        UserError: An unknown model name.
     """
-    if settings.model == "demo":
+    if name == "demo":
         from .demo import DemoModel
 
         return DemoModel()
-    if settings.model.startswith("openai:") and len(settings.model) > len("openai:"):
+    if name.startswith("openai:") and len(name) > len("openai:"):
         from .models import OpenAIModel
 
-        model: Model = OpenAIModel(settings.model.removeprefix("openai:"))
+        model: Model = OpenAIModel(name.removeprefix("openai:"))
         return model
-    raise UserError(f"AGORA_MODEL={settings.model!r}: use 'demo' or 'openai:<model>' (e.g. openai:gpt-4o-mini)")
+    raise UserError(f"{where}={name!r}: use 'demo' or 'openai:<model>' (e.g. openai:gpt-4o-mini)")
 
 
-def build_runtime(settings: Settings, secret: bytes) -> Runtime:
-    """The embedded runtime: the demo tools plus any from ``tools_path``, the configured model and store."""
+def _demo_branding() -> Branding:
+    return Branding(
+        name="Coffee shop assistant",
+        title="Agora Gateway · demo",
+        description="The demo shop's assistant.",
+        welcome="Hi! I'm the demo shop's assistant. Ask about your orders, the weather or this month's sales.",
+        prompts=["weather in Lisbon", "show my orders", "sales this month", "refund order 1042"],
+    )
+
+
+def demo_gateway() -> Gateway:
+    """The offline demo: a made-up coffee shop's tools, its assistant, page and card."""
+    agent = Agent(name="assistant", instructions=DEFAULT_INSTRUCTIONS, description="The demo shop's assistant.")
+    demo = Gateway(agents=[agent], branding=_demo_branding())
+    _add_demo(demo)
+    demo.source = "demo"
+    return demo
+
+
+def _add_demo(gateway: Gateway) -> None:
     from .demo import demo_tools
 
-    tools: list[Tool] = list(demo_tools(secret))
+    gateway._tool_factories.append(demo_tools)
+    gateway.demo = True
+
+
+def import_gateway(spec: str) -> Gateway:
+    """The ``Gateway`` that ``spec`` (``pkg.module:attribute``; ``:gateway`` when omitted) names.
+
+    The current directory is importable, as it is for ``python -m``.
+
+    Raises:
+        UserError: No such module or attribute, the module failed to import (logged with its
+            traceback), or the object is not a ``Gateway``.
+    """
+    module_name, _, attribute = spec.partition(":")
+    attribute = attribute or "gateway"
+    if not module_name or not all(part.isidentifier() for part in module_name.split(".")):
+        raise UserError(f"--app {spec!r}: name a module and an attribute, like my_app.main:gateway")
+    if not all(part.isidentifier() for part in attribute.split(".")):
+        raise UserError(f"--app {spec!r}: {attribute!r} is not an attribute name")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise UserError(f"--app {spec!r}: no module named {exc.name!r} (from {os.getcwd()})") from None
+        logger.error("--app %r: importing %s failed", spec, module_name, exc_info=True)
+        raise UserError(f"--app {spec!r}: importing {module_name} failed: {exc}") from None
+    except Exception as exc:
+        logger.error("--app %r: importing %s failed", spec, module_name, exc_info=True)
+        raise UserError(f"--app {spec!r}: importing {module_name} failed: {type(exc).__name__}: {exc}") from None
+    found: Any = module
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise UserError(f"--app {spec!r}: module {module_name!r} has no attribute {attribute!r}")
+        found = getattr(found, part)
+    if not isinstance(found, Gateway):
+        raise UserError(f"--app {spec!r}: {attribute} is a {type(found).__name__}, not a gateway.Gateway")
+    return found
+
+
+def load_gateway(settings: Settings) -> Gateway:
+    """The app ``settings`` name: ``app`` (``--app``), else ``tools_path`` alone, else the demo.
+
+    ``tools_path`` adds its tools to the app's; ``demo`` (``--demo``) adds the demo's tools,
+    page and card to an app or to ``tools_path`` (and is what serves when neither is given).
+    """
+    if settings.app:
+        gateway = copy.copy(import_gateway(settings.app))
+        gateway._tool_factories = list(gateway._tool_factories)
+        gateway.source = settings.app
+    elif settings.tools_path and not settings.demo:
+        gateway = Gateway()
+        gateway.source = f"--tools {settings.tools_path}"
+    else:
+        gateway = demo_gateway()
     if settings.tools_path:
-        names = {t.name for t in tools}
-        found = discover_tools(settings.tools_path)
-        if not found:
-            # Asked for tools and got none: a mistake (a module that failed, logged above) to
-            # fix now, not a gateway that silently lacks them.
-            raise UserError(f"AGORA_TOOLS_PATH={settings.tools_path!r}: no tools found there (see the errors above)")
-        for tool in found:
-            if tool.name in names:
-                logger.warning(
-                    "tool %r from %s is shadowed by a demo tool of that name", tool.name, settings.tools_path
-                )
-                continue
-            tools.append(tool)
-    agent = Agent(name="assistant", instructions=DEFAULT_INSTRUCTIONS, description="The demo shop's assistant.")
-    return Runtime(
-        tools=tools,
-        agents=[agent],
-        model=build_model(settings),
-        store=build_store(settings),
-        lease_ttl=settings.lease_ttl,
-    )
+        gateway.tools = (*gateway.tools, settings.tools_path)
+    if settings.demo and not gateway.demo:
+        _add_demo(gateway)
+        if gateway.branding is None:
+            gateway.branding = _demo_branding()
+        gateway.source = f"{gateway.source} + demo"
+    return gateway
 
 
 def _media_store(settings: Settings, secret: bytes) -> tuple[MediaStore, list[Any]]:
@@ -113,6 +191,33 @@ async def _close_models(runtime: Runtime) -> None:
         close = getattr(model, "aclose", None)
         if close is not None:
             await close()
+
+
+def settings_models() -> list[tuple[str, type[BaseSettings]]]:
+    """Every settings model of the gateway and its channels, with a title (``.env.example``, docs)."""
+    from channels.telegram import TelegramOptions
+    from channels.web import WebOptions
+    from channels.whatsapp import TwilioOptions, WhatsAppCloudOptions, WhatsAppSenderOptions
+
+    return [
+        ("The gateway", Settings),
+        ("Branding (what the app's code gives wins)", Branding),
+        ("The web widget's socket", WebOptions),
+        ("WhatsApp through Twilio (on when the credentials are set)", TwilioOptions),
+        ("WhatsApp senders (Twilio and the Cloud API)", WhatsAppSenderOptions),
+        ("WhatsApp through Meta's Cloud API (on when the credentials are set)", WhatsAppCloudOptions),
+        ("Telegram (on when the bot token is set)", TelegramOptions),
+    ]
+
+
+def setting_variable(model: type[BaseSettings], name: str) -> str:
+    """The environment variable of field ``name`` of ``model``: its documented ``AGORA_*`` alias, else prefix + name."""
+    alias = model.model_fields[name].validation_alias
+    choices = [alias] if isinstance(alias, str) else list(getattr(alias, "choices", []))
+    for choice in choices:
+        if isinstance(choice, str) and choice.upper().startswith("AGORA_"):
+            return choice.upper()
+    return f"{str(model.model_config.get('env_prefix') or '').upper()}{name.upper()}"
 
 
 def default_channels() -> list[Channel]:
@@ -152,26 +257,47 @@ def create_app(
 
     Args:
         settings: Configuration (``Settings()`` reads ``AGORA_*`` and ``.env`` when omitted).
-        runtime: A ready runtime; without one the embedded runtime is built from ``settings``
-            (the demo tools and model unless configured otherwise). A runtime you pass is started
-            with the app but stays yours to close; one built here closes with the app.
-        channels: The channels to serve (``default_channels()`` when omitted): each is set up
-            on the app in order, starts after the runtime and stops before it.
-        catalog: The components tools may show (``default_catalog()`` when omitted).
+        runtime: A ready runtime; without one the app ``settings`` name is built
+            (``load_gateway``: ``AGORA_APP``, ``AGORA_TOOLS_PATH``, else the demo). A runtime you
+            pass is started with the app but stays yours to close; one built here closes with
+            the app. A passed runtime is served as an app (``Branding()``), not as the demo.
+        channels: The channels to serve (the app's, else ``default_channels()``): each is set
+            up on the app in order, starts after the runtime and stops before it.
+        catalog: The components tools may show (the app's, else ``default_catalog()``).
 
     Returns:
         The ``aiohttp`` application: serve it with ``web.run_app`` or ``agora-gateway serve``.
     """
     settings = settings or Settings()
+    if runtime is None:
+        gateway = load_gateway(settings)
+        return assemble(
+            settings, gateway, runtime=gateway.runtime(settings), owns_runtime=True, channels=channels, catalog=catalog
+        )
+    return assemble(settings, Gateway(), runtime=runtime, owns_runtime=False, channels=channels, catalog=catalog)
+
+
+def assemble(
+    settings: Settings,
+    gateway: Gateway,
+    *,
+    runtime: Runtime,
+    owns_runtime: bool,
+    channels: Sequence[Channel] | None = None,
+    catalog: Catalog | None = None,
+) -> web.Application:
+    """The application serving ``gateway`` on ``runtime`` (``channels`` and ``catalog`` override the app's)."""
     secret = settings.secret_bytes()
-    owns_runtime = runtime is None
-    runtime = runtime or build_runtime(settings, secret)
-    catalog = catalog or default_catalog()
-    resolvers: list[Any] = [SignedTokenResolver(secret)]
-    if settings.trusted_headers:
-        resolvers.append(TrustedHeaderResolver())
-    if settings.anonymous:
-        resolvers.append(AnonymousCookieResolver(secret, secure=settings.base_url().startswith("https://")))
+    catalog = catalog or gateway.catalog or default_catalog()
+    resolvers: list[Any]
+    if gateway.identity is not None:
+        resolvers = list(gateway.identity)
+    else:
+        resolvers = [SignedTokenResolver(secret)]
+        if settings.trusted_headers:
+            resolvers.append(TrustedHeaderResolver())
+        if settings.anonymous:
+            resolvers.append(AnonymousCookieResolver(secret, secure=settings.base_url().startswith("https://")))
     metrics = Metrics()
     runtime.observers.append(metrics)
     media, media_redis = _media_store(settings, secret)
@@ -185,6 +311,8 @@ def create_app(
         metrics=metrics,
         limiter=RateLimiter(settings.turn_rate_per_minute, settings.turn_burst),
         secret=secret,
+        branding=gateway.resolved_branding(),
+        demo=gateway.demo,
     )
     middlewares: list[Middleware] = [error_middleware, body_deadline(settings.read_timeout)]
     if settings.trust_forwarded:  # each connection is the proxy's: count per forwarded address instead
@@ -198,7 +326,7 @@ def create_app(
     )
     app[SERVICES] = services
     app[CHANNEL_SERVICES] = services
-    add_routes(app)
+    add_routes(app, static_dir=gateway.static_dir)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:
@@ -228,6 +356,8 @@ def create_app(
     app.cleanup_ctx.append(lifecycle)
 
     # Channels after the lifecycle: they start after the runtime and stop before it.
+    if channels is None:
+        channels = gateway.channels
     chosen = list(channels) if channels is not None else default_channels()
     names = [channel.name for channel in chosen]
     if len(set(names)) != len(names):

@@ -26,7 +26,18 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (AGORA_PORT, default 8000)")
     serve.add_argument("--redis-url", help="share state through Redis (AGORA_REDIS_URL); default: in-process memory")
     serve.add_argument("--model", help="'demo' (offline) or 'openai:<model>' (AGORA_MODEL, default demo)")
-    serve.add_argument("--tools", dest="tools_path", help="a folder or package of your tools (AGORA_TOOLS_PATH)")
+    serve.add_argument(
+        "--app", help="your app: pkg.module:attribute naming a gateway.Gateway (AGORA_APP); default: the demo"
+    )
+    serve.add_argument(
+        "--tools", dest="tools_path", help="a folder or package of tools, served without the demo's (AGORA_TOOLS_PATH)"
+    )
+    serve.add_argument(
+        "--demo",
+        action="store_true",
+        default=None,
+        help="serve the offline demo's tools, page and card (also beside --app or --tools)",
+    )
     serve.add_argument("--public-base-url", help="the URL people and Twilio reach this gateway at")
     serve.add_argument(
         "--loop",
@@ -35,6 +46,14 @@ def _parser() -> argparse.ArgumentParser:
         help="event loop: uvloop when installed (pip install 'agora-gateway[uvloop]'), else asyncio (default auto)",
     )
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING... (default INFO)")
+    init = commands.add_parser(
+        "init",
+        help="write a starter app",
+        description="Write a starter app (tools, an agent, .env.example) that 'serve --app' runs at once.",
+    )
+    init.add_argument("directory", nargs="?", default=".", help="where to write it (default: here)")
+    init.add_argument("--force", action="store_true", help="overwrite files that exist")
+    init.add_argument("--log-level", default="INFO", help=argparse.SUPPRESS)
     return parser
 
 
@@ -73,8 +92,9 @@ def _serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from ._server import serve_app
+    from ._services import SERVICES
     from ._settings import Settings
-    from .app import create_app
+    from .app import assemble, load_gateway
 
     overrides: dict[str, Any] = {
         key: value
@@ -84,13 +104,17 @@ def _serve(args: argparse.Namespace) -> int:
             "redis_url": args.redis_url,
             "model": args.model,
             "tools_path": args.tools_path,
+            "app": args.app,
+            "demo": args.demo,
             "public_base_url": args.public_base_url,
         }.items()
         if value is not None
     }
     loop_name = _event_loop_name(args.loop)
     settings = Settings(**overrides)
-    app = create_app(settings)
+    gateway = load_gateway(settings)
+    app = assemble(settings, gateway, runtime=gateway.runtime(settings), owns_runtime=True)
+    runtime = app[SERVICES].runtime
     loop_factory = None
     if loop_name == "uvloop":
         import uvloop
@@ -104,11 +128,14 @@ def _serve(args: argparse.Namespace) -> int:
     def announce() -> None:
         # Called once the listening socket is bound: the URL answers from now on.
         public = f", public URL: {settings.public_base_url}/" if settings.public_base_url else ""
+        model = runtime.model.name if runtime.model is not None else settings.model
         print(
-            f"agora-gateway listening on {settings.listen_url()}/  (model: {settings.model}, store: {store}, "
-            f"loop: {loop_name}{public})",
+            f"agora-gateway listening on {settings.listen_url()}/  (app: {gateway.source}, model: {model}, "
+            f"store: {store}, loop: {loop_name}{public})",
             flush=True,
         )
+        for agent, names in gateway.tool_names(runtime).items():
+            print(f"  agent {agent}: {len(names)} tools: {', '.join(names) or '(none)'}", flush=True)
 
     app.on_startup.append(settle_memory)
     with asyncio.Runner(loop_factory=loop_factory) as runner:
@@ -138,6 +165,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         # twilio's HTTP clients log every request and its headers at INFO: only --log-level DEBUG shows them.
         for name in ("twilio.http_client", "twilio.async_http_client"):
             logging.getLogger(name).setLevel(logging.WARNING)
+    if args.command == "init":
+        from ._starter import write_starter
+
+        try:
+            written = write_starter(args.directory, force=args.force)
+        except (FileExistsError, OSError) as exc:
+            print(f"agora-gateway init: {exc}", file=sys.stderr)
+            return 2
+        for path in written:
+            print(f"wrote {path}")
+        print(
+            f"\nNext: cd {args.directory} && cp .env.example .env && agora-gateway serve --app starter_app:gateway",
+            flush=True,
+        )
+        return 0
     if args.command == "serve":
         from pydantic import ValidationError
 

@@ -37,3 +37,24 @@ def test_the_embedding_example_signs_a_token_the_gateway_accepts(tmp_path: Path)
     assert result.returncode == 0, result.stderr
     actor = verify_actor_token(result.stdout.strip(), secret.encode())
     assert (actor.id, list(actor.roles), actor.tenant_ref) == ("user-42", ["member"], "acme")
+
+
+def test_the_app_example_declares_a_gateway_that_serves_its_tools(tmp_path: Path) -> None:
+    (tmp_path / "static").mkdir()
+    (tmp_path / "my_shop").mkdir()
+    (tmp_path / "my_shop" / "__init__.py").write_text("")
+    (tmp_path / "my_shop" / "tools.py").write_text(python_blocks("Write a tool")[0])
+    (block,) = python_blocks("Your own app")
+    script = tmp_path / "app.py"
+    script.write_text(
+        block
+        + "\nfrom gateway import Settings\n"
+        + "runtime = gateway.runtime(Settings(_env_file=None, secret='a-secret-of-the-readme-test'))\n"
+        + "print(sorted(t.name for t in runtime.registry), runtime.model.name, gateway.resolved_branding().name)\n"
+    )
+    env = {"PYTHONPATH": f"{ROOT}:{tmp_path}", "PATH": "/usr/bin:/bin", "OPENAI_API_KEY": "sk-test-not-used"}
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['get_forecast', 'purge_cache'] openai:gpt-4o-mini Acme support"

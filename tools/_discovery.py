@@ -19,7 +19,7 @@ __all__ = ["discover_tools"]
 logger = logging.getLogger("tools.discovery")
 
 
-def _modules_of_package(package: str) -> list[ModuleType]:
+def _modules_of_package(package: str, failed: list[str]) -> list[ModuleType]:
     root = importlib.import_module(package)
     modules = [root]
     paths = getattr(root, "__path__", None)
@@ -31,12 +31,13 @@ def _modules_of_package(package: str) -> list[ModuleType]:
     for info in sorted(walked, key=lambda m: m.name):
         try:
             modules.append(importlib.import_module(info.name))
-        except Exception:
+        except Exception as exc:
             logger.exception("tool module %s raised on import; its tools are skipped", info.name)
+            failed.append(f"{info.name} ({type(exc).__name__}: {exc})")
     return modules
 
 
-def _folder_package(root: Path) -> str:
+def _folder_package(root: Path, failed: list[str]) -> str:
     """Make ``root`` an importable package with a name of its own, and return the name.
 
     Its modules import each other relatively (``from .helpers import fmt``) whatever order they
@@ -56,8 +57,9 @@ def _folder_package(root: Path) -> str:
         try:
             spec.loader.exec_module(package)
             return name
-        except Exception:
+        except Exception as exc:
             logger.exception("tool module %s raised on import; its tools are skipped", init)
+            failed.append(f"{init} ({type(exc).__name__}: {exc})")
     package = ModuleType(name)
     package.__path__ = [str(root)]
     package.__package__ = name
@@ -65,7 +67,7 @@ def _folder_package(root: Path) -> str:
     return name
 
 
-def _import_file(path: Path, root: Path, package: str) -> ModuleType | None:
+def _import_file(path: Path, root: Path, package: str, failed: list[str]) -> ModuleType | None:
     parts = [part for part in path.relative_to(root).with_suffix("").parts if part != "__init__"]
     if not parts:
         return sys.modules[package]
@@ -87,12 +89,13 @@ def _import_file(path: Path, root: Path, package: str) -> ModuleType | None:
             sys.modules.pop(module_name, None)
             raise
         return module
-    except Exception:
+    except Exception as exc:
         logger.exception("tool module %s raised on import; its tools are skipped", path)
+        failed.append(f"{path} ({type(exc).__name__}: {exc})")
         return None
 
 
-def _modules_of_path(path: Path) -> list[ModuleType]:
+def _modules_of_path(path: Path, failed: list[str]) -> list[ModuleType]:
     if path.is_file():
         files, root = [path], path.parent
     else:
@@ -102,16 +105,16 @@ def _modules_of_path(path: Path) -> list[ModuleType]:
             if not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(path).parts)
         )
         root = path
-    package = _folder_package(root)
+    package = _folder_package(root, failed)
     modules = []
     for file in files:
-        module = _import_file(file, root, package)
+        module = _import_file(file, root, package, failed)
         if module is not None and module not in modules:
             modules.append(module)
     return modules
 
 
-def _tools_in(module: ModuleType) -> list[Tool]:
+def _tools_in(module: ModuleType, failed: list[str]) -> list[Tool]:
     found: list[Tool] = []
     for attr, value in list(vars(module).items()):
         if attr.startswith("__"):
@@ -124,8 +127,9 @@ def _tools_in(module: ModuleType) -> list[Tool]:
             continue
         try:
             found.append(as_tool(value))
-        except ToolDefinitionError:
+        except ToolDefinitionError as exc:
             logger.exception("%s.%s is not a valid tool; skipped", module.__name__, attr)
+            failed.append(f"{module.__name__}.{attr} ({exc})")
     return found
 
 
@@ -136,7 +140,7 @@ def _is_package(name: str) -> bool:
         return False
 
 
-def discover_tools(path_or_package: str | Path | ModuleType) -> list[Tool]:
+def discover_tools(path_or_package: str | Path | ModuleType, *, strict: bool = False) -> list[Tool]:
     """Import every module below a folder, file, package or module and collect its tools.
 
     Collected: ``Tool`` objects (``define_tool``, ``define_confirmed_tool``), classes decorated
@@ -146,25 +150,30 @@ def discover_tools(path_or_package: str | Path | ModuleType) -> list[Tool]:
 
     Args:
         path_or_package: A folder or ``.py`` file path, a dotted package name, or a module.
+        strict: Raise instead of skipping when a module fails to import or a tool is invalid
+            (each failure is still logged first), or when nothing was found: what a server
+            starting an app wants.
 
     Raises:
-        ToolDefinitionError: The path does not exist and is not an importable package.
+        ToolDefinitionError: The path does not exist and is not an importable package; with
+            ``strict``, a module or tool failed (all of them named), or no tool was found.
     """
+    failed: list[str] = []
     if isinstance(path_or_package, ModuleType):
         modules = [path_or_package]
         if hasattr(path_or_package, "__path__"):
-            modules = _modules_of_package(path_or_package.__name__)
+            modules = _modules_of_package(path_or_package.__name__, failed)
     else:
         path = Path(path_or_package)
         if path.exists():
-            modules = _modules_of_path(path)
+            modules = _modules_of_path(path, failed)
         elif isinstance(path_or_package, str) and _is_package(path_or_package):
-            modules = _modules_of_package(path_or_package)
+            modules = _modules_of_package(path_or_package, failed)
         else:
             raise ToolDefinitionError(f"discover_tools(): {path_or_package!r} is neither a path nor a package")
     tools: dict[str, Tool] = {}
     for module in modules:
-        for tool in _tools_in(module):
+        for tool in _tools_in(module, failed):
             first = tools.get(tool.name)
             if first is None:
                 tools[tool.name] = tool
@@ -172,4 +181,8 @@ def discover_tools(path_or_package: str | Path | ModuleType) -> list[Tool]:
                 logger.warning(
                     "duplicate tool name %r in %s; keeping the first, from %s", tool.name, tool.source, first.source
                 )
+    if strict and failed:
+        raise ToolDefinitionError("failed to load: " + "; ".join(failed))
+    if strict and not tools:
+        raise ToolDefinitionError("no tools found there")
     return list(tools.values())

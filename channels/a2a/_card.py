@@ -41,9 +41,9 @@ class A2AOptions:
     path: str = "/a2a"
     """Where JSON-RPC calls go."""
     name: str | None = None
-    """The card's name (the default agent's name when ``None``)."""
+    """The card's name (the app's ``Branding.name`` when ``None``)."""
     description: str | None = None
-    """The card's description (the default agent's description when ``None``)."""
+    """The card's description (the app's ``Branding.description``, else the default agent's, when ``None``)."""
     version: str | None = None
     """The card's version (the gateway's when ``None``)."""
     media: bool = True
@@ -121,9 +121,17 @@ async def build_agent_card(
     default = runtime.default_agent
     url = base_url.rstrip("/") + options.path
     output_modes = [*_INPUT_MODES, *(_MEDIA_MODES if options.media else [])]
+    branding = services.branding
+    logo = branding.logo_url
+    if logo is not None and logo.startswith("/"):
+        logo = base_url.rstrip("/") + logo
     return AgentCard(
-        name=options.name or default.name,
-        description=options.description or default.description or "An agent behind agora-gateway.",
+        name=options.name or branding.name,
+        description=options.description
+        or branding.description
+        or default.description
+        or "An agent behind agora-gateway.",
+        icon_url=logo,
         version=options.version or _gateway_version(),
         supported_interfaces=[
             AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC, protocol_version=version)

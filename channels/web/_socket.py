@@ -326,9 +326,8 @@ class WebSession:
                 "thread_id": thread_id,
                 "actor": {"id": self.actor.id, "roles": list(self.actor.roles)},
                 "agent": runtime.default_agent.name,
-                "demo": self.services.settings.model == "demo"
-                and runtime.model is not None
-                and runtime.model.name == "demo",
+                # The demo's own texts only for the demo: an app on the offline model is no demo.
+                "demo": self.services.demo and runtime.model is not None and runtime.model.name == "demo",
                 "after_seq": after_seq,
             }
         )

@@ -37,7 +37,7 @@ async def test_the_card_is_discovered_and_names_our_loopback_url(demo: Gateway) 
         (demo.rpc_url, "JSONRPC", "1.0"),
         (demo.rpc_url, "JSONRPC", "0.3"),
     ]
-    assert card.name == "assistant" and card.description == "The demo shop's assistant."
+    assert card.name == "Coffee shop assistant" and card.description == "The demo shop's assistant."
     assert card.capabilities.streaming and card.capabilities.extended_agent_card
     assert list(card.default_output_modes) == ["text/plain", "application/json", "image/png", "application/pdf"]
     assert card.security_schemes["bearer"].http_auth_security_scheme.scheme == "Bearer"

@@ -29,7 +29,12 @@ async def test_the_installed_wheel_serves_the_widget_and_the_demo_page(tmp_path:
     with zipfile.ZipFile(wheel) as archive:  # a pure-Python wheel installs by unpacking
         names = set(archive.namelist())
         archive.extractall(site)
-    assert {"gateway/static/agora-chat.js", "gateway/static/index.html", "gateway/demo/_tools.py"} <= names
+    assert {
+        "gateway/static/agora-chat.js",
+        "gateway/templates/demo.html",
+        "gateway/templates/chat.html",
+        "gateway/demo/_tools.py",
+    } <= names
     assert "renderers/templates/document.html.j2" in names and "renderers/static/components.css" in names
     assert not any(name.startswith(("tests/", "bench/")) for name in names)
 

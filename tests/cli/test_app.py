@@ -1,0 +1,219 @@
+"""``serve --app``, ``init`` and ``--tools`` as a user runs them: real processes, a fake OpenAI server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from pytest_aiohttp import AiohttpServer
+
+from tests.models.fake_openai import FakeOpenAI, finish, role, text, tool
+
+from .test_serve import ROOT, SECRET_ENV, free_port, serving
+
+
+@pytest.fixture
+async def fake(aiohttp_server: AiohttpServer) -> AsyncIterator[FakeOpenAI]:
+    fake = FakeOpenAI()
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", fake.handle)
+    server = await aiohttp_server(app)
+    fake.base_url = str(server.make_url("/v1"))
+    yield fake
+    fake.release.set()
+
+
+@pytest.fixture
+def starter(tmp_path: Path) -> Path:
+    """``agora-gateway init`` into a fresh folder, as a user runs it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "init", str(tmp_path / "shop")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "serve --app starter_app:gateway" in result.stdout
+    return tmp_path / "shop"
+
+
+async def _get(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:
+    async with session.get(url) as response:
+        return response.status, await response.text()
+
+
+async def _turn(port: int, message: str, *, timeout: float = 20) -> list[dict[str, Any]]:
+    """One web-socket turn against the process: every frame up to the run's end."""
+    frames: list[dict[str, Any]] = []
+    async with aiohttp.ClientSession() as session, session.ws_connect(f"http://127.0.0.1:{port}/agent/ws") as ws:
+        await ws.send_json({"type": "hello"})
+        async with asyncio.timeout(timeout):
+            while (await ws.receive_json())["type"] != "welcome":
+                pass
+            await ws.send_json({"type": "send", "text": message})
+            while True:
+                frame = await ws.receive_json()
+                frames.append(frame)
+                if frame["type"] in ("run-finished", "approval-requested"):
+                    return frames
+
+
+def _environment(fake: FakeOpenAI) -> dict[str, str]:
+    return {"AGORA_MODEL": "openai:gpt-fake", "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "test-key"}
+
+
+async def test_serve_app_offers_only_the_apps_tools_prompt_and_branding(starter: Path, fake: FakeOpenAI) -> None:
+    fake.script(fake.sse(role(), text("Hello from the starter."), finish()))
+    async with serving("--app", "starter_app:gateway", cwd=starter, env=_environment(fake)) as (process, port, line):
+        assert "app: starter_app:gateway" in line and "model: openai:gpt-fake" in line
+        assert process.stdout is not None
+        tools_line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 10)
+        assert tools_line.strip() == "agent support: 2 tools: get_order, cancel_order"
+        frames = await _turn(port, "hi")
+        assert frames[-1]["type"] == "run-finished" and frames[-1]["status"] == "completed"
+        (request,) = fake.requests
+        offered = sorted(t["function"]["name"] for t in request.body["tools"])
+        assert offered == ["cancel_order", "get_order"]  # nothing of the demo shop
+        system = request.body["messages"][0]
+        assert system["role"] == "system" and "support assistant of a small shop" in system["content"]
+        assert "coffee" not in json.dumps(request.body).lower()
+        async with aiohttp.ClientSession() as session:
+            status, page = await _get(session, f"http://127.0.0.1:{port}/")
+            assert status == 200 and "<title>Shop support</title>" in page and 'title="Shop support"' in page
+            assert 'accent="#0f766e"' in page and "show order 1001" in page
+            assert "Coffee" not in page and "demo" not in page.lower()
+            status, card_text = await _get(session, f"http://127.0.0.1:{port}/.well-known/agent-card.json")
+            card = json.loads(card_text)
+            assert status == 200 and card["name"] == "Shop support"
+            assert {skill["id"] for skill in card["skills"]} == {"get_order", "cancel_order"}
+            assert "demo" not in card_text.lower() and "coffee" not in card_text.lower()
+
+
+async def test_init_then_serve_app_answers_a_turn_with_its_tool(starter: Path, fake: FakeOpenAI) -> None:
+    fake.script(
+        fake.sse(role(), tool(0, id="call_1", name="get_order", args='{"order_id": "1001"}'), finish("tool_calls")),
+        fake.sse(role(), text("Order 1001 has shipped."), finish()),
+    )
+    async with serving("--app", "starter_app:gateway", cwd=starter, env=_environment(fake)) as (_, port, _line):
+        frames = await _turn(port, "where is order 1001?")
+    completed = [frame for frame in frames if frame["type"] == "tool-completed"]
+    assert [(frame["tool"], frame["done"]) for frame in completed] == [("get_order", "Order 1001")]
+    ui = [frame for frame in frames if frame["type"] == "ui"]
+    assert ui and ui[0]["component"] == "Timeline"  # the read tool's present(), rendered for the web
+    assert frames[-1]["type"] == "run-finished" and frames[-1]["status"] == "completed"
+    tool_message = fake.requests[1].body["messages"][-1]
+    assert tool_message["role"] == "tool" and '"status": "shipped"' in tool_message["content"]
+
+
+async def test_init_then_serve_app_runs_offline_on_the_default_model(starter: Path) -> None:
+    async with serving("--app", "starter_app:gateway", cwd=starter) as (_, port, line):
+        assert "model: demo" in line
+        frames = await _turn(port, "hello")
+    assert frames[-1]["type"] == "run-finished" and frames[-1]["status"] == "completed"
+    said = "".join(frame.get("delta", "") for frame in frames if frame["type"] == "text-delta")
+    assert said and "coffee" not in said.lower()
+
+
+async def test_serve_alone_is_still_the_demo() -> None:
+    async with serving() as (process, port, line):
+        assert "app: demo" in line and "model: demo" in line
+        assert process.stdout is not None
+        tools_line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 10)
+        assert tools_line.startswith("  agent assistant: 6 tools: get_weather, list_orders")
+        async with aiohttp.ClientSession() as session:
+            status, page = await _get(session, f"http://127.0.0.1:{port}/")
+            assert status == 200 and "Coffee shop assistant" in page and "offline demo model" in page
+            status, card = await _get(session, f"http://127.0.0.1:{port}/.well-known/agent-card.json")
+            assert json.loads(card)["name"] == "Coffee shop assistant"
+
+
+async def test_serve_tools_serves_them_without_the_demo_unless_asked() -> None:
+    async with serving("--tools", "examples/shop_tools.py") as (_, port, line):
+        assert "app: --tools examples/shop_tools.py" in line
+        async with aiohttp.ClientSession() as session:
+            _, body = await _get(session, f"http://127.0.0.1:{port}/agent/tools?agent=*")
+            assert {t["name"] for t in json.loads(body)} == {"stock_level", "discontinue_product"}  # reorder: members
+            status, page = await _get(session, f"http://127.0.0.1:{port}/")
+            assert status == 200 and "Coffee" not in page
+    async with serving("--tools", "examples/shop_tools.py", "--demo") as (_, port, line):
+        assert "app: demo" in line
+        async with aiohttp.ClientSession() as session:
+            _, body = await _get(session, f"http://127.0.0.1:{port}/agent/tools?agent=*")
+            assert {"stock_level", "get_weather", "refund_order"} <= {t["name"] for t in json.loads(body)}
+
+
+def _refused(*options: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--port", str(free_port()), *options],
+        cwd=cwd,
+        env={**os.environ, **SECRET_ENV, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("no_such_module:gateway", "--app 'no_such_module:gateway': no module named 'no_such_module'"),
+        ("starter_app:missing", "--app 'starter_app:missing': module 'starter_app' has no attribute 'missing'"),
+        ("starter_app.tools:ORDERS", "--app 'starter_app.tools:ORDERS': ORDERS is a dict, not a gateway.Gateway"),
+        ("starter app", "--app 'starter app': name a module and an attribute"),
+    ],
+)
+def test_a_bad_app_is_one_clear_line_and_exit_2(starter: Path, spec: str, said: str) -> None:
+    result = _refused("--app", spec, cwd=starter)
+    assert result.returncode == 2
+    assert f"agora-gateway: cannot start: {said}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_app_whose_tools_fail_to_import_is_refused_naming_them(tmp_path: Path) -> None:
+    (tmp_path / "broken_tools").mkdir()
+    (tmp_path / "broken_tools" / "good.py").write_text(
+        "from tools import define_tool\n\n"
+        "async def ping() -> str:\n    return 'pong'\n\n"
+        "ping_tool = define_tool(name='ping', description='Ping.', execute=ping)\n"
+    )
+    (tmp_path / "broken_tools" / "bad.py").write_text("import no_such_dependency\n")
+    (tmp_path / "my_app.py").write_text(
+        "from pathlib import Path\nfrom gateway import Gateway\n\n"
+        "gateway = Gateway(tools=str(Path(__file__).parent / 'broken_tools'))\n"
+    )
+    result = _refused("--app", "my_app:gateway", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "cannot start: tools" in result.stderr and "bad.py (ModuleNotFoundError" in result.stderr
+    assert "no_such_dependency" in result.stderr
+
+
+def test_init_refuses_to_overwrite_and_writes_every_setting(tmp_path: Path) -> None:
+    from gateway.app import setting_variable, settings_models
+
+    first = subprocess.run([sys.executable, "-m", "gateway", "init", str(tmp_path)], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run([sys.executable, "-m", "gateway", "init", str(tmp_path)], capture_output=True, text=True)
+    assert again.returncode == 2 and "use --force" in again.stderr
+    example = (tmp_path / ".env.example").read_text()
+    for _, model in settings_models():
+        for name in model.model_fields:
+            assert setting_variable(model, name) in example, (model.__name__, name)
+    assert "AGORA_TWILIO_FROM=" in example and "AGORA_ALLOWED_ORIGINS=" in example
+
+
+async def test_agora_app_in_the_environment_serves_the_app(starter: Path) -> None:
+    async with serving(cwd=starter, env={"AGORA_APP": "starter_app:gateway"}) as (_, port, line):
+        assert "app: starter_app:gateway" in line
+        async with aiohttp.ClientSession() as session:
+            _, body = await _get(session, f"http://127.0.0.1:{port}/agent/tools?agent=*")
+            assert [t["name"] for t in json.loads(body)] == ["get_order", "cancel_order"]
