@@ -106,7 +106,12 @@ async def test_two_processes_take_their_ports_and_share_one_redis(redis_url: str
     thread_id = ""
     try:
         assert script.stdout is not None
-        lines = [await asyncio.wait_for(asyncio.to_thread(script.stdout.readline), 30) for _ in range(2)]
+        lines: list[str] = []  # each process says where it listens, then its tools per agent
+        while len(lines) < 2:
+            line = await asyncio.wait_for(asyncio.to_thread(script.stdout.readline), 30)
+            assert line, "the script ended before both gateways listened"
+            if line.startswith("agora-gateway listening on "):
+                lines.append(line)
         listening = sorted(int(re.search(r"127\.0\.0\.1:(\d+)/", line).group(1)) for line in lines)  # type: ignore[union-attr]
         assert listening == sorted([first, second]) and all("store: redis" in line for line in lines), lines
 
