@@ -64,3 +64,9 @@ async def test_the_starter_apps_prompts_drive_its_tools_offline(starter: Chat) -
 
     said = await starter.say("cancel my order")
     assert said.calls == [] and said.text == "Which order id?"
+
+
+async def test_the_starter_app_says_plainly_when_an_order_does_not_exist(starter: Chat) -> None:
+    said = await starter.say("show order 9999")
+    assert said.calls == [("get_order", {"order_id": "9999"})] and said.components == []
+    assert "There is no order 9999." in said.text
