@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["ORDERS", "Order", "sales_series", "weather_for"]
+__all__ = ["ORDERS", "PERIODS", "Order", "Period", "sales_series", "weather_for"]
 
 
 @dataclass(frozen=True)
@@ -58,17 +58,35 @@ def weather_for(city: str) -> dict[str, object]:
     }
 
 
-def sales_series(period: str) -> list[dict[str, Any]]:
+Period = Literal["day", "week", "month", "quarter", "year"]
+"""A span of sales to chart, each up to now. ``day`` is today: "for the day" reads right in every
+narration ("Charting sales for the {period}"), where "for the today" would not."""
+
+PERIODS: dict[Period, str] = {
+    "day": "today",
+    "week": "this week",
+    "month": "this month",
+    "quarter": "this quarter",
+    "year": "this year",
+}
+"""How a sentence names each period: ``f"Revenue {PERIODS[period]}"``."""
+
+_BUCKETS: dict[Period, tuple[list[str], float]] = {
+    # The labels of a period's buckets, and the size of a bucket against a day of the week.
+    "day": (["09:00", "11:00", "13:00", "15:00", "17:00", "19:00"], 1 / 6),
+    "week": (["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"], 1),
+    "month": (["W1", "W2", "W3", "W4"], 6),
+    "quarter": (["Sep", "Oct", "Nov"], 25),
+    "year": (["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 25),
+}
+
+
+def sales_series(period: Period) -> list[dict[str, Any]]:
     """Made-up revenue per region for each bucket of ``period``."""
-    buckets = {
-        "week": ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"],
-        "month": ["W1", "W2", "W3", "W4"],
-        "quarter": ["Sep", "Oct", "Nov"],
-    }[period]
+    buckets, scale = _BUCKETS[period]
     rows = []
     for index, label in enumerate(buckets):
         seed = _digest(f"{period}:{label}")
-        scale = {"week": 1, "month": 6, "quarter": 25}[period]
         rows.append(
             {
                 "period": label,

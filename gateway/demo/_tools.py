@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -16,6 +17,7 @@ from tools import (
     ResultField,
     Tool,
     ToolContext,
+    ToolDefinition,
     ToolFailed,
     ToolPresentation,
     UiComponent,
@@ -23,9 +25,31 @@ from tools import (
     define_tool,
 )
 
-from ._data import ORDERS, Order, sales_series, weather_for
+from ._data import ORDERS, PERIODS, Order, Period, sales_series, weather_for
 
-__all__ = ["demo_tools"]
+__all__ = ["demo_tools", "is_demo_tool"]
+
+_DESCRIPTIONS = {
+    "get_weather": "Current weather for a city.",
+    "list_orders": "The customer's recent orders with their status and totals.",
+    "sales_report": "Revenue by channel for a period, as a chart.",
+    "get_invoice": "The invoice of one order, as a document.",
+    "refund_order": "Refund one of the customer's delivered orders to their card.",
+    "cancel_subscription": (
+        "Cancel the customer's Coffee Club subscription. The first call returns a preview and a confirm_token; "
+        "call again with the same arguments, confirm=true and the token once the customer agrees."
+    ),
+}
+"""Each demo tool's description, by name."""
+
+
+def is_demo_tool(tool: ToolDefinition) -> bool:
+    """Whether an offered tool is one of the demo's: its name and description both are.
+
+    By name alone an app's own ``get_weather`` would be taken for the demo's, and the demo's
+    phrasings and wording would be used for a tool that wants other arguments.
+    """
+    return _DESCRIPTIONS.get(tool.name) == tool.description
 
 
 class CityInput(BaseModel):
@@ -43,13 +67,18 @@ class OrdersInput(BaseModel):
 class SalesInput(BaseModel):
     """Which period."""
 
-    period: Literal["week", "month", "quarter"] = Field(default="month", description="The period to chart.")
+    period: Period = Field(
+        default="month",
+        description="The period to chart, up to now: day (today), week, month, quarter or year.",
+    )
 
 
 class OrderInput(BaseModel):
     """Which order."""
 
-    order_id: str = Field(pattern=r"^\d{3,8}$", description="The order number, e.g. 1042.")
+    # Any number, not only ones shaped like the shop's: "order 1" reaches the tool, which says
+    # plainly that there is no such order instead of failing validation in the model's words.
+    order_id: str = Field(pattern=r"^\d+$", max_length=20, description="The order number, e.g. 1042.")
 
 
 class RefundInput(OrderInput):
@@ -107,7 +136,7 @@ def _weather_card(out: dict[str, Any], ctx: ToolContext) -> UiComponent:
 def _weather_tool() -> Tool:
     @define_tool(
         name="get_weather",
-        description="Current weather for a city.",
+        description=_DESCRIPTIONS["get_weather"],
         input=CityInput,
         presentation=ToolPresentation(
             label="Weather",
@@ -143,7 +172,7 @@ def _orders_table(out: dict[str, Any], ctx: ToolContext) -> UiComponent:
 def _orders_tool(shop: _Shop) -> Tool:
     @define_tool(
         name="list_orders",
-        description="The customer's recent orders with their status and totals.",
+        description=_DESCRIPTIONS["list_orders"],
         input=OrdersInput,
         presentation=ToolPresentation(
             label="Orders", running="Looking up your orders", done="Found your orders", icon="orders"
@@ -165,7 +194,7 @@ def _orders_tool(shop: _Shop) -> Tool:
 def _sales_tool() -> Tool:
     @define_tool(
         name="sales_report",
-        description="Revenue by channel for a period, as a chart.",
+        description=_DESCRIPTIONS["sales_report"],
         input=SalesInput,
         presentation=ToolPresentation(
             label="Sales report",
@@ -178,17 +207,18 @@ def _sales_tool() -> Tool:
     async def sales_report(input: SalesInput, ctx: ToolContext) -> dict[str, object]:
         rows = sales_series(input.period)
         total = round(sum(r["online"] + r["stores"] for r in rows), 2)
+        when = PERIODS[input.period]
         ctx.emit_ui(
             "Chart",
             {
-                "type": "bar" if input.period != "week" else "line",
-                "title": f"Revenue this {input.period}",
+                "type": "line" if input.period in ("day", "week") else "bar",
+                "title": f"Revenue {when}",
                 "x_key": "period",
                 "series": [{"key": "online", "label": "Online"}, {"key": "stores", "label": "Stores"}],
                 "data": rows,
                 "unit": "€",
             },
-            fallback_text=f"Revenue this {input.period}: {_money(total)}",
+            fallback_text=f"Revenue {when}: {_money(total)}",
         )
         return {"period": input.period, "total": total, "buckets": len(rows)}
 
@@ -235,7 +265,7 @@ def _invoice_props(order: Order, billed_to: str) -> dict[str, Any]:
 def _invoice_tool() -> Tool:
     @define_tool(
         name="get_invoice",
-        description="The invoice of one order, as a document.",
+        description=_DESCRIPTIONS["get_invoice"],
         input=OrderInput,
         presentation=ToolPresentation(
             label="Invoice",
@@ -247,7 +277,7 @@ def _invoice_tool() -> Tool:
     async def get_invoice(input: OrderInput, ctx: ToolContext) -> dict[str, object]:
         order = ORDERS.get(input.order_id)
         if order is None:
-            raise ToolFailed(f"There is no order {input.order_id}.", code="not_found")
+            raise ToolFailed(_unknown_order(input.order_id), code="not_found")
         ctx.emit_ui(
             "Document",
             _invoice_props(order, "Demo customer" if ctx.actor.id.startswith("anon:") else ctx.actor.id),
@@ -274,18 +304,30 @@ def _receipt(out: dict[str, Any], ctx: ToolContext) -> UiComponent | None:
     )
 
 
+def _unknown_order(order_id: str) -> str:
+    return f"There is no order {order_id}; your orders are {min(ORDERS)} to {max(ORDERS)}."
+
+
+def _not_refundable(order: Order) -> str:
+    # Delivered only, as the description says. A refund pays back goods the customer has: while
+    # the parcel is still out it may yet arrive, and would then be paid back and kept.
+    if order.status == "shipped":
+        return f"Order {order.id} is still on its way; it can be refunded once it is delivered."
+    return f"Order {order.id} has not shipped yet, so there is nothing to refund; only delivered orders are refunded."
+
+
 def _refund_tool(shop: _Shop) -> Tool:
     def preflight(input: RefundInput, ctx: ToolContext, phase: str) -> Any:
         order = ORDERS.get(input.order_id)
         if order is None:
-            return PreflightDenied(reason=f"Order {input.order_id} is not one of your orders.")
+            return PreflightDenied(reason=_unknown_order(input.order_id))
         if order.id in shop.refunds_of(ctx):
             return PreflightCompleted(
                 output={"order_id": order.id, "amount": order.total, "already_refunded": True},
                 done=f"Order {order.id} was already refunded",
             )
-        if order.status == "processing":
-            return PreflightDenied(reason=f"Order {order.id} has not shipped yet, so there is nothing to refund.")
+        if order.status != "delivered":
+            return PreflightDenied(reason=_not_refundable(order))
         if phase == "prepare":
             return PreflightReady(
                 confirmation=Confirmation(
@@ -298,7 +340,7 @@ def _refund_tool(shop: _Shop) -> Tool:
 
     @define_tool(
         name="refund_order",
-        description="Refund one of the customer's delivered orders to their card.",
+        description=_DESCRIPTIONS["refund_order"],
         input=RefundInput,
         kind="action",
         preflight=preflight,
@@ -320,11 +362,16 @@ def _refund_tool(shop: _Shop) -> Tool:
     return refund_order
 
 
+_RENEWAL_DAYS = 30
+"""The demo subscription always renews this many days from today."""
+
+
 def _subscription_tool(shop: _Shop, secret: bytes) -> Tool:
     def prepare(input: SubscriptionInput, ctx: ToolContext) -> dict[str, Any]:
         if ctx.actor.id in shop.cancelled:
             raise ToolFailed("The subscription is already cancelled.", code="already_cancelled")
-        return {"plan": input.plan, "actor": ctx.actor.id, "renews": "2026-12-01", "price": 19.0}
+        renews = date.today() + timedelta(days=_RENEWAL_DAYS)
+        return {"plan": input.plan, "actor": ctx.actor.id, "renews": renews.isoformat(), "price": 19.0}
 
     def preview(prepared: dict[str, Any]) -> dict[str, Any]:
         price, renews = _money(prepared["price"]), prepared["renews"]
@@ -342,10 +389,7 @@ def _subscription_tool(shop: _Shop, secret: bytes) -> Tool:
 
     return define_confirmed_tool(
         name="cancel_subscription",
-        description=(
-            "Cancel the customer's Coffee Club subscription. The first call returns a preview and a confirm_token; "
-            "call again with the same arguments, confirm=true and the token once the customer agrees."
-        ),
+        description=_DESCRIPTIONS["cancel_subscription"],
         input=SubscriptionInput,
         secret=secret,
         prepare=prepare,

@@ -67,10 +67,10 @@ async def test_the_demo_conversation_end_to_end(make_client: Any) -> None:
     frames = await ws.turn("refund order 1042")
     assert not of_type(frames, "approval-requested") and frames[-1]["status"] == "completed"
     assert of_type(frames, "tool-completed")[0]["done"] == "Order 1042 was already refunded"
-    # One that has not shipped: refused by the preflight with its reason.
+    # One that is not delivered yet: refused by the preflight with its reason.
     frames = await ws.turn("refund order 1044")
-    assert (
-        of_type(frames, "tool-denied")[0]["reason"] == "Order 1044 has not shipped yet, so there is nothing to refund."
+    assert of_type(frames, "tool-denied")[0]["reason"] == (
+        "Order 1044 has not shipped yet, so there is nothing to refund; only delivered orders are refunded."
     )
 
     # An action: rejected.

@@ -6,7 +6,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tools import ActionTool, ConfirmTemplate, PreflightDenied, ReadTool, ToolContext, ToolPresentation, UiComponent
+from tools import (
+    ActionTool,
+    ConfirmTemplate,
+    PreflightDenied,
+    ReadTool,
+    ToolContext,
+    ToolFailed,
+    ToolPresentation,
+    UiComponent,
+)
 
 # Stand-in data: replace with calls to your own systems.
 ORDERS: dict[str, dict[str, Any]] = {
@@ -30,12 +39,11 @@ class GetOrder(ReadTool):
     async def execute(self, input: OrderInput, ctx: ToolContext) -> dict[str, Any]:
         order = ORDERS.get(input.order_id)
         if order is None:
-            return {"order_id": input.order_id, "found": False}
-        return {"order_id": input.order_id, "found": True, **order}
+            # A failed call: the model (and the person) read this message.
+            raise ToolFailed(f"There is no order {input.order_id}.", code="not_found")
+        return {"order_id": input.order_id, **order}
 
-    def present(self, output: dict[str, Any], ctx: ToolContext) -> UiComponent | None:
-        if not output["found"]:
-            return None
+    def present(self, output: dict[str, Any], ctx: ToolContext) -> UiComponent:
         steps = [{"at": output["placed"], "title": "Placed", "text": f"{output['items']} items, {output['total']:.2f}"}]
         if output["shipped"]:
             steps.append({"at": output["shipped"], "title": "Shipped"})
