@@ -12,12 +12,14 @@ import jinja2
 from pydantic import BaseModel
 
 from ._catalog import ComponentDef
-from ._errors import RenderFailedError
+from ._errors import TemplateFailedError
 from ._formats import format_value
 from ._sanitize import sanitize_fragment
 
 __all__ = [
+    "ASSETS_PATH",
     "COMPONENT_STYLESHEET_PATH",
+    "PAGE_BASE_URL",
     "STATIC_DIR",
     "TEMPLATES_DIR",
     "HtmlEngine",
@@ -32,6 +34,14 @@ STATIC_DIR = _PACKAGE_DIR / "static"
 """Files a PDF/PNG render may read (the only ``file:`` URLs the renderer fetches)."""
 COMPONENT_STYLESHEET_PATH = STATIC_DIR / "components.css"
 """Path of the component stylesheet (``ag-`` classes, plus the print rules for PDF and PNG pages)."""
+
+ASSETS_PATH = "/assets/"
+"""Where a gateway serves its app's static folder: a component shows ``/assets/product.png``."""
+PAGE_BASE_URL = "https://gateway.invalid/"
+"""The base URL of print pages. ``/assets/x.png`` in a fragment becomes
+``https://gateway.invalid/assets/x.png``, which the render worker's fetcher reads from the
+renderer's ``assets_dir`` on disk; it is never requested (``.invalid`` names no host, and the
+fetcher refuses every other URL). Any other base would make a root-relative path ambiguous."""
 
 PageProfile = Literal["pdf", "image"]
 """How a fragment is laid out for weasyprint: A4 document pages, or phone-width image pages."""
@@ -104,30 +114,42 @@ class HtmlEngine:
         component but the audited built-ins) go through ``sanitize_fragment``.
 
         Raises:
-            RenderFailedError: the template failed (an undefined name, a filter raising...).
+            TemplateFailedError: the template failed to compile (a filter that does not exist) or
+                to render (an undefined name, a missing include, a filter raising), or the
+                definition's ``context`` raised.
         """
-        template = self._compiled.get((definition, for_print))
-        if template is None:
-            template = self._envs[for_print].from_string(definition.template)
-            self._compiled[(definition, for_print)] = template
         context: dict[str, Any] = {"props": props, "component": definition.name}
         try:
+            template = self._compiled.get((definition, for_print))
+            if template is None:
+                # Compiling finds what ComponentDef's parse-only check cannot: unknown filters and tests.
+                template = self._envs[for_print].from_string(definition.template)
+                self._compiled[(definition, for_print)] = template
             if definition.context is not None:
                 context.update(definition.context(props))
             html = template.render(context)
         except Exception as exc:  # a template or context bug: report it as this component's failure
-            raise RenderFailedError(
-                f"Template of {definition.name} failed: {type(exc).__name__}: {exc}", component=definition.name
+            raise TemplateFailedError(
+                f"Template of {definition.name} failed: {type(exc).__name__}: {_one_line(exc)}",
+                component=definition.name,
             ) from exc
         return (sanitize_fragment(html) if definition.sanitize else html).strip()
 
-    def page(self, fragment: str, *, profile: PageProfile, title: str) -> str:
+    def page(self, fragment: str, *, profile: PageProfile, title: str, css: str = "") -> str:
         """A whole HTML document around ``fragment`` for weasyprint.
 
-        The stylesheet is not inlined: workers parse it once and pass it to every render.
+        The shared stylesheet is not inlined: workers parse it once and pass it to every render.
+        ``css``, the component's own stylesheet (``ComponentDef.css``), is, in a ``<style>``.
         """
+        style = f"<style>{css}</style>" if css else ""
         return (
             '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f"<title>{escape(title)}</title></head>"
+            f"<title>{escape(title)}</title>{style}</head>"
             f'<body class="ag-page ag-page--{profile}">{fragment}</body></html>'
         )
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line, cut to 300 characters (it goes into one log line)."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:299] + "…"
