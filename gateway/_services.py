@@ -243,7 +243,7 @@ class GatewayServices:
             "component %s (version %d) failed: %s. It is sent %s on every channel; this is logged once.",
             event.component,
             event.version,
-            exc,
+            str(exc).rstrip("."),
             instead,
         )
 
