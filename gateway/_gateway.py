@@ -161,8 +161,9 @@ class Gateway:
                 tokens, trusted headers and anonymous cookies from the settings when omitted).
             approval_policy: Who approves actions and for how long (the requester, 24 h).
             branding: Name, texts, colour and logo (``Branding()`` reads ``AGORA_BRAND_*``).
-            static_dir: A folder served at ``/assets/`` (logos, product images); components
-                may show its files.
+            static_dir: A folder served at ``/assets/`` (logos, product images). Components
+                show its files by that path (``<img src="/assets/product.png">``): browsers load
+                them from the gateway, PNG and PDF renders read them from this folder on disk.
 
         Raises:
             UserError: A malformed declaration (an agent that is not an ``Agent``, a missing

@@ -15,7 +15,7 @@ import jinja2
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from renderers import MediaTokenError, MediaUnavailableError
+from renderers import ASSETS_PATH, MediaTokenError, MediaUnavailableError
 from tools import AgoraError
 
 from ._errors import GatewayError, StoreUnavailableError
@@ -294,10 +294,9 @@ async def _utf8_text(request: web.Request, response: web.StreamResponse) -> None
 
 
 async def component_css(request: web.Request) -> web.Response:
-    """``GET /static/components.css``: the stylesheet of server-rendered components."""
-    from renderers import component_stylesheet
-
-    return web.Response(text=component_stylesheet(), content_type="text/css", headers={"Cache-Control": "max-age=3600"})
+    """``GET /static/components.css``: the stylesheet of the app's components (built-in and its own)."""
+    stylesheet = _services(request).renderer.stylesheet
+    return web.Response(text=stylesheet, content_type="text/css", headers={"Cache-Control": "max-age=3600"})
 
 
 def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
@@ -316,5 +315,5 @@ def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
     if STATIC_DIR.is_dir():  # absent in a checkout without the widget: the API still serves
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
     if static_dir is not None:
-        app.router.add_static("/assets/", static_dir, append_version=False)
+        app.router.add_static(ASSETS_PATH, static_dir, append_version=False)
     app.on_response_prepare.append(_utf8_text)

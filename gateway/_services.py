@@ -13,7 +13,7 @@ from typing import Any, TypeVar, overload
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
-from renderers import Catalog, MediaStore, MediaTokenError, Renderer, negotiate
+from renderers import Catalog, MediaStore, MediaTokenError, Renderer, RenderError, TemplateFailedError, negotiate
 from tools import Actor, UiCapabilities
 
 from ._errors import RateLimitedError, UnauthenticatedError
@@ -97,6 +97,8 @@ class GatewayServices:
     _media_urls: OrderedDict[tuple[str, int, str, str], tuple[float, tuple[MediaRef, ...]]] = field(
         default_factory=OrderedDict, repr=False
     )
+    _broken: set[tuple[str, int, str]] = field(default_factory=set, repr=False)
+    """Components whose template (``"template"``) or text form (``"text"``) failed: logged once each."""
 
     async def resolve_actor(self, request: web.Request) -> Actor:
         """The caller's actor.
@@ -208,7 +210,9 @@ class GatewayServices:
 
         The component's props when the client draws it itself; else the rendered form:
         ``html``, one ``MediaRef`` per page for ``image`` and ``pdf``, or ``text``. A component
-        that cannot be rendered falls back to its text.
+        that cannot be rendered falls back to its text: a component whose own template fails
+        (``TemplateFailedError``) is logged once per component and version, since it will fail
+        again; any other render failure is logged each time, in one line.
         """
         form = negotiate(event, capabilities, self.catalog)
         try:
@@ -221,9 +225,27 @@ class GatewayServices:
                 case "image" | "pdf":
                     media = await self._media_of(event, form)
                     return DeliveredUi(form=form, media=media, text=await self.ui_text(event))
+        except TemplateFailedError as exc:
+            self._broken_once(event, "template", exc)
+        except RenderError as exc:
+            logger.warning("rendering %s as %s failed (%s); sending text", event.component, form, exc)
         except Exception:
             logger.warning("rendering %s as %s failed; sending text", event.component, form, exc_info=True)
         return DeliveredUi(form="text", text=await self.ui_text(event))
+
+    def _broken_once(self, event: UiEvent, part: str, exc: TemplateFailedError) -> None:
+        key = (event.component, event.version, part)
+        if key in self._broken:
+            return
+        self._broken.add(key)
+        instead = "as its text form" if part == "template" else f"as [{event.component}]"
+        logger.error(
+            "component %s (version %d) failed: %s. It is sent %s on every channel; this is logged once.",
+            event.component,
+            event.version,
+            str(exc).rstrip("."),
+            instead,
+        )
 
     async def _media_of(self, event: UiEvent, form: str) -> tuple[MediaRef, ...]:
         """Signed URLs of a component's pages, stored once per component and props.
@@ -258,8 +280,11 @@ class GatewayServices:
         try:
             rendered = await self.render(event.component, event.props, "text", event.version)
             return str(rendered.data)
+        except TemplateFailedError as exc:
+            self._broken_once(event, "text", exc)
         except Exception:
-            return f"[{event.component}]"
+            pass  # invalid props: said by the render that failed first, when there was one
+        return f"[{event.component}]"
 
 
 SERVICES = web.AppKey("agora_services", GatewayServices)

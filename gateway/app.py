@@ -304,7 +304,7 @@ def assemble(
     services = GatewayServices(
         settings=settings,
         runtime=runtime,
-        renderer=Renderer(catalog),
+        renderer=Renderer(catalog, assets_dir=gateway.static_dir),
         catalog=catalog,
         media=media,
         identity=ChainResolver(resolvers),

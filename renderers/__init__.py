@@ -44,10 +44,11 @@ from ._errors import (
     RenderError,
     RenderFailedError,
     RenderTimeoutError,
+    TemplateFailedError,
     UnknownComponentError,
 )
 from ._formats import ValueFormat, format_value
-from ._html import COMPONENT_STYLESHEET_PATH, component_stylesheet
+from ._html import ASSETS_PATH, COMPONENT_STYLESHEET_PATH, component_stylesheet
 from ._media import MediaBackend, MediaItem, MediaStore, MemoryMediaBackend, RedisMediaBackend
 from ._negotiation import DELIVERY_FORMATS, Delivery, NegotiableUi, negotiate
 from ._pool import RemoteError, RenderPool
@@ -56,6 +57,7 @@ from ._rendered import RENDER_FORMATS, Rendered, RenderFormat
 from ._renderer import Renderer, RenderStats
 
 __all__ = [
+    "ASSETS_PATH",
     "COMPONENT_STYLESHEET_PATH",
     "DELIVERY_FORMATS",
     "RENDER_FORMATS",
@@ -94,6 +96,7 @@ __all__ = [
     "RenderTimeoutError",
     "Rendered",
     "Renderer",
+    "TemplateFailedError",
     "TieredRenderCache",
     "TimelineProps",
     "UnknownComponentError",

@@ -34,7 +34,9 @@ class ComponentDef(Generic[P]):
     ``ComponentDef(name, version, props, template, fallback_text=None, media="image")``; every
     argument also works by keyword. The definition is checked at once: a bad name, a version
     below 1, props that are not a pydantic model or a template that does not parse raise
-    ``ComponentDefinitionError``.
+    ``ComponentDefinitionError``. A template that fails later (an undefined name, a filter that
+    does not exist, a ``context`` that raises) is a ``RenderFailedError`` of its render: channels
+    then send the component's text form.
 
     Example:
         ```python
@@ -74,6 +76,11 @@ class ComponentDef(Generic[P]):
     ``javascript:`` URLs and CSS ``url()`` removed, tags balanced). Keep it on unless the template
     is audited never to put a prop in a URL, ``style`` or event attribute, as the built-ins are
     (their tests render hostile props without it and check the output)."""
+    css: str = field(default="")
+    """The component's own stylesheet. The web widget gets it in ``/static/components.css`` after
+    the built-in rules (``Renderer.stylesheet``); PNG and PDF pages of this component carry it
+    too. Prefix its classes (``ag-product-card``): it shares a page with every other component.
+    ``url(/assets/...)`` reads the app's static folder, as an ``img`` does."""
 
     def __init__(
         self,
@@ -87,6 +94,7 @@ class ComponentDef(Generic[P]):
         context: Callable[[P], Mapping[str, Any]] | None = None,
         description: str = "",
         sanitize: bool = True,
+        css: str = "",
     ) -> None:
         if not isinstance(name, str) or _NAME.fullmatch(name) is None:
             raise ComponentDefinitionError(f"Component name {name!r} does not match {COMPONENT_NAME_PATTERN}.")
@@ -102,6 +110,9 @@ class ComponentDef(Generic[P]):
             raise ComponentDefinitionError(f"Component {name}: template line {exc.lineno}: {exc.message}") from exc
         if not (media in ("image", "pdf") or callable(media)):
             raise ComponentDefinitionError(f"Component {name}: media must be 'image', 'pdf' or a function.")
+        if not isinstance(css, str) or "</" in css or "<!--" in css:
+            # The print page carries it in a <style> element: markup in it would end that element.
+            raise ComponentDefinitionError(f"Component {name}: css must be CSS text, without '</' or '<!--'.")
         for attr, value in (
             ("name", name),
             ("version", version),
@@ -112,6 +123,7 @@ class ComponentDef(Generic[P]):
             ("context", context),
             ("description", description),
             ("sanitize", sanitize),
+            ("css", css),
         ):
             object.__setattr__(self, attr, value)
 

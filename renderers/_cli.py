@@ -14,7 +14,6 @@ from typing import Any
 from ._catalog import Catalog
 from ._components import default_catalog
 from ._errors import RenderError
-from ._html import component_stylesheet
 from ._rendered import RENDER_FORMATS, Rendered, RenderFormat
 from ._renderer import Renderer
 
@@ -43,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
         "--fragment", action="store_true", help="html: write the bare fragment, not a page with the stylesheet"
     )
     preview.add_argument("--timeout", type=float, default=30.0, help="seconds a png/pdf render may take")
+    preview.add_argument(
+        "--assets", type=Path, help="png/pdf: the folder /assets/... URLs read from (your app's static_dir)"
+    )
     commands.add_parser("list", help="list the components of the catalog").add_argument("--catalog")
     return parser
 
@@ -63,21 +65,21 @@ def _read_props(source: str) -> Any:
     return json.loads(text)
 
 
-def _standalone(fragment: str, title: str) -> str:
+def _standalone(fragment: str, title: str, stylesheet: str) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{title}</title><style>body{{margin:24px auto;max-width:720px;padding:0 16px;"
-        f"background:#f1f5f9}}\n{component_stylesheet()}</style></head>\n<body>\n{fragment}\n</body></html>\n"
+        f"background:#f1f5f9}}\n{stylesheet}</style></head>\n<body>\n{fragment}\n</body></html>\n"
     )
 
 
-def _write(rendered: Rendered, args: argparse.Namespace) -> list[str]:
+def _write(rendered: Rendered, args: argparse.Namespace, stylesheet: str) -> list[str]:
     fmt: RenderFormat = args.format
     if isinstance(rendered.data, str):
         text = rendered.data
         if fmt == "html" and not args.fragment:
-            text = _standalone(text, args.component)
+            text = _standalone(text, args.component, stylesheet)
         if args.output is None:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
             return []
@@ -99,13 +101,16 @@ async def _preview(args: argparse.Namespace) -> int:
     except (OSError, json.JSONDecodeError) as exc:
         print(f"error: cannot read props: {exc}", file=sys.stderr)
         return 2
-    async with Renderer(catalog, cache=None, timeout=args.timeout) as renderer:
+    if args.assets is not None and not args.assets.is_dir():
+        print(f"error: --assets {args.assets}: not a folder", file=sys.stderr)
+        return 2
+    async with Renderer(catalog, cache=None, timeout=args.timeout, assets_dir=args.assets) as renderer:
         try:
             rendered = await renderer.render(args.component, props, args.format, version=args.version)
         except RenderError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2 if exc.code in ("props_invalid", "unknown_component") else 1
-    for path in _write(rendered, args):
+    for path in _write(rendered, args, renderer.stylesheet):
         print(path, file=sys.stderr)
     return 0
 

@@ -21,7 +21,7 @@ from weasyprint.text.fonts import FontConfiguration
 from weasyprint.urls import URLFetcher, URLFetcherResponse
 
 from ._errors import RenderFailedError
-from ._html import COMPONENT_STYLESHEET_PATH, STATIC_DIR
+from ._html import ASSETS_PATH, COMPONENT_STYLESHEET_PATH, PAGE_BASE_URL, STATIC_DIR
 
 __all__ = ["Engine", "has_harfbuzz_subset", "rasterize"]
 
@@ -40,27 +40,55 @@ _IMAGE_MARGIN_PT = 12.0
 """The image pages' margin (16 CSS px) in PDF points: the trimmed bottom keeps as much."""
 
 
-class _LocalOnlyFetcher(URLFetcher):  # type: ignore[misc]
-    """Refuses every URL but ``data:`` and files under the package's ``static/`` folder.
+_ASSET_LIMIT = 16 * 1024 * 1024
+"""Bytes of one file an image may read from the assets folder; a larger file is left out."""
 
-    Props never reach a URL in the built-ins, but a custom template might put one in an ``img``:
-    a render must not become a request from the gateway's network.
+
+class _LocalOnlyFetcher(URLFetcher):  # type: ignore[misc]
+    """Reads ``data:`` URLs, the package's ``static/`` files and the app's assets; refuses the rest.
+
+    - ``data:`` URLs: the URL itself;
+    - ``/assets/<path>`` (resolved against ``PAGE_BASE_URL``): ``<assets>/<path>`` on disk, when
+      the render names an assets folder and the resolved path (``..`` and symlinks followed) is
+      a file of at most 16 MiB inside it;
+    - ``file:`` URLs under the package's ``static/``: that file (the stylesheet's own references);
+    - anything else (``http(s):``, other ``file:`` paths, a path out of the assets folder):
+      refused; weasyprint leaves the image out and records a warning.
+
+    A template may put a prop in an ``img``: a render must never become a request from the
+    gateway's network, nor read a file the app did not publish.
     """
 
     def __init__(self) -> None:
         super().__init__(allowed_protocols={"data"}, fail_on_errors=False)
         self._root = STATIC_DIR.resolve()
+        self.assets: Path | None = None
+        """The assets folder of the render under way (set by ``Engine.pdf``)."""
 
     def fetch(self, url: str, headers: Any = None) -> URLFetcherResponse:
         if url.startswith("data:"):
             return super().fetch(url, headers)
         parts = urlsplit(url)
+        path: Path | None = None
         if parts.scheme == "file" and parts.netloc in ("", "localhost"):
-            path = Path(unquote(parts.path)).resolve()
-            if path.is_relative_to(self._root) and path.is_file():
-                mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-                return URLFetcherResponse(url, body=path.read_bytes(), headers={"Content-Type": mime})
-        raise ValueError(f"refused to fetch {url[:80]!r}: renders only read data: URLs and their own static files")
+            path = _inside(self._root, Path(unquote(parts.path)))
+        elif url.startswith(_ASSETS_URL) and self.assets is not None:
+            path = _inside(self.assets, self.assets / unquote(parts.path).removeprefix(ASSETS_PATH))
+        if path is not None and path.stat().st_size <= _ASSET_LIMIT:
+            mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+            return URLFetcherResponse(url, body=path.read_bytes(), headers={"Content-Type": mime})
+        raise ValueError(f"refused to fetch {url[:80]!r}: renders read only data: URLs, /assets/ and their own files")
+
+
+_ASSETS_URL = PAGE_BASE_URL.rstrip("/") + ASSETS_PATH
+
+
+def _inside(root: Path, path: Path) -> Path | None:
+    """``path`` resolved, when that is an existing file inside ``root``; else ``None``."""
+    if "\0" in str(path):
+        return None
+    resolved = path.resolve()
+    return resolved if resolved.is_relative_to(root) and resolved.is_file() else None
 
 
 class _CollectedLog(logging.Handler):
@@ -91,10 +119,9 @@ class Engine:
         self._css = weasyprint.CSS(
             filename=str(COMPONENT_STYLESHEET_PATH), font_config=self._fonts, url_fetcher=self._fetcher
         )
-        self._base_url = STATIC_DIR.resolve().as_uri() + "/"
 
-    def pdf(self, html: str, *, max_pages: int) -> tuple[bytes, int, list[str]]:
-        """Lay ``html`` out and write it as a PDF.
+    def pdf(self, html: str, *, max_pages: int, assets: str | None = None) -> tuple[bytes, int, list[str]]:
+        """Lay ``html`` out and write it as a PDF; ``/assets/...`` URLs read files under ``assets``.
 
         Returns:
             The PDF, its page count, and weasyprint's warnings (refused fetches, CSS it ignored).
@@ -103,21 +130,25 @@ class Engine:
             RenderFailedError: more than ``max_pages`` pages.
         """
         self._log.records = []
-        document = weasyprint.HTML(string=html, base_url=self._base_url, url_fetcher=self._fetcher).render(
-            stylesheets=[self._css], font_config=self._fonts
-        )
-        pages = len(document.pages)
-        if pages > max_pages:
-            raise RenderFailedError(f"The layout has {pages} pages, more than the limit of {max_pages}.")
-        return document.write_pdf(), pages, self._log.records
+        self._fetcher.assets = Path(assets).resolve() if assets else None
+        try:
+            document = weasyprint.HTML(string=html, base_url=PAGE_BASE_URL, url_fetcher=self._fetcher).render(
+                stylesheets=[self._css], font_config=self._fonts
+            )
+            pages = len(document.pages)
+            if pages > max_pages:
+                raise RenderFailedError(f"The layout has {pages} pages, more than the limit of {max_pages}.")
+            return document.write_pdf(), pages, self._log.records
+        finally:
+            self._fetcher.assets = None
 
-    def png(self, html: str, *, width: int, max_pages: int) -> tuple[list[bytes], list[str]]:
+    def png(self, html: str, *, width: int, max_pages: int, assets: str | None = None) -> tuple[list[bytes], list[str]]:
         """Lay ``html`` out, rasterise every page at ``width`` pixels and encode each as PNG.
 
         The last page is trimmed below its content (keeping a margin as deep as the top one), so a
         short card gives a short image.
         """
-        pdf, _, warnings = self.pdf(html, max_pages=max_pages)
+        pdf, _, warnings = self.pdf(html, max_pages=max_pages, assets=assets)
         return rasterize(pdf, width=width), warnings
 
 

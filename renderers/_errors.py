@@ -10,6 +10,7 @@ The tree (``AgoraError`` and ``UserError`` come from ``tools``)::
     │   ├── PropsInvalidError          props failed validation (``errors`` names each field)
     │   ├── RenderTimeoutError         the render ran past its time limit and was cut off
     │   └── RenderFailedError          the engine raised, produced too many pages, or its worker died
+    │       ├── TemplateFailedError    the component's own template, ``context`` or text form raised
     │       └── RemoteError            a worker's exception whose class the parent does not import
     ├── MediaTokenError                a media token is ``invalid``, ``expired`` or ``not_found``
     └── MediaUnavailableError          the media backend (Redis) cannot be reached: try again later
@@ -33,6 +34,7 @@ __all__ = [
     "RenderError",
     "RenderFailedError",
     "RenderTimeoutError",
+    "TemplateFailedError",
     "UnknownComponentError",
 ]
 
@@ -118,6 +120,19 @@ class RenderFailedError(RenderError):
     """The rendering engine raised, the output broke a limit, or the worker process died."""
 
     code = "render_failed"
+
+
+class TemplateFailedError(RenderFailedError):
+    """The component's own code failed: its template, its ``context`` function or its text form.
+
+    A template fails on an undefined name (templates run under ``StrictUndefined``), a filter
+    that does not exist, an ``{% include %}`` of a missing file, or a filter that raises.
+
+    It is a fault of the component, not of this render: the same component will most likely fail
+    again, so a channel logs it once per component and sends the component's text form instead.
+    """
+
+    code = "template_failed"
 
 
 MediaTokenReason = Literal["invalid", "expired", "not_found"]

@@ -9,6 +9,7 @@ import json
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from pydantic import BaseModel
@@ -20,7 +21,7 @@ from . import _worker
 from ._cache import MemoryRenderCache, RenderCache
 from ._catalog import Catalog, ComponentDef
 from ._components import default_catalog
-from ._errors import PropsInvalidError, RenderError, RenderFailedError
+from ._errors import PropsInvalidError, RenderError, RenderFailedError, TemplateFailedError
 from ._html import HtmlEngine, PageProfile, component_stylesheet
 from ._pool import RemoteError, RenderPool
 from ._rendered import MIME_TYPES, RENDER_FORMATS, Rendered, RenderFormat
@@ -99,6 +100,10 @@ class Renderer:
         max_props_bytes: Refuse props whose canonical JSON is larger (``PropsInvalidError``).
         inline_limit: Props of more JSON bytes than this have their HTML rendered in a thread
             instead of on the event loop.
+        assets_dir: The folder a gateway serves at ``/assets/`` (``Gateway(static_dir=...)``).
+            PNG and PDF renders read ``/assets/...`` URLs from it on disk; without it, and for
+            any path outside it, any other file and any remote URL, the image is left out (a
+            render never makes a network request).
     """
 
     def __init__(
@@ -114,6 +119,7 @@ class Renderer:
         max_pages: int = 50,
         max_props_bytes: int = 2_000_000,
         inline_limit: int = 32_000,
+        assets_dir: str | Path | None = None,
     ) -> None:
         if timeout <= 0 or timeout_per_kb < 0 or image_width < 100 or max_pages < 1:
             raise UserError("timeout must be > 0, timeout_per_kb >= 0, image_width >= 100 and max_pages >= 1")
@@ -129,6 +135,14 @@ class Renderer:
         self.max_pages = max_pages
         self.max_props_bytes = max_props_bytes
         self.inline_limit = inline_limit
+        self.assets_dir = Path(assets_dir).resolve() if assets_dir is not None else None
+        """Where ``/assets/...`` URLs of PNG/PDF renders are read from (``None``: nowhere)."""
+        if self.assets_dir is not None and not self.assets_dir.is_dir():
+            raise UserError(f"Renderer(assets_dir=...): {str(assets_dir)!r} is not a folder")
+        self.stylesheet = _stylesheet(self.catalog)
+        """The CSS of this catalog: the built-in stylesheet, then each component's own ``css``.
+        A page that shows fragments from ``render(..., "html")`` links or inlines it once (the
+        gateway serves it at ``/static/components.css``)."""
         self._pool = pool
         self._owns_pool = pool is None
         self._workers = workers
@@ -139,7 +153,10 @@ class Renderer:
         self._inflight: dict[str, asyncio.Task[Rendered]] = {}
         """Renders in progress by key; concurrent callers of one key share its task."""
         self._template_hashes: dict[ComponentDef[Any], str] = {}
-        self._salt = hashlib.sha256(f"{_KEY_SCHEMA}|{image_width}|{component_stylesheet()}".encode()).hexdigest()
+        # A PNG of the same props differs by the folder its images come from.
+        self._salt = hashlib.sha256(
+            f"{_KEY_SCHEMA}|{image_width}|{self.assets_dir}|{component_stylesheet()}".encode()
+        ).hexdigest()
         self._warned_harfbuzz = False
 
     # -- lifecycle
@@ -210,8 +227,9 @@ class Renderer:
                 ``fmt`` is not ``"text"``.
             PropsInvalidError: the props failed validation or are too large; nothing rendered.
             RenderTimeoutError: a PNG/PDF render ran past ``timeout``.
-            RenderFailedError: the template or the engine failed, the layout had too many
-                pages, or a worker died.
+            TemplateFailedError: the component's template, ``context`` or text form failed (a
+                ``RenderFailedError``).
+            RenderFailedError: the engine failed, the layout had too many pages, or a worker died.
         """
         if self._state is _State.CLOSED:
             raise RuntimeError("Cannot render with a closed Renderer")
@@ -248,7 +266,8 @@ class Renderer:
     def _key(self, definition: ComponentDef[Any], fmt: str, canonical: bytes) -> str:
         template_hash = self._template_hashes.get(definition)
         if template_hash is None:
-            template_hash = self._template_hashes[definition] = hashlib.sha256(definition.template.encode()).hexdigest()
+            source = f"{definition.template}\0{definition.css}".encode()
+            template_hash = self._template_hashes[definition] = hashlib.sha256(source).hexdigest()
         digest = hashlib.sha256(f"{self._salt}|{definition.name}|{definition.version}|{template_hash}|{fmt}|".encode())
         digest.update(canonical)
         return digest.hexdigest()
@@ -286,7 +305,9 @@ class Renderer:
     ) -> Rendered:
         in_thread = size > self.inline_limit
         if fmt == "text":
-            text = await asyncio.to_thread(definition.text, model) if in_thread else definition.text(model)
+            text = (
+                (await asyncio.to_thread(_text_form, definition, model)) if in_thread else _text_form(definition, model)
+            )
             rendered = Rendered(text, MIME_TYPES["text"])
         elif fmt == "html":
             fragment = await self._fragment(definition, model, in_thread=in_thread, for_print=False)
@@ -320,13 +341,18 @@ class Renderer:
     ) -> Rendered:
         title = getattr(model, "title", None)
         profile: PageProfile = "pdf" if fmt == "pdf" else "image"
-        page = self._html.page(fragment, profile=profile, title=title if isinstance(title, str) else definition.name)
+        page = self._html.page(
+            fragment, profile=profile, title=title if isinstance(title, str) else definition.name, css=definition.css
+        )
+        assets = str(self.assets_dir) if self.assets_dir is not None else None
         try:
             if fmt == "pdf":
-                pdf = await self.pool.run(_worker.render_pdf, page, self.max_pages, timeout=timeout)
+                pdf = await self.pool.run(_worker.render_pdf, page, self.max_pages, assets, timeout=timeout)
                 warnings, rendered = pdf.warnings, Rendered(pdf.pdf, MIME_TYPES["pdf"], (pdf.pdf,), pdf.pages)
             else:
-                png = await self.pool.run(_worker.render_png, page, self.image_width, self.max_pages, timeout=timeout)
+                png = await self.pool.run(
+                    _worker.render_png, page, self.image_width, self.max_pages, assets, timeout=timeout
+                )
                 pages = tuple(png.pages)
                 warnings, rendered = png.warnings, Rendered(pages[0], MIME_TYPES["png"], pages, len(pages))
         except RemoteError as exc:  # weasyprint's own errors, crossed from the worker
@@ -339,6 +365,21 @@ class Renderer:
         for warning in warnings:
             logger.debug("weasyprint, rendering %s: %s", definition.name, warning)
         return rendered
+
+
+def _stylesheet(catalog: Catalog) -> str:
+    own = [f"\n/* {d.name} */\n{d.css.strip()}\n" for d in catalog if d.css.strip()]
+    return component_stylesheet() + "".join(own)
+
+
+def _text_form(definition: ComponentDef[Any], model: BaseModel) -> str:
+    try:
+        return definition.text(model)
+    except Exception as exc:  # the component's own function: its failure, not the renderer's
+        message = " ".join(str(exc).split())[:300]
+        raise TemplateFailedError(
+            f"Text form of {definition.name} failed: {type(exc).__name__}: {message}", component=definition.name
+        ) from exc
 
 
 def _unknown_text(component: str, props: Mapping[str, Any] | BaseModel) -> str:

@@ -62,15 +62,15 @@ def _require_engine() -> Engine:
     return _engine
 
 
-def render_pdf(html: str, max_pages: int) -> PdfOutput:
-    """Lay out ``html`` as a PDF document."""
-    pdf, pages, warnings = _require_engine().pdf(html, max_pages=max_pages)
+def render_pdf(html: str, max_pages: int, assets: str | None = None) -> PdfOutput:
+    """Lay out ``html`` as a PDF document; ``/assets/...`` URLs read files under ``assets``."""
+    pdf, pages, warnings = _require_engine().pdf(html, max_pages=max_pages, assets=assets)
     return PdfOutput(pdf=pdf, pages=pages, warnings=warnings)
 
 
-def render_png(html: str, width: int, max_pages: int) -> PngOutput:
-    """Lay out ``html`` and rasterise each page as a PNG ``width`` pixels wide."""
-    pages, warnings = _require_engine().png(html, width=width, max_pages=max_pages)
+def render_png(html: str, width: int, max_pages: int, assets: str | None = None) -> PngOutput:
+    """Lay out ``html`` and rasterise each page as a PNG ``width`` pixels wide (``assets`` as for PDF)."""
+    pages, warnings = _require_engine().png(html, width=width, max_pages=max_pages, assets=assets)
     return PngOutput(pages=pages, warnings=warnings)
 
 

@@ -1092,6 +1092,7 @@
         // Server-rendered and sanitized; parsed inertly (a <template> runs nothing).
         const template = document.createElement("template");
         template.innerHTML = frame.html;
+        this.#fromGateway(template.content);
         return template.content;
       }
       if (Array.isArray(frame.media) && frame.media.length) {
@@ -1108,6 +1109,21 @@
         return fragment;
       }
       return h("p", { class: "ac-ui__text" }, frame.text || frame.fallback_text || `[${frame.component}]`);
+    }
+
+    /**
+     * A component's root-relative links (`/assets/product.png`, an app's static file) name the
+     * gateway's files: on a host page of another origin they would otherwise point at the host.
+     */
+    #fromGateway(content) {
+      const base = new URL("/", this.#endpoint());
+      base.protocol = base.protocol === "wss:" ? "https:" : "http:";
+      for (const element of content.querySelectorAll("[src], [href]")) {
+        for (const name of ["src", "href"]) {
+          const value = element.getAttribute(name);
+          if (value?.startsWith("/") && !value.startsWith("//")) element.setAttribute(name, new URL(value, base).href);
+        }
+      }
     }
 
     #notice(frame, kind, text) {

@@ -19,7 +19,9 @@ from a2a.types import Message, Part, Role, SendMessageConfiguration, SendMessage
 from aiohttp import web
 
 from channels.a2a import A2A_CHANNEL, A2AChannel
+from gateway import Gateway as App
 from gateway import Runtime, Settings, create_app, sign_actor_token
+from gateway.app import assemble
 from gateway.models import ScriptedModel, ScriptStep
 from gateway.stores import MemoryStore
 from tools import Actor
@@ -129,10 +131,16 @@ async def make_gateway(
 ) -> AsyncIterator[Callable[..., Awaitable[Gateway]]]:
     made: list[tuple[Gateway, Runtime | None]] = []
 
-    async def make(runtime: Runtime | None = None, **overrides: Any) -> Gateway:
-        app = create_app(settings(**overrides), runtime=runtime)
-        server = await aiohttp_server(app, host="127.0.0.1")
-        gw = Gateway(app=app, base_url=str(server.make_url("")).rstrip("/"))
+    async def make(runtime: Runtime | None = None, *, app: App | None = None, **overrides: Any) -> Gateway:
+        """The gateway on ``runtime``, or serving ``app`` (a ``gateway.Gateway``) on a runtime of its own."""
+        config = settings(**overrides)
+        if app is not None:
+            runtime = runtime or app.runtime(config)
+            served = assemble(config, app, runtime=runtime, owns_runtime=False)
+        else:
+            served = create_app(config, runtime=runtime)
+        server = await aiohttp_server(served, host="127.0.0.1")
+        gw = Gateway(app=served, base_url=str(server.make_url("")).rstrip("/"))
         made.append((gw, runtime))
         return gw
 

@@ -20,7 +20,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from pydantic import BaseModel, TypeAdapter
 
-from gateway import Agent, Runtime, Settings, create_app, sign_actor_token
+from gateway import Agent, Gateway, Runtime, Settings, create_app, sign_actor_token
+from gateway.app import assemble
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.models import UserMessage as HistoryUserMessage
 from tools import Actor, ConfirmTemplate, ToolPresentation, UiComponent, define_tool
@@ -258,13 +259,24 @@ async def make_client(aiohttp_client: Any, shop: Shop) -> AsyncIterator[MakeClie
     runtimes: list[Runtime] = []
 
     async def make(
-        *, demo: bool = False, configure: Callable[[web.Application], None] | None = None, **overrides: Any
+        *,
+        demo: bool = False,
+        configure: Callable[[web.Application], None] | None = None,
+        gateway: Gateway | None = None,
+        **overrides: Any,
     ) -> Client:
-        runtime = None
-        if not demo:
-            runtime = scripted_runtime(shop)
+        """The scripted shop (or the demo); ``gateway`` serves that app instead, on a runtime of its own."""
+        config = settings(**overrides)
+        if gateway is not None:
+            runtime = gateway.runtime(config)
             runtimes.append(runtime)
-        app = create_app(settings(**overrides), runtime=runtime)
+            app = assemble(config, gateway, runtime=runtime, owns_runtime=False)
+        else:
+            runtime = None
+            if not demo:
+                runtime = scripted_runtime(shop)
+                runtimes.append(runtime)
+            app = create_app(config, runtime=runtime)
         if configure is not None:
             configure(app)
         client: Client = await aiohttp_client(app)

@@ -29,7 +29,8 @@ from playwright.async_api import (
     expect,
 )
 
-from gateway import Runtime, Settings, create_app
+from gateway import Gateway, Runtime, Settings, create_app
+from gateway.app import assemble
 
 from ..conftest import channels_for
 
@@ -62,16 +63,23 @@ MakeGateway = Callable[..., Awaitable[str]]
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def make_gateway() -> AsyncIterator[MakeGateway]:
-    """Start a gateway (the embedded demo, or around a given runtime); returns its base URL."""
+    """Start a gateway (the embedded demo, around a given runtime, or an ``app``); returns its base URL."""
     servers: list[TestServer] = []
     runtimes: list[Runtime] = []
 
-    async def make(runtime: Runtime | None = None, **overrides: Any) -> str:
+    async def make(runtime: Runtime | None = None, *, app: Gateway | None = None, **overrides: Any) -> str:
+        channels = channels_for(overrides)
+        config = gateway_settings(**overrides)
+        if app is not None and runtime is None:
+            runtime = app.runtime(config)  # serve that Gateway (its catalog, static folder) on a runtime of its own
         if runtime is not None:
             runtimes.append(runtime)
-        channels = channels_for(overrides)
-        app = create_app(gateway_settings(**overrides), runtime=runtime, channels=channels)
-        server = TestServer(app, host="127.0.0.1")
+        if app is not None:
+            assert runtime is not None
+            served = assemble(config, app, runtime=runtime, owns_runtime=False, channels=channels)
+        else:
+            served = create_app(config, runtime=runtime, channels=channels)
+        server = TestServer(served, host="127.0.0.1")
         await server.start_server()
         servers.append(server)
         return f"http://127.0.0.1:{server.port}"

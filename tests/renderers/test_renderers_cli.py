@@ -56,3 +56,21 @@ def test_list_names_the_components() -> None:
     result = preview("list")
     assert result.returncode == 0
     assert [line.split("@")[0] for line in result.stdout.splitlines()] == list(renderers.default_catalog().names)
+
+
+def test_preview_draws_an_apps_component_with_its_photo_and_css(tmp_path: Path) -> None:
+    from tests.custom_components import ENOUGH_MUG, MUG_PROPS, mug_pixels
+
+    props = tmp_path / "card.json"
+    props.write_text(json.dumps(MUG_PROPS))
+    catalog = ("--catalog", "examples.product_card.app:catalog")
+    out = tmp_path / "card.png"
+    result = preview(
+        "preview", "ProductCard", str(props), *catalog, "--assets", "examples/product_card/static", "-o", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    assert mug_pixels(out.read_bytes()) > ENOUGH_MUG
+    page = preview("preview", "ProductCard", str(props), *catalog, "-f", "html")
+    assert page.returncode == 0 and ".ag-product__badge {" in page.stdout and 'src="/assets/product.png"' in page.stdout
+    missing = preview("preview", "ProductCard", str(props), *catalog, "--assets", "no/such/folder")
+    assert missing.returncode == 2 and "--assets no/such/folder: not a folder" in missing.stderr

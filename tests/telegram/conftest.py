@@ -34,6 +34,8 @@ from gateway import (
     Settings,
     create_app,
 )
+from gateway import Gateway as App
+from gateway.app import assemble
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import Store
 from tools import ConfirmTemplate, ToolContext, ToolPresentation, UiCapabilities, define_tool
@@ -158,8 +160,10 @@ async def make_gateway(aiohttp_client: Any) -> AsyncIterator[MakeGateway]:
         bot: BotApi | None = None,
         push: PushOptions = FAST_PUSH,
         options: dict[str, Any] | None = None,
+        app: App | None = None,
         **settings: Any,
     ) -> Gateway:
+        """The channel on ``runtime``; with ``app`` (a ``gateway.Gateway``), its catalog and static folder too."""
         runtimes.append(runtime)
         bot = bot or BotApi()
         server = TestServer(bot.app())
@@ -189,8 +193,12 @@ async def make_gateway(aiohttp_client: Any) -> AsyncIterator[MakeGateway]:
             "turn_rate_per_minute": 6000,
         }
         config = Settings(_env_file=None, **(config_values | settings))  # type: ignore[call-arg]
-        app = create_app(config, runtime=runtime, channels=[WebChannel(), channel])
-        client: TestClient[web.Request, web.Application] = await aiohttp_client(app)
+        channels = [WebChannel(), channel]
+        if app is not None:
+            served = assemble(config, app, runtime=runtime, owns_runtime=False, channels=channels)
+        else:
+            served = create_app(config, runtime=runtime, channels=channels)
+        client: TestClient[web.Request, web.Application] = await aiohttp_client(served)
         return Gateway(client=client, bot=bot, runtime=runtime)
 
     yield make

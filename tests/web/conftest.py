@@ -11,7 +11,8 @@ import pytest
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestClient
 
-from gateway import Runtime, Settings, create_app, sign_actor_token
+from gateway import Gateway, Runtime, Settings, create_app, sign_actor_token
+from gateway.app import assemble
 from tools import Actor
 
 from ..conftest import channels_for
@@ -86,12 +87,22 @@ async def make_client(
 ) -> AsyncIterator[Callable[..., Awaitable[TestClient[web.Request, web.Application]]]]:
     runtimes: list[Runtime] = []
 
-    async def make(runtime: Runtime | None = None, **overrides: Any) -> TestClient[web.Request, web.Application]:
+    async def make(
+        runtime: Runtime | None = None, *, app: Gateway | None = None, **overrides: Any
+    ) -> TestClient[web.Request, web.Application]:
+        """An app under the test client; ``app`` serves that ``Gateway`` (on its own runtime unless given)."""
+        channels = channels_for(overrides)
+        config = settings(**overrides)
+        if app is not None and runtime is None:
+            runtime = app.runtime(config)
         if runtime is not None:
             runtimes.append(runtime)
-        channels = channels_for(overrides)
-        app = create_app(settings(**overrides), runtime=runtime, channels=channels)
-        client: TestClient[web.Request, web.Application] = await aiohttp_client(app)
+        if app is not None:
+            assert runtime is not None
+            built = assemble(config, app, runtime=runtime, owns_runtime=False, channels=channels)
+        else:
+            built = create_app(config, runtime=runtime, channels=channels)
+        client: TestClient[web.Request, web.Application] = await aiohttp_client(built)
         return client
 
     yield make

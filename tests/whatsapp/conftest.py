@@ -38,7 +38,9 @@ from channels.whatsapp import (
     WhatsAppOptions,
     WhatsAppSenderOptions,
 )
+from gateway import Gateway as App
 from gateway import Runtime, Settings, create_app
+from gateway.app import assemble
 from tools import UiCapabilities
 
 SECRET = "test-secret-for-the-whatsapp-tests"
@@ -292,16 +294,26 @@ async def make_gateway(aiohttp_client: Any) -> AsyncIterator[MakeGateway]:
         *,
         options: WhatsAppOptions = FAST,
         http: RecordingHttp | None = None,
+        app: App | None = None,
         **overrides: Any,
     ) -> Gateway:
+        """The channel on ``runtime``, or serving ``app`` (a ``gateway.Gateway``: its catalog and static folder)."""
+        config = settings(**overrides)
+        if app is not None and runtime is None:
+            runtime = app.runtime(config)  # the app's tools, agents and model; closed by this fixture
         if runtime is not None:
             runtimes.append(runtime)
         http = http or RecordingHttp()
         twilio = Client(ACCOUNT_SID, AUTH_TOKEN, http_client=http)
         twilio_options, senders = channel_options(**overrides)
         channel = WhatsAppChannel(twilio_options, senders=senders, twilio_client=twilio, options=options)
-        app = create_app(settings(**overrides), runtime=runtime, channels=[WebChannel(), channel])
-        client: TestClient[web.Request, web.Application] = await aiohttp_client(app)
+        channels = [WebChannel(), channel]
+        if app is not None:
+            assert runtime is not None
+            served = assemble(config, app, runtime=runtime, owns_runtime=False, channels=channels)
+        else:
+            served = create_app(config, runtime=runtime, channels=channels)
+        client: TestClient[web.Request, web.Application] = await aiohttp_client(served)
         return Gateway(client=client, http=http, runtime=runtime)
 
     yield make

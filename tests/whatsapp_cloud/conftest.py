@@ -22,7 +22,8 @@ from channels.whatsapp import (
     WhatsAppSenderOptions,
     keyed_thread_namer,
 )
-from gateway import InboundOptions, RetryPolicy, Runtime, Settings, create_app
+from gateway import Gateway, InboundOptions, RetryPolicy, Runtime, Settings, create_app
+from gateway.app import assemble
 from tools import Actor, UiCapabilities
 
 from . import payloads as p
@@ -119,8 +120,13 @@ async def make_cloud(aiohttp_client: Any, graph: Graph) -> AsyncIterator[MakeClo
         delivery: DeliveryOptions = FAST,
         retry: RetryPolicy = QUICK_RETRY,
         senders: WhatsAppSenderOptions | None = None,
+        app: Gateway | None = None,
         **overrides: Any,
     ) -> Cloud:
+        """The channel on ``runtime``, or serving ``app`` (a ``gateway.Gateway``) on a runtime of its own."""
+        config = settings()
+        if app is not None and runtime is None:
+            runtime = app.runtime(config)
         if runtime is not None:
             runtimes.append(runtime)
         channel = WhatsAppCloudChannel(
@@ -130,8 +136,13 @@ async def make_cloud(aiohttp_client: Any, graph: Graph) -> AsyncIterator[MakeClo
             retry=retry,
             inbound=InboundOptions(busy_wait=5.0),
         )
-        app = create_app(settings(), runtime=runtime, channels=[WebChannel(), channel])
-        client: TestClient[web.Request, web.Application] = await aiohttp_client(app)
+        channels = [WebChannel(), channel]
+        if app is not None:
+            assert runtime is not None
+            served = assemble(config, app, runtime=runtime, owns_runtime=False, channels=channels)
+        else:
+            served = create_app(config, runtime=runtime, channels=channels)
+        client: TestClient[web.Request, web.Application] = await aiohttp_client(served)
         return Cloud(client=client, graph=graph, channel=channel)
 
     yield make
