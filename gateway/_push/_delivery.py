@@ -32,6 +32,7 @@ from tools import AgoraError, UiCapabilities
 
 from .._errors import GatewayError, StoreUnavailableError
 from .._hooks import EventHooks
+from .._logs import bind_log
 from .._runtime import RuntimeObserver
 from ..events import (
     ApprovalRequestedEvent,
@@ -485,6 +486,8 @@ class PushDelivery(RuntimeObserver, Generic[P]):
         self._timers[thread_id] = loop.call_at(when, self.notify, thread_id)
 
     async def _run(self, thread_id: str) -> None:
+        # A task of its own, started from whichever run or request wrote: its lines are the thread's.
+        bind_log(thread_id=thread_id, run_id=None)
         while True:
             self._dirty.discard(thread_id)
             try:
