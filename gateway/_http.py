@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import json
 import re
@@ -19,8 +20,9 @@ from renderers import MediaTokenError, MediaUnavailableError
 from tools import AgoraError
 
 from ._access import access_upgraded, route_template
-from ._errors import GatewayError, StoreUnavailableError
+from ._errors import GatewayError
 from ._guard import log_refusal, read_body
+from ._health import health_report
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
 from .events import RUN_EVENT_ADAPTER
 
@@ -227,13 +229,10 @@ async def media(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """``GET /healthz``: 200 when the store answers, 503 otherwise."""
-    services = _services(request)
-    try:
-        await services.runtime.store.ping()
-    except StoreUnavailableError as exc:
-        return web.json_response({"status": "unavailable", "store": str(exc)}, status=503)
-    return web.json_response({"status": "ok"})
+    """``GET /healthz``: the store, the render workers and each channel; 200 when the store answers, 503 otherwise."""
+    status, report = await health_report(request.app)
+    dumps = functools.partial(json.dumps, default=str)  # a channel's odd value must not make it a 500
+    return web.json_response(report, status=status, headers={"Cache-Control": "no-store"}, dumps=dumps)
 
 
 async def metrics(request: web.Request) -> web.Response:

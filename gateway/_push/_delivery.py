@@ -406,6 +406,21 @@ class PushDelivery(RuntimeObserver, Generic[P]):
         self._drainers.clear()
         self._tasks.clear()
 
+    def health(self) -> dict[str, Any]:
+        """What this process delivers now, for a health check (counts only: no address, no text).
+
+        ``running``: whether it listens to the runtime's writes; ``draining``: threads being
+        delivered now; ``retrying``: threads whose last send failed, waiting for their next round;
+        ``scheduled``: threads with a later drain set (a retry, a lease held elsewhere).
+        """
+        now = time.monotonic()
+        return {
+            "running": self._observing and not self._closed,
+            "draining": sum(1 for task in self._drainers.values() if not task.done()),
+            "retrying": sum(1 for until in self._backoff.values() if until > now),
+            "scheduled": sum(1 for handle in self._timers.values() if not handle.cancelled()),
+        }
+
     def spawn(self, work: Coroutine[Any, Any, Any], name: str) -> None:
         """Run ``work`` in a task this delivery owns (cancelled and awaited by ``aclose``)."""
         if self._closed:
