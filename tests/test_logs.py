@@ -9,7 +9,9 @@ import io
 import json
 import logging
 import re
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +120,10 @@ async def test_scopes_nest_and_reset_and_tasks_keep_their_own(restore_root: None
     )
     assert seen == [{"thread_id": "t1", "channel": "web", "actor": actor_hash("bob"), "run_id": "run-child"}]
     assert not {"thread_id", "channel", "actor", "run_id"} & set(after)  # the bind inside the scope went with it
+
+
+def test_the_documented_command_computes_the_pseudonym() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "operations.md").read_text()
+    [command] = [block for block in re.findall(r"```sh\n(.*?)\n```", text, re.S) if "log actor v1" in block]
+    result = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30, check=True)
+    assert result.stdout.strip() == actor_hash("whatsapp:+15551230001")
