@@ -3,8 +3,8 @@
 Four fields follow the work through ``contextvars``: ``run_id``, ``thread_id``, ``channel`` and
 ``actor``. They are set where that work is known, and every line logged inside carries them:
 
-- a request, by the access middleware (``gateway._access``): ``channel`` for a channel's routes,
-  cleared run, thread and actor otherwise; ``actor`` once ``resolve_actor`` / ``identify`` knows it;
+- a request, by the access middleware (``gateway._access``): ``channel`` on a channel's routes
+  (run, thread and actor cleared), then ``actor`` once ``resolve_actor`` / ``identify`` knows it;
 - a turn, by ``Runtime.start_turn``: the turn's thread, channel and actor;
 - a run, by ``RunDriver.drive`` (and ``supersede``): its run id, thread, channel and actor, for
   as long as this process drives it (a task of its own, so the fields never leak to the caller);

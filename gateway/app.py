@@ -25,6 +25,7 @@ from ._gateway import Branding, Gateway
 from ._guard import AddressCounter, ProtocolLog, body_deadline, connection_limit
 from ._http import add_routes, error_middleware
 from ._identity import AnonymousCookieResolver, ChainResolver, SignedTokenResolver, TrustedHeaderResolver
+from ._logs import LogOptions
 from ._metrics import Metrics
 from ._ratelimit import RateLimiter
 from ._runtime import Runtime
@@ -202,6 +203,7 @@ def settings_models() -> list[tuple[str, type[BaseSettings]]]:
 
     return [
         ("The gateway", Settings),
+        ("Logs (serve --log-format wins)", LogOptions),
         ("Branding (what the app's code gives wins)", Branding),
         ("The web widget's socket", WebOptions),
         ("WhatsApp through Twilio (on when the credentials are set)", TwilioOptions),

@@ -9,7 +9,6 @@ without one; every ``AGORA_*`` name in the deploy files and in docs/operations.m
 from __future__ import annotations
 
 import asyncio
-import importlib
 import re
 import shlex
 import sys
@@ -20,7 +19,6 @@ from typing import Any
 import yaml
 from aiohttp.test_utils import TestClient
 from pydantic import AliasChoices
-from pydantic_settings import BaseSettings
 
 from .cli.test_serve import free_port
 from .web.conftest import settings
@@ -42,13 +40,10 @@ def dockerfile() -> list[str]:
 
 def setting_names() -> set[str]:
     """Every environment name a settings model of the gateway reads (aliases included)."""
-    for module in ("gateway", "gateway._logs", "channels.web", "channels.whatsapp", "channels.telegram"):
-        importlib.import_module(module)  # every settings model is defined
+    from gateway.app import settings_models
+
     names: set[str] = set()
-    models: list[type[BaseSettings]] = list(BaseSettings.__subclasses__())
-    while models:
-        model = models.pop()
-        models.extend(model.__subclasses__())
+    for _, model in settings_models():
         prefix = str(model.model_config.get("env_prefix") or "")
         for name, field in model.model_fields.items():
             names.add(f"{prefix}{name}".upper())
