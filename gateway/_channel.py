@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Protocol, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
 from aiohttp import web
 
@@ -162,7 +162,7 @@ class Channel(abc.ABC):
     Subclasses set ``name`` (also how a decision's ``via`` reads) and ``capabilities`` (what its
     conversations show; docs/architecture.md, "Components"), and implement ``setup``.
     ``disabled_reason`` says why a channel that is present stays off (a missing credential);
-    ``None`` when it runs.
+    ``None`` when it runs. ``health`` (optional) is its part of ``GET /healthz``.
     """
 
     name: str = "channel"
@@ -172,6 +172,17 @@ class Channel(abc.ABC):
     @abc.abstractmethod
     def setup(self, app: web.Application, services: ChannelServices) -> None:
         """Mount the channel's routes on ``app`` and append its start and stop to ``app.cleanup_ctx``."""
+
+    def health(self) -> dict[str, Any]:
+        """The channel's state for ``GET /healthz``: a JSON-able dict, cheap, without secrets.
+
+        ``{"status": "ok"}``, or ``{"status": "disabled", "reason": ...}`` when
+        ``disabled_reason`` is set. A channel may add what it knows cheaply (a push channel
+        its delivery's counts); it names settings, never their values.
+        """
+        if self.disabled_reason is not None:
+            return {"status": "disabled", "reason": self.disabled_reason}
+        return {"status": "ok"}
 
     async def start(self) -> None:  # noqa: B027 - a hook: most channels start nothing
         """Start what the channel runs beside its routes (called as the app starts, after the runtime)."""

@@ -41,6 +41,7 @@ from tools import (
 
 from ._collector import UiCollector
 from ._errors import GatewayError, ModelError, StoreUnavailableError
+from ._logs import log_scope
 from ._transcript import error_value, jsonable, transcript_of
 from ._unicode import valid_text, valid_tree
 from .events import (
@@ -269,14 +270,20 @@ class RunDriver:
     async def drive(self, *, resume: bool) -> RunStatus:
         """Run (or resume) the run until it ends or parks; return how it stopped."""
         self._task = asyncio.current_task()
-        try:
-            if resume:
-                await self._load_journal()
-            return await self._drive()
-        except _StepNotStored as exc:
-            # Wherever it came from (a step, or the end a failure or a Stop tried to write).
-            logger.error("run %s failed: the store refused a step: %s", self.run.run_id, exc)
-            return await self._fail_unstored()
+        with self._log_scope():
+            try:
+                if resume:
+                    await self._load_journal()
+                return await self._drive()
+            except _StepNotStored as exc:
+                # Wherever it came from (a step, or the end a failure or a Stop tried to write).
+                logger.error("run %s failed: the store refused a step: %s", self.run.run_id, exc)
+                return await self._fail_unstored()
+
+    def _log_scope(self) -> contextlib.AbstractContextManager[None]:
+        """Lines logged while this driver works name its run, thread, channel and actor."""
+        run, turn = self.run, self.run.turn
+        return log_scope(run_id=run.run_id, thread_id=run.thread_id, channel=turn.channel, actor=turn.actor.id)
 
     async def _drive(self) -> RunStatus:
         try:
@@ -747,13 +754,14 @@ class RunDriver:
 
     async def supersede(self, reason: str) -> RunStatus:
         """End a parked run because the person moved on (a new turn or a Stop)."""
-        await self._load_journal()
-        batch = Batch()
-        for entry in self._steps.values():
-            for call in entry.calls:
-                if call.id not in self._settled:
-                    self._settle(batch, call, "denied", reason=reason)
-        return await self.finish("cancelled", prefix=batch)
+        with self._log_scope():
+            await self._load_journal()
+            batch = Batch()
+            for entry in self._steps.values():
+                for call in entry.calls:
+                    if call.id not in self._settled:
+                        self._settle(batch, call, "denied", reason=reason)
+            return await self.finish("cancelled", prefix=batch)
 
 
 def history_window(messages: list[Message], limit: int | None) -> list[Message]:

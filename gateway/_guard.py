@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -37,6 +37,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler, Middleware
 
 from ._errors import RequestTimeoutError, TooManyConnectionsError
+from ._logs import FIELDS_ATTRIBUTE
 
 __all__ = [
     "AddressCounter",
@@ -63,14 +64,16 @@ def one_line(text: str, limit: int = _REASON_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def log_refusal(status: int, code: str, where: str, reason: str) -> None:
+def log_refusal(status: int, code: str, where: str, reason: str, *, fields: Mapping[str, Any] | None = None) -> None:
     """The one line a refused request gets: ``refused <status> <code> <where>: <reason>``.
 
     Refusals of bad input are INFO; a 5xx answered on purpose (a store that is down) is a WARNING.
-    Neither carries a traceback: those are for faults nobody handled.
+    Neither carries a traceback: those are for faults nobody handled. A JSON line also carries
+    ``code`` and ``fields`` (a request's ``method``, ``path`` template, ``status`` and ``ms``).
     """
     level = logging.WARNING if status >= 500 else logging.INFO
-    logger.log(level, "refused %s %s %s: %s", status, code, one_line(where, 120), one_line(reason))
+    extra = {FIELDS_ATTRIBUTE: {**(fields or {}), "code": code}}
+    logger.log(level, "refused %s %s %s: %s", status, code, one_line(where, 120), one_line(reason), extra=extra)
 
 
 class ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import json
 import re
@@ -18,8 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from renderers import ASSETS_PATH, MediaTokenError, MediaUnavailableError
 from tools import AgoraError
 
-from ._errors import GatewayError, StoreUnavailableError
+from ._access import access_upgraded, route_template
+from ._errors import GatewayError
 from ._guard import log_refusal, read_body
+from ._health import health_report
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
 from .events import RUN_EVENT_ADAPTER
 
@@ -47,11 +50,6 @@ def json_error(status: int, code: str, message: str, *, log_as: str | None = Non
     return response
 
 
-def _route_name(request: web.Request) -> str:
-    resource = request.match_info.route.resource
-    return resource.canonical if resource is not None else "unmatched"
-
-
 @web.middleware
 async def error_middleware(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -60,7 +58,9 @@ async def error_middleware(
 
     Every refusal (an error raised, or an answer made by ``json_error``) logs one line here, on
     every route; a channel logs only the refusals it answers in-band (a JSON-RPC error, a
-    ``RUN_ERROR``), which never reach this middleware as errors.
+    ``RUN_ERROR``), which never reach this middleware as errors. That line is the request's only
+    one (the access log writes none for a refusal): it carries the access log's fields
+    (``method``, ``path``, ``status``, ``ms``) and the ``code``.
     """
     started = time.perf_counter()
     services = request.app.get(SERVICES)
@@ -87,13 +87,14 @@ async def error_middleware(
         if not isinstance(request.match_info.route.resource, web.StaticResource):
             raise
         response = json_error(404, "not_found", f"Not Found ({exc.strerror or 'unusable path'})")
+    route = route_template(request)
     refusal = response.get(_REFUSAL)
     if refusal is not None:
-        route = _route_name(request)
         where = request.rel_url.raw_path if route == "unmatched" else route  # log_refusal escapes and cuts it
-        log_refusal(response.status, refusal[0], f"{request.method} {where}", refusal[1])
+        ms = round((time.perf_counter() - started) * 1000, 1)
+        access = {"method": request.method, "path": route, "status": response.status, "ms": ms}
+        log_refusal(response.status, refusal[0], f"{request.method} {where}", refusal[1], fields=access)
     if services is not None:
-        route = _route_name(request)
         services.metrics.http_count(route, str(response.status)).inc()
         services.metrics.http_time(route).observe(time.perf_counter() - started)
         if not response.prepared:
@@ -228,13 +229,10 @@ async def media(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """``GET /healthz``: 200 when the store answers, 503 otherwise."""
-    services = _services(request)
-    try:
-        await services.runtime.store.ping()
-    except StoreUnavailableError as exc:
-        return web.json_response({"status": "unavailable", "store": str(exc)}, status=503)
-    return web.json_response({"status": "ok"})
+    """``GET /healthz``: the store, the render workers and each channel; 200 when the store answers, 503 otherwise."""
+    status, report = await health_report(request.app)
+    dumps = functools.partial(json.dumps, default=str)  # a channel's odd value must not make it a 500
+    return web.json_response(report, status=status, headers={"Cache-Control": "no-store"}, dumps=dumps)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -317,3 +315,4 @@ def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
     if static_dir is not None:
         app.router.add_static(ASSETS_PATH, static_dir, append_version=False)
     app.on_response_prepare.append(_utf8_text)
+    app.on_response_prepare.append(access_upgraded)

@@ -27,6 +27,7 @@ from ._errors import (
     UnknownAgentError,
 )
 from ._leases import Leases
+from ._logs import log_scope
 from .events import RunEvent, RunFinishedEvent, RunStartedEvent, RunStatus, ToolOutcome, Turn, new_id
 from .models import AssistantMessage, Model, ToolMessage, UserMessage
 from .stores import ApprovalRecord, Batch, MemoryStore, RunRecord, Store, ThreadRecord
@@ -271,6 +272,10 @@ class Runtime:
             ThreadBusyError: A run is already running on the thread.
         """
         self._ensure_open()
+        with log_scope(thread_id=turn.thread_id, channel=turn.channel, actor=turn.actor.id, run_id=None):
+            return await self._start_turn(turn)
+
+    async def _start_turn(self, turn: Turn) -> str:
         agent = self.agent(turn.agent)
         run = RunRecord(run_id=new_id("run"), thread_id=turn.thread_id, agent=agent.name, turn=turn)
         batch = Batch(
@@ -458,9 +463,10 @@ class Runtime:
             ThreadBusyError: Its run is being driven right now (409; a retry gets the answer).
         """
         self._ensure_open()
-        return await self.approvals.decide(
-            tool_call_id, actor, approve=approve, reason=reason, via=via, remember=remember
-        )
+        with log_scope(actor=actor.id):
+            return await self.approvals.decide(
+                tool_call_id, actor, approve=approve, reason=reason, via=via, remember=remember
+            )
 
     async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
         """The thread's pending approvals."""

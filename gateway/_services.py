@@ -19,6 +19,7 @@ from tools import Actor, UiCapabilities
 from ._errors import RateLimitedError, UnauthenticatedError
 from ._gateway import Branding
 from ._identity import ChainResolver
+from ._logs import bind_log
 from ._metrics import Metrics
 from ._push._state import ChannelState
 from ._ratelimit import RateLimiter
@@ -110,6 +111,7 @@ class GatewayServices:
         actor = await self.identity.resolve(request)
         if actor is None:
             raise UnauthenticatedError("Sign in: send a signed actor token")
+        bind_log(actor=actor.id)  # the request's remaining lines name its actor (hashed)
         return actor
 
     async def identify(self, request: web.Request) -> Actor | None:
@@ -118,7 +120,10 @@ class GatewayServices:
         Raises:
             InvalidTokenError: A bad token was presented (401).
         """
-        return await self.identity.resolve(request)
+        actor = await self.identity.resolve(request)
+        if actor is not None:
+            bind_log(actor=actor.id)
+        return actor
 
     def attach_identity(self, request: web.Request, response: web.StreamResponse) -> None:
         """Set on ``response`` what identifies the caller next time (a new anonymous visitor's cookie)."""

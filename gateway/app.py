@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings
 from renderers import Catalog, MediaStore, RedisMediaBackend, Renderer, default_catalog
 from tools import UserError
 
+from ._access import access_log, channel_routes
 from ._agents import Agent
 from ._channel import CHANNEL_SERVICES, CHANNELS, Channel
 from ._errors import StoreUnavailableError
@@ -24,6 +25,7 @@ from ._gateway import Branding, Gateway
 from ._guard import AddressCounter, ProtocolLog, body_deadline, connection_limit
 from ._http import add_routes, error_middleware
 from ._identity import AnonymousCookieResolver, ChainResolver, SignedTokenResolver, TrustedHeaderResolver
+from ._logs import LogOptions
 from ._metrics import Metrics
 from ._ratelimit import RateLimiter
 from ._runtime import Runtime
@@ -201,6 +203,7 @@ def settings_models() -> list[tuple[str, type[BaseSettings]]]:
 
     return [
         ("The gateway", Settings),
+        ("Logs (serve --log-format wins)", LogOptions),
         ("Branding (what the app's code gives wins)", Branding),
         ("The web widget's socket", WebOptions),
         ("WhatsApp through Twilio (on when the credentials are set)", TwilioOptions),
@@ -318,11 +321,13 @@ def assemble(
     if settings.trust_forwarded:  # each connection is the proxy's: count per forwarded address instead
         counter = AddressCounter(settings.max_connections_per_address)
         middlewares.insert(1, connection_limit(counter, services.client_address))
+    middlewares.insert(0, access_log)  # outermost: every request's log scope and its one line (gateway._access)
     app = web.Application(
         middlewares=middlewares,
         client_max_size=1024 * 1024,
         # The keep-alive timer is the header deadline; a malformed request logs one line (gateway._guard).
-        handler_args={"keepalive_timeout": settings.read_timeout, "logger": ProtocolLog()},
+        # aiohttp's own access log (any runner's) off: it writes the query string (gateway._access is ours).
+        handler_args={"keepalive_timeout": settings.read_timeout, "logger": ProtocolLog(), "access_log": None},
     )
     app[SERVICES] = services
     app[CHANNEL_SERVICES] = services
@@ -364,5 +369,6 @@ def assemble(
         raise UserError(f"two channels share a name: {names}")
     app[CHANNELS] = chosen
     for channel in chosen:
-        channel.setup(app, services)
+        with channel_routes(app, channel.name):  # the access log names a route's channel
+            channel.setup(app, services)
     return app

@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
         help="event loop: uvloop when installed (pip install 'agora-gateway[uvloop]'), else asyncio (default auto)",
     )
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING... (default INFO)")
+    serve.add_argument(
+        "--log-format", choices=["json", "text"], help="json: one object per line (AGORA_LOG_FORMAT, default text)"
+    )
     init = commands.add_parser(
         "init",
         help="write a starter app",
@@ -160,7 +163,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
     level = getattr(logging, str(args.log_level).upper(), logging.INFO)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from tools import UserError
+
+    from ._logs import configure_logging
+
+    try:
+        configure_logging(level, getattr(args, "log_format", None))
+    except UserError as exc:
+        print(f"agora-gateway: cannot start: {exc}", file=sys.stderr)
+        return 2
     if level > logging.DEBUG:
         # twilio's HTTP clients log every request and its headers at INFO: only --log-level DEBUG shows them.
         for name in ("twilio.http_client", "twilio.async_http_client"):

@@ -303,6 +303,36 @@ class RenderPool:
         """What each ready worker's initializer returned, by process id."""
         return {w.pid: w.info for w in (*self._idle, *self._busy)}
 
+    def health(self) -> dict[str, Any]:
+        """The pool's state for a health check: a JSON-able dict, cheap (nothing is asked of a worker).
+
+        ``status`` is ``idle`` (no worker started yet: they start on the first call),
+        ``starting`` (fewer ready than ``size``, none failed), ``ready`` (all ``size`` ready),
+        ``degraded`` (some ready, a start failed), ``failing`` (none ready, a start failed: calls
+        fail until one starts; the log says why) or ``closed``. ``ready``, ``busy`` and
+        ``starting`` count workers; ``started`` counts those that became ready since the pool
+        opened (replacements included).
+        """
+        ready = len(self._idle) + len(self._busy)
+        if self._state is _State.NEW:
+            status = "idle"
+        elif self._state is _State.CLOSED:
+            status = "closed"
+        elif ready >= self.size:
+            status = "ready"
+        elif self._failure is not None:
+            status = "degraded" if ready else "failing"
+        else:
+            status = "starting"
+        return {
+            "status": status,
+            "size": self.size,
+            "ready": ready,
+            "busy": len(self._busy),
+            "starting": self._starting,
+            "started": self._started,
+        }
+
     @property
     def workers_started(self) -> int:
         """How many worker processes became ready since the pool opened (replacements included)."""

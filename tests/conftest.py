@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -83,13 +85,15 @@ async def any_store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
 class RefusalLog:
     """The log lines of refusals: exactly one per refused request, naming its codes and route.
 
-    Records of ``ignore`` (the access log, a client's own request lines...) do not count.
+    Records of ``ignore`` (a client's own request lines...) do not count, nor the access log
+    (``gateway.access``, aiohttp's): a request a channel refuses in its protocol (an HTTP 200
+    carrying a JSON-RPC error) has its access line besides the channel's refusal line.
     """
 
     def __init__(self, caplog: pytest.LogCaptureFixture, *, route: str, ignore: Iterable[str]) -> None:
         self.caplog = caplog
         self.route = route
-        self.ignore = frozenset(ignore)
+        self.ignore = frozenset(ignore) | {"gateway.access", "aiohttp.access"}
 
     def one(self, *parts: int | str, route: str | None = None) -> str:
         """The one line logged since the last check, checked (no traceback, every part named); consumed."""
@@ -127,3 +131,36 @@ def channels_for(overrides: dict[str, Any]) -> list[Channel]:
     channels = default_channels()
     channels[0] = WebChannel(WebOptions(_env_file=None, **web_options))  # type: ignore[call-arg]
     return channels
+
+
+class JsonLog:
+    """What the root logger wrote as JSON lines (``configure_logging(..., "json")``), parsed."""
+
+    def __init__(self, stream: io.StringIO) -> None:
+        self.stream = stream
+
+    @property
+    def text(self) -> str:
+        return self.stream.getvalue()
+
+    def lines(self, logger: str | None = None) -> list[dict[str, Any]]:
+        """Every line (each must be one JSON object), or those of ``logger``."""
+        parsed = [json.loads(line) for line in self.text.splitlines()]
+        assert all(isinstance(line, dict) for line in parsed)
+        return [line for line in parsed if logger is None or line["logger"] == logger]
+
+
+@pytest.fixture
+def json_log() -> Iterator[JsonLog]:
+    """The root logger writing JSON lines at INFO to a buffer for the test (as ``serve --log-format json``)."""
+    from gateway._logs import configure_logging
+
+    root = logging.getLogger()
+    level = root.level
+    stream = io.StringIO()
+    handler = configure_logging(logging.INFO, "json", stream=stream)
+    try:
+        yield JsonLog(stream)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)

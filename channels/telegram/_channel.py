@@ -135,6 +135,13 @@ class TelegramChannel(Channel):
             raise RuntimeError("The Telegram channel is not set up, or not configured")
         return self._delivery
 
+    def health(self) -> dict[str, Any]:
+        """The channel's state and, when configured, its delivery's counts on this process."""
+        found = super().health()
+        if self._delivery is not None:
+            found["delivery"] = self._delivery.health()
+        return found
+
     async def start(self) -> None:
         """Deliver, learn the bot's name (``getMe``) and register the webhook (``setWebhook``)."""
         self.delivery.start()

@@ -166,6 +166,13 @@ class WhatsAppChannel(Channel):
         """Whether the channel runs (configured and started)."""
         return self.disabled_reason is None and self._started
 
+    def health(self) -> dict[str, Any]:
+        """The channel's state and, when configured, its delivery's counts on this process."""
+        found = super().health()
+        if self.disabled_reason is None:  # the delivery is made by setup
+            found["delivery"] = self.delivery.health()
+        return found
+
     async def start(self) -> None:
         """Open the Twilio HTTP client (unless one was given) and start delivering."""
         if self.disabled_reason is not None:

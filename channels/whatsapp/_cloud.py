@@ -23,6 +23,7 @@ Delivery is the kit's ``PushDelivery`` through ``CloudPort``.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -168,6 +169,13 @@ class WhatsAppCloudChannel(Channel):
         app.router.add_post(CLOUD_PATH, self.notification_handler)
         app[WHATSAPP_CLOUD] = self
         self.mount_lifecycle(app)
+
+    def health(self) -> dict[str, Any]:
+        """The channel's state and, when configured, its delivery's counts on this process (once set up)."""
+        found = super().health()
+        if not self.disabled_reason:
+            found["delivery"] = self.delivery.health()
+        return found
 
     async def start(self) -> None:
         """Open the Graph session and start delivering (only when configured)."""

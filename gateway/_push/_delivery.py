@@ -32,6 +32,7 @@ from tools import AgoraError, UiCapabilities
 
 from .._errors import GatewayError, StoreUnavailableError
 from .._hooks import EventHooks
+from .._logs import bind_log
 from .._runtime import RuntimeObserver
 from ..events import (
     ApprovalRequestedEvent,
@@ -405,6 +406,21 @@ class PushDelivery(RuntimeObserver, Generic[P]):
         self._drainers.clear()
         self._tasks.clear()
 
+    def health(self) -> dict[str, Any]:
+        """What this process delivers now, for a health check (counts only: no address, no text).
+
+        ``running``: whether it listens to the runtime's writes; ``draining``: threads being
+        delivered now; ``retrying``: threads whose last send failed, waiting for their next round;
+        ``scheduled``: threads with a later drain set (a retry, a lease held elsewhere).
+        """
+        now = time.monotonic()
+        return {
+            "running": self._observing and not self._closed,
+            "draining": sum(1 for task in self._drainers.values() if not task.done()),
+            "retrying": sum(1 for until in self._backoff.values() if until > now),
+            "scheduled": sum(1 for handle in self._timers.values() if not handle.cancelled()),
+        }
+
     def spawn(self, work: Coroutine[Any, Any, Any], name: str) -> None:
         """Run ``work`` in a task this delivery owns (cancelled and awaited by ``aclose``)."""
         if self._closed:
@@ -485,6 +501,8 @@ class PushDelivery(RuntimeObserver, Generic[P]):
         self._timers[thread_id] = loop.call_at(when, self.notify, thread_id)
 
     async def _run(self, thread_id: str) -> None:
+        # A task of its own, started from whichever run or request wrote: its lines are the thread's.
+        bind_log(thread_id=thread_id, run_id=None)
         while True:
             self._dirty.discard(thread_id)
             try:

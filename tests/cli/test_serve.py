@@ -75,7 +75,8 @@ async def test_serve_starts_healthy_with_extra_tools_and_stops_cleanly(loop: str
         assert "model: demo" in line and "store: memory" in line and f"loop: {loop}" in line
         assert "public URL: https://chat.test/" in line  # where people reach it, beside where it listens
         status, body = await asyncio.to_thread(fetch, f"http://127.0.0.1:{port}/healthz")
-        assert (status, json.loads(body)) == (200, {"status": "ok"})
+        health = json.loads(body)
+        assert (status, health["status"], health["store"]) == (200, "ok", {"status": "ok", "kind": "memory"})
         status, body = await asyncio.to_thread(fetch, f"http://127.0.0.1:{port}/agent/tools?agent=*")
         names = {tool["name"] for tool in json.loads(body)}
         assert {"get_weather", "refund_order", "stock_level"} <= names

@@ -118,3 +118,21 @@ async def test_workers_are_recycled_after_max_calls() -> None:
         pids = [await pool.run(os.getpid) for _ in range(6)]
         assert pids[0] == pids[1] == pids[2] != pids[3] == pids[4] == pids[5]
         assert pool.workers_started >= 2
+
+
+async def test_health_says_idle_starting_ready_and_closed_without_asking_a_worker() -> None:
+    pool = RenderPool(1)
+    assert pool.health() == {"status": "idle", "size": 1, "ready": 0, "busy": 0, "starting": 0, "started": 0}
+    pool.start()
+    assert pool.health() == {"status": "starting", "size": 1, "ready": 0, "busy": 0, "starting": 1, "started": 0}
+    assert await pool.run(abs, -1) == 1
+    assert pool.health() == {"status": "ready", "size": 1, "ready": 1, "busy": 0, "starting": 0, "started": 1}
+    await pool.aclose()
+    assert pool.health()["status"] == "closed"
+
+
+async def test_health_says_failing_when_no_worker_can_start() -> None:
+    async with RenderPool(1, initializer=functools.partial(int, "not a number"), start_timeout=30) as pool:
+        with pytest.raises(RenderFailedError):
+            await pool.run(abs, 1)
+        assert pool.health() == {"status": "failing", "size": 1, "ready": 0, "busy": 0, "starting": 0, "started": 0}
