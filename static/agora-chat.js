@@ -711,8 +711,15 @@
       for (const link of this.shadowRoot.querySelectorAll("link[data-href]:not([href])")) {
         // Shown even unstyled rather than never, should a stylesheet fail to load.
         link.addEventListener("error", () => this.#ui.panel.style.setProperty("visibility", "visible"), { once: true });
+        link.addEventListener("load", () => this.#measureGutter(), { once: true });
         link.href = assetUrl(link.dataset.href, this.#endpoint());
       }
+    }
+
+    /** The log's scroll bar width (0 for overlay scroll bars): the page layout centres the column around it. */
+    #measureGutter() {
+      const log = this.#log();
+      this.#ui.panel.style.setProperty("--ac-gutter", `${Math.max(0, log.offsetWidth - log.clientWidth)}px`);
     }
 
     // -- connection ---------------------------------------------------------------------------------
@@ -852,9 +859,6 @@
       }
       this.#welcomed = true;
       this.#attempt = 0;
-      // The log's scroll bar width (0 for overlay scroll bars): the page layout centres around it.
-      const log = this.#log();
-      this.#ui.panel.style.setProperty("--ac-gutter", `${Math.max(0, log.offsetWidth - log.clientWidth)}px`);
       this.#hideBanner();
       this.#setStatus("online");
       // An error that was about the connection is about the past now.
