@@ -11,27 +11,41 @@
  * `reject` and `cancel`. The server answers with `welcome`, then every event of the thread,
  * each with its `seq`, replayed from `after_seq` and then live.
  *
- * Attributes
+ * Attributes (all observed: a change applies at once)
  *   endpoint (alias src)  ws(s) URL of the socket; default: same origin, `/agent/ws`
  *   token                 a signed actor token (sent in `hello`); setting a new one after the
  *                         gateway refused the old one reconnects
  *   thread                a fixed thread id (default: one the gateway makes, remembered)
- *   title                 the panel's heading (default "Assistant")
+ *   title                 the assistant's name, heading the chat (default "Assistant")
+ *   welcome               the text of the empty state, shown before the first message
+ *   prompts               example prompts shown in the empty state, a JSON array of strings
+ *                         (`prompts='["Track my order", "Talk to a person"]'`); one sends when clicked
+ *   accent                the accent colour, any CSS colour (`#0a7d5a`, `rebeccapurple`); one that
+ *                         `CSS.supports("color", …)` refuses is ignored. It wins over `--ac-accent`
+ *   logo                  the URL of an image shown in the header instead of the default mark
+ *   layout                "panel" (default: a card that fills its container) | "page" (fills the
+ *                         viewport, no card chrome: a page that is only the chat)
  *   theme                 "light" | "dark" (default: the system's preference)
  * Properties and methods
  *   threadId (read-only), title, pageContext (object, or function returning one, sent with
  *   each message), send(text, pageContext?) -> boolean, newConversation(), focusInput()
  * Events (bubbling, composed; `detail` shown)
  *   agora-status   {state: "connecting" | "online" | "reconnecting" | "offline"}
- *   agora-welcome  {thread_id, actor, agent, demo}
+ *   agora-welcome  {thread_id, actor, agent, demo, restored}
  *   agora-event    the event frame, for every event shown (run-started, text-delta, ui…)
  *   agora-error    {code, message, id}
  * Styling: custom properties on the element (`--ac-accent`, `--ac-bg`, `--ac-font`… see
  *   agora-chat.css) and `::part(panel)`.
+ * Keyboard: in the conversation, Up and Down move between messages (Home, End: the first, the
+ *   last; Escape: back to the message box); a focused message shows its time.
  *
  * The thread id, the last seen seq and the events already shown are kept in localStorage, keyed
  * by the endpoint (and thread): a reload shows them at once and asks only for what came after;
- * a dropped socket reconnects with backoff and replays exactly what it missed.
+ * a dropped socket reconnects with backoff and replays exactly what it missed. When the gateway
+ * no longer has the conversation (`welcome {restored: false}`: an in-memory gateway restarted),
+ * the widget says so once, in the transcript, and keeps what it showed as a read-only copy.
+ *
+ * Nothing internal is ever shown: no actor or thread ids, no model or tool identifiers.
  *
  * Safety: model text is only ever inserted as text nodes (a tiny markdown subset is built with
  * DOM calls). The only HTML inserted is what the server rendered for a component: it is
@@ -88,6 +102,8 @@
     spark: '<path d="M12 3l1.9 5.6L19.5 10.5l-5.6 1.9L12 18l-1.9-5.6L4.5 10.5l5.6-1.9z"/><path d="M19 16l.8 2.2L22 19l-2.2.8L19 22l-.8-2.2L16 19l2.2-.8z"/>',
     arrowDown: '<path d="M12 5v14M5.5 12.5 12 19l6.5-6.5"/>',
     retry: '<path d="M20 11a8 8 0 1 0-2.3 5.7"/><path d="M20 4v7h-7"/>',
+    copy: '<rect x="8.5" y="8.5" width="12" height="12" rx="2"/><path d="M15.5 8.5V5.5a2 2 0 0 0-2-2h-8a2 2 0 0 0-2 2v8a2 2 0 0 0 2 2h3"/>',
+    chevron: '<path d="m9 6 6 6-6 6"/>',
   };
 
   /** An icon element (decorative: hidden from assistive technology). Only our constants are parsed. */
@@ -161,13 +177,7 @@
 
   // -- the transcript cache: what a reload shows before asking the server for the rest ------------
 
-  /**
-   * Keeps `{thread_id, seq, frames, users}` in localStorage, keyed by the endpoint (and the fixed
-   * thread, if any). `frames` are the events already shown, so a reload renders them at once and
-   * asks only for what came after `seq`; `users` maps run ids to what the person typed (the
-   * event log does not carry it). Storage failures (quota, privacy mode) only cost a full replay.
-   */
-  /** The `id` (or `sub`) claim of an actor token, read without verifying it (only for naming). */
+  /** The `id` (or `sub`) claim of an actor token, read without verifying it (only to key the cache). */
   function tokenSubject(token) {
     if (!token) return "";
     try {
@@ -179,6 +189,15 @@
     }
   }
 
+  /**
+   * Keeps `{thread_id, seq, frames, users, actor, trimmed}` in localStorage, keyed by the endpoint
+   * (and the fixed thread, if any). `frames` are the events already shown, so a reload renders
+   * them at once and asks only for what came after `seq`; `users` maps run ids to what the person
+   * typed (the event log does not carry it); `actor` is who the last `welcome` named, so that a
+   * reload tells the person's own decisions from others' before the server answers; `trimmed`
+   * says the frames were dropped for space. Storage failures (quota, privacy mode) only cost a
+   * full replay.
+   */
   class TranscriptCache {
     constructor(key) {
       this.key = STORAGE_PREFIX + key;
@@ -193,23 +212,26 @@
           seq: Number.isInteger(data.seq) ? data.seq : 0,
           frames: Array.isArray(data.frames) ? data.frames : [],
           users: data.users && typeof data.users === "object" ? data.users : {},
+          actor: typeof data.actor === "string" ? data.actor : null,
+          trimmed: data.trimmed === true,
         };
       } catch {
         return null;
       }
     }
 
-    save({ thread_id, seq, frames, users }) {
+    save({ thread_id, seq, frames, users, actor }) {
       // Deltas of finished messages are redundant: `text-end` carries the whole text.
       const ended = new Set(frames.filter((f) => f.type === "text-end").map((f) => f.message_id));
       const kept = frames.filter((f) => f.type !== "text-delta" || !ended.has(f.message_id));
-      let json = JSON.stringify({ thread_id, seq, frames: kept, users });
-      if (json.length > CACHE_LIMIT) json = JSON.stringify({ thread_id, seq: 0, frames: [], users });
+      const trimmed = { thread_id, seq: 0, frames: [], users, actor, trimmed: true };
+      let json = JSON.stringify({ thread_id, seq, frames: kept, users, actor });
+      if (json.length > CACHE_LIMIT) json = JSON.stringify(trimmed);
       try {
         localStorage.setItem(this.key, json);
       } catch {
         try {
-          localStorage.setItem(this.key, JSON.stringify({ thread_id, seq: 0, frames: [], users }));
+          localStorage.setItem(this.key, JSON.stringify(trimmed));
         } catch {
           /* storage unavailable: a reload replays the whole thread */
         }
@@ -227,18 +249,62 @@
 
   // -- helpers over events ------------------------------------------------------------------------
 
+  /** Where a decision made by someone else was made, as people say it (web decisions say nothing). */
+  const VIA_NAMES = { whatsapp: "on WhatsApp", "whatsapp-cloud": "on WhatsApp", telegram: "on Telegram" };
+
+  /**
+   * What a settled approval card says: its one-word state and the sentence under it. Nobody is
+   * named: a decision is "you" (the person this widget speaks for) or "someone else".
+   */
   function approvalOutcome(frame, actorId) {
-    const by = frame.decided_by && frame.decided_by !== actorId ? ` by ${frame.decided_by}` : "";
-    if (frame.via === "superseded") return "Skipped: the conversation moved on.";
-    if (frame.via === "cancelled") return "Withdrawn: the run was stopped.";
+    if (frame.via === "superseded") return ["Skipped", "Skipped: the conversation moved on."];
+    if (frame.via === "cancelled") return ["Withdrawn", "Withdrawn: the run was stopped."];
+    const someoneElse = frame.decided_by && frame.decided_by !== actorId;
+    const who = someoneElse ? ` by someone else${VIA_NAMES[frame.via] ? ` ${VIA_NAMES[frame.via]}` : ""}` : " by you";
     switch (frame.status) {
       case "approved":
-        return `Approved${by || " by you"}.`;
+        return ["Approved", `Approved${who}.`];
       case "rejected":
-        return `Rejected${by || " by you"}.`;
+        return ["Rejected", `Rejected${who}.`];
       default:
-        return "Expired before anyone decided.";
+        return ["Expired", "Expired before anyone decided."];
     }
+  }
+
+  /** "refund_order" -> "Refund order", "ProductCard" -> "Product card": never an identifier as is. */
+  function humanize(name) {
+    const words = String(name || "")
+      .replace(/(?<=[a-z0-9])(?=[A-Z])/g, " ")
+      .replace(/[_-]+/g, " ")
+      .trim()
+      .toLowerCase();
+    return words ? words.charAt(0).toUpperCase() + words.slice(1) : "";
+  }
+
+  /**
+   * A tool line's button is named by its text ("Refunded order 1042, done"), spelled out: computed
+   * from its content, the hidden ", done" would be read after a stray space.
+   */
+  function nameTool(line) {
+    line.firstChild.setAttribute("aria-label", line.querySelector(".ac-tool__text").textContent);
+  }
+
+  /** Set a `<time>` element to an ISO time: its machine form, its words, and the full date as a tooltip. */
+  function setTime(node, iso) {
+    const text = formatTime(iso);
+    if (!text) return;
+    node.dateTime = new Date(iso).toISOString();
+    node.textContent = text;
+    node.title = new Date(iso).toLocaleString();
+  }
+
+  /** "14:32", or "Mar 5, 14:32" for another day; "" for no time. */
+  function formatTime(iso) {
+    const at = new Date(iso);
+    if (Number.isNaN(at.getTime())) return "";
+    const time = at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    if (at.toDateString() === new Date().toDateString()) return time;
+    return `${at.toLocaleDateString([], { month: "short", day: "numeric" })}, ${time}`;
   }
 
   /** "Expires in 24 h", "Expires in 5 min": relative, refreshed while the card waits. */
@@ -304,6 +370,80 @@
     }
   }
 
+  /** One value of a tool's arguments or output, in a few words (a list is its length). */
+  function valueText(value) {
+    if (value === null || value === undefined) return "none";
+    if (typeof value === "string") return value.length > 240 ? `${value.slice(0, 239)}…` : value;
+    if (typeof value !== "object") return String(value);
+    if (Array.isArray(value)) return value.length === 1 ? "1 item" : `${value.length} items`;
+    const json = JSON.stringify(value);
+    return json.length > 240 ? `${json.slice(0, 239)}…` : json;
+  }
+
+  /** An object as a two-column list (at most 20 entries); anything else as text. */
+  function fieldsView(value, empty) {
+    if (value === null || value === undefined || (typeof value === "object" && !Object.keys(value).length)) {
+      return h("p", { class: "ac-result ac-result--note" }, empty);
+    }
+    if (typeof value !== "object" || Array.isArray(value)) {
+      return h("p", { class: "ac-result ac-result--note" }, valueText(value));
+    }
+    const list = h("dl", { class: "ac-result ac-fields" });
+    const entries = Object.entries(value);
+    for (const [key, item] of entries.slice(0, 20)) {
+      list.append(h("div", {}, h("dt", {}, humanize(key) || key), h("dd", {}, valueText(item))));
+    }
+    if (entries.length > 20) list.append(h("div", {}, h("dt", {}, `and ${entries.length - 20} more`)));
+    return list;
+  }
+
+  /** Short cells with a figure (dates, amounts, codes) stay on one line in a narrow table. */
+  function keepFiguresWhole(root) {
+    for (const cell of root.querySelectorAll("td, th")) {
+      const text = cell.textContent.trim();
+      if (text.length <= 20 && /\d/.test(text) && (text.match(/\s+/g) || []).length <= 2) {
+        cell.classList.add("ac-nowrap");
+      }
+    }
+  }
+
+  /** Black or white, whichever reads better on `colour` (WCAG relative luminance); white when unsure. */
+  function textColourOn(colour) {
+    const context = document.createElement("canvas").getContext("2d");
+    if (!context) return "#ffffff";
+    context.fillStyle = "#000000";
+    context.fillStyle = colour; // a colour the canvas cannot parse leaves black, hence the check
+    const hex = /^#([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/i.exec(context.fillStyle);
+    const rgb = /^rgba?\((\d+), (\d+), (\d+)/.exec(context.fillStyle);
+    const parts = hex ? hex.slice(1, 4).map((v) => parseInt(v, 16)) : rgb ? rgb.slice(1, 4).map(Number) : null;
+    if (!parts) return "#ffffff";
+    const [r, g, b] = parts.map((v) => {
+      const c = v / 255;
+      return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+    });
+    const luminance = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    return 1.05 / (luminance + 0.05) >= (luminance + 0.05) / 0.05 ? "#ffffff" : "#111318";
+  }
+
+  /** The example prompts of the `prompts` attribute: a JSON array; only non-empty strings count. */
+  function parsePrompts(value) {
+    if (!value) return [];
+    let list;
+    try {
+      list = JSON.parse(value);
+    } catch {
+      list = null;
+    }
+    if (!Array.isArray(list)) {
+      console.warn('<agora-chat>: prompts must be a JSON array of strings, like \'["Track my order"]\'');
+      return [];
+    }
+    return list
+      .filter((item) => typeof item === "string" && item.trim() && item.length <= MAX_TEXT)
+      .map((item) => item.trim())
+      .slice(0, 8);
+  }
+
   /** The URL of one of the widget's own files (stylesheets), for an element talking to `endpoint`. */
   function assetUrl(name, endpoint) {
     if (SCRIPT_URL) return new URL(name, SCRIPT_URL).href;
@@ -350,7 +490,8 @@
           <div class="ac-empty" data-slot="empty">
             <div class="ac-empty__icon" data-slot="empty-icon"></div>
             <p class="ac-empty__title">How can I help?</p>
-            <p class="ac-empty__text" data-slot="empty-text">Ask a question below. Actions that change something wait for your approval.</p>
+            <p class="ac-empty__text" data-slot="empty-text"></p>
+            <ul class="ac-prompts" data-slot="prompts" aria-label="Examples" hidden></ul>
           </div>
         </div>
         <button type="button" class="ac-jump" data-slot="jump" hidden>Latest messages</button>
@@ -367,10 +508,16 @@
       <div class="ac-sr" data-slot="announcer" aria-live="polite" aria-atomic="true"></div>
     </section>`;
 
+  const DEFAULT_WELCOME = "Ask a question below. Actions that change something wait for your approval.";
+  const DEMO_WELCOME = "This demo answers with an offline, rule-based model. Try one of the examples, or say hello.";
+
+  /** A frame of our own in the transcript (never from the server): the conversation was lost here. */
+  const LOST_FRAME = "agora-chat:conversation-lost";
+
   let instances = 0;
 
   class AgoraChat extends HTMLElement {
-    static observedAttributes = ["endpoint", "src", "token", "thread", "title"];
+    static observedAttributes = ["endpoint", "src", "token", "thread", "title", "welcome", "prompts", "accent", "logo"];
 
     // connection
     #ws = null;
@@ -391,6 +538,8 @@
     #runs = new Map(); // run_id -> {turn, active, user}
     #messages = new Map(); // message_id -> {node, text, done}
     #tools = new Map(); // tool_call_id -> line
+    #toolInfo = new Map(); // tool_call_id -> {line, toggle, details, summary, input, output, result, error}
+    #decisions = new Map(); // tool_call_id -> the approval-settled frame (its wording depends on who you are)
     #approvals = new Map(); // tool_call_id -> card
     #components = new Map(); // ui id -> wrapper
     #pending = new Map(); // frame id -> {kind, ...}
@@ -403,6 +552,10 @@
     #title = "Assistant";
     #loaded = false;
     #unsent = new Map(); // failed bubble -> text (a reconnect may prove it was sent after all)
+    #remembered = false; // a conversation was cached for this thread: losing it is worth saying
+    #demo = false;
+    #uid = "";
+    #ids = 0;
     #ui = {};
 
     constructor() {
@@ -411,15 +564,16 @@
       root.append(TEMPLATE.content.cloneNode(true));
       for (const node of root.querySelectorAll("[data-slot]")) this.#ui[node.dataset.slot] = node;
       const uid = `ac${++instances}`;
+      this.#uid = uid;
       this.#ui.input.id = `${uid}-input`;
       this.#ui.label.htmlFor = this.#ui.input.id;
-      this.#ui.avatar.append(icon("spark"));
-      this.#ui["empty-icon"].append(icon("spark"));
+      this.#applyLogo();
       this.#ui.new.append(icon("plus"));
       this.#ui.send.append(icon("send"));
       this.#ui.stop.prepend(icon("stop"));
       this.#ui.jump.prepend(icon("arrowDown"));
       this.#bindUi();
+      this.#applyWelcome();
     }
 
     // -- public API ---------------------------------------------------------------------------------
@@ -488,6 +642,7 @@
     connectedCallback() {
       this.#linkStylesheets();
       this.#applyTitle();
+      this.#applyBrand();
       this.#stopped = false;
       if (!this.#loaded) this.#loadConversation();
       if (this.#approvals.size) this.#ticker ||= setInterval(() => this.#refreshExpiries(), 30_000);
@@ -507,12 +662,27 @@
     }
 
     attributeChangedCallback(name, previous, value) {
-      if (name === "title") {
-        if (value !== null) {
-          this.title = value;
-          this.removeAttribute("title");
-        }
-        return;
+      switch (name) {
+        case "title":
+          if (value !== null) {
+            this.title = value;
+            this.removeAttribute("title");
+          }
+          return;
+        case "welcome":
+          this.#applyWelcome();
+          return;
+        case "prompts":
+          this.#applyPrompts();
+          return;
+        case "accent":
+          this.#applyAccent();
+          return;
+        case "logo":
+          this.#applyLogo();
+          return;
+        default:
+          break;
       }
       if (previous === value || !this.isConnected || this.#stopped) return;
       switch (name) {
@@ -541,8 +711,15 @@
       for (const link of this.shadowRoot.querySelectorAll("link[data-href]:not([href])")) {
         // Shown even unstyled rather than never, should a stylesheet fail to load.
         link.addEventListener("error", () => this.#ui.panel.style.setProperty("visibility", "visible"), { once: true });
+        link.addEventListener("load", () => this.#measureGutter(), { once: true });
         link.href = assetUrl(link.dataset.href, this.#endpoint());
       }
+    }
+
+    /** The log's scroll bar width (0 for overlay scroll bars): the page layout centres the column around it. */
+    #measureGutter() {
+      const log = this.#log();
+      this.#ui.panel.style.setProperty("--ac-gutter", `${Math.max(0, log.offsetWidth - log.clientWidth)}px`);
     }
 
     // -- connection ---------------------------------------------------------------------------------
@@ -670,25 +847,97 @@
     }
 
     #onWelcome(frame) {
-      const changed = this.#threadId && this.#threadId !== frame.thread_id;
-      if (changed) this.#resetConversation();
+      // The thread the hello asked for is gone (a store that was reset, or a thread the server
+      // replaced with a fresh one): what is on screen is no longer the server's conversation.
+      const asked = this.#threadId;
+      if (asked && (frame.restored === false || asked !== frame.thread_id)) this.#conversationLost();
       this.#threadId = frame.thread_id;
-      this.#actorId = frame.actor?.id ?? null;
+      const actor = frame.actor?.id ?? null;
+      if (actor !== this.#actorId) {
+        this.#actorId = actor;
+        this.#rewordDecisions();
+      }
       this.#welcomed = true;
       this.#attempt = 0;
       this.#hideBanner();
       this.#setStatus("online");
+      // An error that was about the connection is about the past now.
+      for (const error of this.#log().querySelectorAll(".ac-approval__error[data-cause=connection]")) {
+        error.hidden = true;
+        error.textContent = "";
+        delete error.dataset.cause;
+      }
       this.#ui.badge.hidden = !frame.demo;
       this.#ui.badge.textContent = DEMO_BADGE;
-      if (frame.demo) {
-        this.#ui["empty-text"].textContent =
-          "This demo answers with an offline, rule-based model. Try one of the examples, or say hello.";
-      }
+      this.#demo = !!frame.demo;
+      this.#applyWelcome();
       if (!this.#cache) this.#cache = new TranscriptCache(this.#cacheKey());
       this.#scheduleSave();
       this.#updateComposer();
-      const { thread_id, actor, agent } = frame;
-      this.#emit("agora-welcome", { thread_id, actor, agent, demo: !!frame.demo });
+      const { thread_id, actor: who, agent } = frame;
+      const restored = frame.restored !== false;
+      this.#emit("agora-welcome", { thread_id, actor: who, agent, demo: !!frame.demo, restored });
+    }
+
+    /**
+     * The server no longer has the conversation on screen. Say so, once, where it happened (a
+     * local frame, kept with the transcript, so a reload shows the same), keep what was shown as
+     * a read-only copy, and start over from the server's (empty or shorter) log.
+     */
+    #conversationLost() {
+      const since = this.#frames.findLastIndex((f) => f.type === LOST_FRAME) + 1;
+      const shown = this.#frames.length > since;
+      this.#lastSeq = 0;
+      if (!shown && !this.#remembered) return; // nothing was seen: nothing is lost
+      this.#remembered = false;
+      const frame = { type: LOST_FRAME, copy: shown, at: new Date().toISOString() };
+      this.#frames.push(frame);
+      this.#apply(frame);
+      this.#scheduleSave();
+    }
+
+    /** Draw the loss of the conversation: the transcript above becomes a read-only copy. */
+    #markLost(frame) {
+      const undecidable = "This can no longer be decided: the conversation was not restored.";
+      for (const card of this.#approvals.values()) {
+        if (card.dataset.status === "pending") this.#settleCard(card, "lost", "Not decided", undecidable, "cross");
+      }
+      for (const line of this.#tools.values()) {
+        if (line.dataset.state !== "running") continue;
+        line.dataset.state = "stopped";
+        line.querySelector(".ac-tool__text .ac-sr").textContent = ", stopped";
+        nameTool(line);
+        line.querySelector(".ac-tool__state").replaceChildren(icon("stop", "ac-icon ac-icon--state"));
+      }
+      for (const message of this.#messages.values()) {
+        if (message.done) continue;
+        message.done = true;
+        message.node.removeAttribute("aria-busy");
+        message.body.replaceChildren(richText(message.text));
+      }
+      for (const button of this.#log().querySelectorAll(".ac-retry")) button.remove();
+      // From here on, events build new nodes: the copy above is nobody's to update any more.
+      for (const map of [this.#runs, this.#messages, this.#tools, this.#toolInfo, this.#approvals, this.#components]) {
+        map.clear();
+      }
+      this.#decisions.clear();
+      this.#unsent.clear();
+      this.#renderQueue.clear();
+      const text =
+        "This conversation could not be restored: the server no longer has it, most likely because it " +
+        "restarted and kept its conversations only in memory. " +
+        (frame.copy ? "Above is this browser's copy, read-only; new" : "New") +
+        " messages start a new conversation.";
+      this.#log().append(h("p", { class: "ac-lost", role: "note" }, icon("warning"), h("span", {}, text)));
+      this.#announce(text);
+    }
+
+    /** Who decided depends on who you are: said again once the server has named you. */
+    #rewordDecisions() {
+      for (const [callId, frame] of this.#decisions) {
+        const outcome = this.#approvals.get(callId)?.querySelector(".ac-approval__outcome");
+        if (outcome) outcome.lastChild.textContent = approvalOutcome(frame, this.#actorId)[1];
+      }
     }
 
     #onAck(frame) {
@@ -737,7 +986,9 @@
         if (pending.kind === "send") {
           this.#markFailed(pending.bubble, pending.text, "Not sent: the connection dropped.", true);
         }
-        if (pending.kind === "decide") this.#decisionFailed(pending.card, "The connection dropped; try again.");
+        if (pending.kind === "decide") {
+          this.#decisionFailed(pending.card, "The connection dropped; try again.", { connection: true });
+        }
       }
       this.#pending.clear();
     }
@@ -789,6 +1040,9 @@
         case "run-finished":
           this.#runFinished(frame);
           break;
+        case LOST_FRAME:
+          this.#markLost(frame);
+          break;
         default:
           break;
       }
@@ -818,7 +1072,7 @@
       const known = this.#users[frame.run_id];
       let bubble = this.#log().querySelector(`.ac-msg--user[data-run-id="${CSS.escape(frame.run_id)}"]`);
       if (!bubble && known !== undefined) {
-        this.#log().append((bubble = this.#userBubble(known, { runId: frame.run_id })));
+        this.#log().append((bubble = this.#userBubble(known, { runId: frame.run_id, at: frame.at })));
       } else if (!bubble) {
         // Not acknowledged yet: most likely our oldest message in flight, or one whose ack was lost
         // with a dropped socket (the ack, if it comes, confirms).
@@ -834,13 +1088,17 @@
           bubble = unsent;
         } else {
           // Sent from another tab or device: what they typed comes from the thread's history.
-          this.#log().append((bubble = this.#userBubble("", { runId: frame.run_id, unknown: true })));
+          this.#log().append((bubble = this.#userBubble("", { runId: frame.run_id, unknown: true, at: frame.at })));
           this.#lookUpUserTexts();
         }
       }
       const run = this.#run(frame);
       run.user = bubble;
       bubble.after(run.turn);
+      const time = bubble.querySelector(".ac-msg__time");
+      if (time) setTime(time, frame.at);
+      // Only the last failure offers to try again: a new run makes the older offers moot.
+      for (const button of this.#log().querySelectorAll(".ac-notice .ac-retry")) button.remove();
     }
 
     #runFinished(frame) {
@@ -859,8 +1117,15 @@
       if (!message) {
         const body = h("div", { class: "ac-msg__body" });
         const who = h("span", { class: "ac-sr" }, "Assistant: ");
-        const node = h("div", { class: "ac-msg ac-msg--assistant", "aria-busy": "true" }, who, body);
-        message = { node, body, text: "", done: false };
+        const time = h("time", { class: "ac-msg__time" });
+        const copyAttrs = { type: "button", class: "ac-copy", "aria-label": "Copy message", title: "Copy" };
+        const copy = h("button", copyAttrs, icon("copy"));
+        const foot = h("div", { class: "ac-msg__foot" }, copy);
+        foot.hidden = true; // until the message is whole
+        const attrs = { class: "ac-msg ac-msg--assistant", role: "article", tabindex: "-1", "aria-busy": "true" };
+        const node = h("div", attrs, who, body, time, foot);
+        message = { node, body, foot, time, text: "", done: false };
+        copy.addEventListener("click", () => this.#copy(message.text));
         this.#messages.set(frame.message_id, message);
         this.#run(frame).turn.append(node);
       }
@@ -881,7 +1146,29 @@
       message.node.removeAttribute("aria-busy");
       this.#renderQueue.delete(message);
       message.body.replaceChildren(richText(message.text));
+      // The end's time, not the first word's: a reload (which keeps only the end) shows the same.
+      setTime(message.time, frame.at);
+      message.foot.hidden = false;
       this.#announce(message.text);
+    }
+
+    /** Copy `text` to the clipboard (through a selection where the Clipboard API is refused). */
+    async #copy(text) {
+      try {
+        await navigator.clipboard.writeText(text);
+      } catch {
+        const area = h("textarea", { class: "ac-sr", readonly: true, "aria-hidden": "true" });
+        area.value = text;
+        this.#ui.panel.append(area);
+        area.select();
+        const copied = document.execCommand("copy");
+        area.remove();
+        if (!copied) {
+          this.#announce("Could not copy: the browser refused.");
+          return;
+        }
+      }
+      this.#announce("Copied");
     }
 
     /** Streamed text is re-rendered at most once per frame, not once per delta. */
@@ -900,25 +1187,43 @@
 
     #toolStarted(frame) {
       let line = this.#tools.get(frame.tool_call_id);
+      const narration = frame.running || frame.label || humanize(frame.tool) || "Working";
       if (!line) {
-        line = h(
-          "div",
-          { class: "ac-tool", "data-state": "running", "data-tool": frame.tool },
+        // The whole line is a disclosure button: it shows the call's arguments and its result.
+        const detailsId = `${this.#uid}-tool-${++this.#ids}`;
+        const toggle = h(
+          "button",
+          { type: "button", class: "ac-tool__toggle", "aria-expanded": "false", "aria-controls": detailsId },
           h("span", { class: "ac-tool__icon" }, icon(frame.icon || "tool")),
-          h("span", { class: "ac-tool__text" }),
+          // One span for the words and how it went: the button's name reads "Refunded order 1042, done".
+          h("span", { class: "ac-tool__text" }, h("span", { class: "ac-tool__label" }), h("span", { class: "ac-sr" })),
           h("span", { class: "ac-tool__state" }),
+          icon("chevron", "ac-icon ac-tool__chevron"),
         );
+        line = h("div", { class: "ac-tool", "data-state": "running", "data-tool": frame.tool }, toggle);
+        const details = h("div", { class: "ac-tool-details", id: detailsId, hidden: true });
+        const info = {
+          line, toggle, details, summary: null, // its nodes (summary: the result view under the line)
+          input: frame.input, output: undefined, result: null, error: null, // what the call said
+        };
+        toggle.addEventListener("click", () => this.#toggleDetails(info));
         this.#tools.set(frame.tool_call_id, line);
+        this.#toolInfo.set(frame.tool_call_id, info);
         // An approved action's line goes right under its approval card.
         const card = this.#approvals.get(frame.tool_call_id);
         if (card) card.after(line);
         else this.#run(frame).turn.append(line);
+        line.after(details);
       }
+      const info = this.#toolInfo.get(frame.tool_call_id);
+      if (frame.input && typeof frame.input === "object") info.input = frame.input;
       line.dataset.state = "running";
-      line.querySelector(".ac-tool__text").textContent = frame.running || frame.label || frame.tool;
-      const spinner = h("span", { class: "ac-spinner", "aria-hidden": "true" });
-      line.querySelector(".ac-tool__state").replaceChildren(spinner, h("span", { class: "ac-sr" }, ", running"));
-      this.#announce(`${frame.running || frame.label || frame.tool}…`);
+      line.querySelector(".ac-tool__label").textContent = narration;
+      line.querySelector(".ac-tool__text .ac-sr").textContent = ", running";
+      nameTool(line);
+      line.querySelector(".ac-tool__state").replaceChildren(h("span", { class: "ac-spinner", "aria-hidden": "true" }));
+      this.#fillDetails(info);
+      this.#announce(`${narration}…`);
     }
 
     /**
@@ -930,26 +1235,59 @@
       let line = this.#tools.get(frame.tool_call_id);
       if (!line) {
         // Denied or failed before it started (gates, validation, preflight): name the tool.
-        const name = String(frame.tool || "tool").replace(/[_-]+/g, " ");
-        this.#toolStarted({ ...frame, running: name.charAt(0).toUpperCase() + name.slice(1), icon: null });
+        this.#toolStarted({ ...frame, running: humanize(frame.tool) || "Working", icon: null, input: null });
         line = this.#tools.get(frame.tool_call_id);
       }
+      const info = this.#toolInfo.get(frame.tool_call_id);
       line.dataset.state = state;
-      const label = line.querySelector(".ac-tool__text");
+      const label = line.querySelector(".ac-tool__label");
       if (text) label.textContent = text;
       const words = { done: "done", failed: "failed", denied: "not run", stopped: "stopped" }[state];
       const glyph = { done: "check", stopped: "stop" }[state] || "cross";
       // Read as "Refunding order 1042, done" or "Fetching the invoice, failed: No such order".
-      const spoken = detail ? null : h("span", { class: "ac-sr" }, `, ${words}`);
-      line.querySelector(".ac-tool__state").replaceChildren(icon(glyph, "ac-icon ac-icon--state"), spoken ?? "");
+      line.querySelector(".ac-tool__text .ac-sr").textContent = detail ? "" : `, ${words}`;
+      nameTool(line);
+      line.querySelector(".ac-tool__state").replaceChildren(icon(glyph, "ac-icon ac-icon--state"));
       line.querySelector(".ac-tool__detail")?.remove();
       if (detail) {
         const prefix = detail.toLowerCase() === words ? ", " : `, ${words}: `;
         line.append(h("span", { class: "ac-tool__detail" }, h("span", { class: "ac-sr" }, prefix), detail));
       }
-      // The result view reads under the line, before the components the call showed.
-      if (extra) line.after(h("div", { class: "ac-tool-result" }, extra));
+      info.output = frame.output;
+      info.result = frame.result ?? null;
+      info.error = state === "done" ? null : detail || words;
+      // The result view reads under the line (after its details), before the components the call showed.
+      if (extra) {
+        info.summary = h("div", { class: "ac-tool-result" }, extra);
+        info.summary.hidden = info.toggle.getAttribute("aria-expanded") === "true";
+        info.details.after(info.summary);
+      }
+      this.#fillDetails(info);
       this.#announce(state === "done" ? label.textContent : `${label.textContent}: ${detail || words}`);
+    }
+
+    #toggleDetails(info) {
+      const open = info.toggle.getAttribute("aria-expanded") !== "true";
+      const stick = this.#nearEnd();
+      info.toggle.setAttribute("aria-expanded", String(open));
+      info.details.hidden = !open;
+      // Open, the details carry the result view: the summary under the line would repeat it.
+      if (info.summary) info.summary.hidden = open;
+      this.#fillDetails(info);
+      if (open && stick) this.#scrollToEnd(true); // opened at the end: the details must not hide below
+    }
+
+    /** The details of a call: what the model asked for, and what came back (the result view when there is one). */
+    #fillDetails(info) {
+      if (info.details.hidden) return; // drawn when opened
+      const input = h("div", { class: "ac-details__input" }, h("p", { class: "ac-details__label" }, "Input"));
+      input.append(fieldsView(info.input, "No input."));
+      const result = h("div", { class: "ac-details__result" }, h("p", { class: "ac-details__label" }, "Result"));
+      const state = info.line.dataset.state;
+      if (state === "running") result.append(h("p", { class: "ac-result ac-result--note" }, "Still working…"));
+      else if (info.error) result.append(h("p", { class: "ac-result ac-result--note" }, info.error));
+      else result.append(resultView(info.result) || fieldsView(info.output, "Nothing came back."));
+      info.details.replaceChildren(input, result);
     }
 
     #approvalRequested(frame) {
@@ -961,6 +1299,8 @@
       const approve = h("button", { type: "button", class: approveClass, "data-action": "approve" }, confirmation.verb || "Approve");
       const reject = h("button", { type: "button", class: "ac-btn ac-btn--secondary", "data-action": "reject" }, "Reject");
       const expiry = frame.expires_at ? formatExpiry(frame.expires_at) : "";
+      // The person asking decides, unless the gateway's policy names approvers of a role.
+      const kicker = !frame.approver || frame.approver === "requester" ? "Needs your approval" : "Needs approval";
       const card = h(
         "div",
         {
@@ -972,7 +1312,7 @@
           "aria-labelledby": `${id}-title`,
           "aria-describedby": `${id}-detail`,
         },
-        h("p", { class: "ac-approval__kicker" }, icon(destructive ? "warning" : "shield"), "Needs your approval"),
+        h("p", { class: "ac-approval__kicker" }, icon(destructive ? "warning" : "shield"), kicker),
         h("p", { class: "ac-approval__title", id: `${id}-title` }, confirmation.title || "Approve this action?"),
         h(
           "p",
@@ -1011,7 +1351,7 @@
       const id = this.#nextId(approve ? "approve" : "reject");
       const frame = { type: approve ? "approve" : "reject", id, tool_call_id: card.dataset.toolCallId };
       if (!this.#transmit(frame)) {
-        this.#decisionFailed(card, "Not connected; try again in a moment.");
+        this.#decisionFailed(card, "Not connected; try again in a moment.", { connection: true });
         return;
       }
       this.#pending.set(id, { kind: "decide", card });
@@ -1026,7 +1366,8 @@
       }
     }
 
-    #decisionFailed(card, message) {
+    /** A decision that did not go through; one lost with the connection is cleared once it is back. */
+    #decisionFailed(card, message, { connection = false } = {}) {
       if (!card || card.dataset.status !== "pending") return;
       card.removeAttribute("aria-busy");
       for (const button of card.querySelectorAll("button")) {
@@ -1036,6 +1377,8 @@
       const error = card.querySelector(".ac-approval__error");
       error.textContent = message;
       error.hidden = false;
+      if (connection) error.dataset.cause = "connection";
+      else delete error.dataset.cause;
     }
 
     #approvalSettled(frame) {
@@ -1047,17 +1390,26 @@
         run.turn.dataset.status = "running";
       }
       if (!card) return;
-      const hadFocus = card.contains(this.shadowRoot.activeElement);
-      card.dataset.status = frame.status;
-      card.removeAttribute("aria-busy");
-      card.querySelector(".ac-approval__actions").remove();
-      card.querySelector(".ac-approval__error").hidden = true;
-      card.querySelector(".ac-approval__expiry")?.remove();
-      const outcome = card.querySelector(".ac-approval__outcome");
-      const text = approvalOutcome(frame, this.#actorId);
-      outcome.replaceChildren(icon(frame.status === "approved" ? "check" : "cross"), text);
-      outcome.hidden = false;
+      this.#decisions.set(frame.tool_call_id, frame);
+      const [state, text] = approvalOutcome(frame, this.#actorId);
+      this.#settleCard(card, frame.status, state, text, frame.status === "approved" ? "check" : "cross");
       this.#announce(text);
+    }
+
+    /** A card that no longer waits: its buttons go, its kicker and last line say what happened. */
+    #settleCard(card, status, state, text, glyph) {
+      const hadFocus = card.contains(this.shadowRoot.activeElement);
+      card.dataset.status = status;
+      card.removeAttribute("aria-busy");
+      card.querySelector(".ac-approval__actions")?.remove();
+      card.querySelector(".ac-approval__expiry")?.remove();
+      const error = card.querySelector(".ac-approval__error");
+      error.hidden = true;
+      error.textContent = "";
+      card.querySelector(".ac-approval__kicker").replaceChildren(icon(glyph), state);
+      const outcome = card.querySelector(".ac-approval__outcome");
+      outcome.replaceChildren(icon(glyph), text);
+      outcome.hidden = false;
       // The buttons are gone: the card itself, now telling the outcome, keeps the focus.
       if (hadFocus) card.focus({ preventScroll: true });
     }
@@ -1074,14 +1426,15 @@
       if (fresh) {
         // A component belongs with its tool line when it has one: under it, before later text.
         let anchor = frame.tool_call_id ? this.#tools.get(frame.tool_call_id) : null;
-        const siblings = `.ac-tool-result, .ac-ui[data-tool-call-id="${CSS.escape(frame.tool_call_id || "")}"]`;
+        const own = `.ac-ui[data-tool-call-id="${CSS.escape(frame.tool_call_id || "")}"]`;
+        const siblings = `.ac-tool-details, .ac-tool-result, ${own}`;
         while (anchor?.nextElementSibling?.matches(siblings)) anchor = anchor.nextElementSibling;
         if (frame.tool_call_id) wrapper.dataset.toolCallId = frame.tool_call_id;
         if (anchor?.parentNode) anchor.after(wrapper);
         else this.#run(frame).turn.append(wrapper);
       }
       const title = typeof frame.props?.title === "string" ? frame.props.title : "";
-      const label = frame.fallback_text || title || frame.component.replace(/(?<=[a-z])(?=[A-Z])/g, " ");
+      const label = frame.fallback_text || title || humanize(frame.component);
       wrapper.setAttribute("aria-label", label);
       wrapper.setAttribute("role", "group");
       this.#announce(`Shown: ${label}`);
@@ -1093,6 +1446,7 @@
         const template = document.createElement("template");
         template.innerHTML = frame.html;
         this.#fromGateway(template.content);
+        keepFiguresWhole(template.content);
         return template.content;
       }
       if (Array.isArray(frame.media) && frame.media.length) {
@@ -1108,7 +1462,7 @@
         }
         return fragment;
       }
-      return h("p", { class: "ac-ui__text" }, frame.text || frame.fallback_text || `[${frame.component}]`);
+      return h("p", { class: "ac-ui__text" }, frame.text || frame.fallback_text || humanize(frame.component));
     }
 
     /**
@@ -1130,16 +1484,29 @@
       const glyph = icon(kind === "error" ? "warning" : "stop");
       const notice = h("p", { class: `ac-notice ac-notice--${kind}` }, glyph, h("span", {}, text));
       if (kind === "error") notice.setAttribute("role", this.#quiet ? "note" : "alert");
-      this.#run(frame).turn.append(notice);
+      const run = this.#run(frame);
+      const asked = this.#users[frame.run_id] ?? run.user?.querySelector(".ac-msg__body")?.textContent;
+      if (kind === "error" && asked) {
+        // A failed run (the model could not be reached, say) can be asked again, as it was.
+        const retry = h("button", { type: "button", class: "ac-linkbtn ac-retry" }, icon("retry"), "Retry");
+        retry.addEventListener("click", () => {
+          if (this.#sendOrDraft(asked)) retry.remove();
+        });
+        notice.append(retry);
+      }
+      run.turn.append(notice);
       if (kind !== "error") this.#announce(text);
     }
 
     // -- the person's messages ----------------------------------------------------------------------
 
-    #userBubble(text, { runId = null, pending = false, unknown = false } = {}) {
+    #userBubble(text, { runId = null, pending = false, unknown = false, at = null } = {}) {
       const body = h("div", { class: "ac-msg__body" });
       if (text) body.append(richTextPlain(text));
-      const bubble = h("div", { class: "ac-msg ac-msg--user" }, h("span", { class: "ac-sr" }, "You: "), body);
+      const time = h("time", { class: "ac-msg__time" });
+      setTime(time, at || new Date().toISOString());
+      const attrs = { class: "ac-msg ac-msg--user", role: "article", tabindex: "-1" };
+      const bubble = h("div", attrs, h("span", { class: "ac-sr" }, "You: "), body, time);
       if (runId) bubble.dataset.runId = runId;
       if (pending) bubble.dataset.state = "sending";
       if (unknown) bubble.hidden = true;
@@ -1157,7 +1524,7 @@
       if (!bubble.isConnected || bubble.dataset.state === "failed") return;
       bubble.dataset.state = "failed";
       if (uncertain) this.#unsent.set(bubble, text);
-      const retry = h("button", { type: "button", class: "ac-linkbtn" }, icon("retry"), "Retry");
+      const retry = h("button", { type: "button", class: "ac-linkbtn ac-retry" }, icon("retry"), "Retry");
       retry.addEventListener("click", () => {
         if (!this.send(text)) return;
         this.#unsent.delete(bubble);
@@ -1233,6 +1600,8 @@
       }
       this.#threadId = stored.thread_id;
       this.#users = stored.users;
+      this.#actorId = stored.actor; // who "you" were: the server confirms (or corrects) in its welcome
+      this.#remembered = stored.trimmed;
       this.#quiet = true;
       try {
         for (const frame of stored.frames) {
@@ -1255,11 +1624,14 @@
       this.#runs.clear();
       this.#messages.clear();
       this.#tools.clear();
+      this.#toolInfo.clear();
       this.#approvals.clear();
+      this.#decisions.clear();
       this.#components.clear();
       this.#pending.clear();
       this.#unsent.clear();
       this.#renderQueue.clear();
+      this.#remembered = false;
       this.#log().replaceChildren(this.#ui.empty);
       this.#ui.empty.hidden = false;
       this.#updateBusy();
@@ -1275,7 +1647,8 @@
       clearTimeout(this.#saveTimer);
       this.#saveTimer = 0;
       if (!this.#cache || !this.#threadId) return;
-      this.#cache.save({ thread_id: this.#threadId, seq: this.#lastSeq, frames: this.#frames, users: this.#users });
+      const state = { thread_id: this.#threadId, seq: this.#lastSeq, frames: this.#frames, users: this.#users };
+      this.#cache.save({ ...state, actor: this.#actorId });
     };
 
     // -- chrome: composer, status, busy indicator, scrolling ---------------------------------------
@@ -1305,6 +1678,37 @@
       log.addEventListener("scroll", () => {
         if (this.#nearEnd()) jump.hidden = true;
       });
+      log.addEventListener("keydown", (event) => this.#moveBetweenMessages(event));
+    }
+
+    /**
+     * Up and Down move the focus from message to message (Home, End: the first and the last;
+     * Escape: back to the message box), from the conversation or a message in it. A focused
+     * message shows its time; a screen reader reads it whole.
+     */
+    #moveBetweenMessages(event) {
+      const log = this.#log();
+      const from = event.target;
+      if (!["ArrowUp", "ArrowDown", "Home", "End", "Escape"].includes(event.key)) return;
+      if (from !== log && !from.matches?.(".ac-msg")) return;
+      if (event.key === "Escape") {
+        if (from === log) return;
+        event.preventDefault();
+        this.focusInput();
+        return;
+      }
+      const messages = [...log.querySelectorAll(".ac-msg:not([hidden])")];
+      if (!messages.length) return;
+      const at = messages.indexOf(from);
+      const last = messages.length - 1;
+      const to = {
+        ArrowUp: at < 0 ? last : Math.max(0, at - 1),
+        ArrowDown: at < 0 ? last : Math.min(last, at + 1),
+        Home: 0,
+        End: last,
+      }[event.key];
+      event.preventDefault();
+      messages[to].focus();
     }
 
     #submit() {
@@ -1354,7 +1758,8 @@
       for (const dots of this.#log().querySelectorAll(".ac-typing")) dots.remove();
       for (const run of this.#runs.values()) {
         if (!run.active) continue;
-        const last = run.turn.lastElementChild;
+        let last = run.turn.lastElementChild;
+        if (last?.matches(".ac-tool-details")) last = last.previousElementSibling;
         const moving = last && last.matches(".ac-tool[data-state=running], .ac-msg--assistant[aria-busy]");
         if (!moving) {
           run.turn.append(
@@ -1411,6 +1816,90 @@
       this.#setStatus("offline");
       this.#showBanner(message);
       this.#emit("agora-error", { code, message });
+    }
+
+    /** The branding attributes (`welcome`, `prompts`, `accent`, `logo`), all at once. */
+    #applyBrand() {
+      this.#applyWelcome();
+      this.#applyPrompts();
+      this.#applyAccent();
+      this.#applyLogo();
+    }
+
+    #applyWelcome() {
+      const welcome = this.getAttribute("welcome")?.trim();
+      this.#ui["empty-text"].textContent = welcome || (this.#demo ? DEMO_WELCOME : DEFAULT_WELCOME);
+    }
+
+    #applyPrompts() {
+      const prompts = parsePrompts(this.getAttribute("prompts"));
+      const items = prompts.map((text) => {
+        const button = h("button", { type: "button", class: "ac-prompt" }, text);
+        button.addEventListener("click", () => this.#sendOrDraft(text));
+        return h("li", {}, button);
+      });
+      this.#ui.prompts.replaceChildren(...items);
+      this.#ui.prompts.hidden = !items.length;
+    }
+
+    /**
+     * The accent colour drives the accent custom properties, set on the panel: below the host,
+     * so it wins over the theme's palette and the page's `--ac-accent`. Derived shades are
+     * mixed from it; the text on it is black or white, whichever reads better.
+     */
+    #applyAccent() {
+      const style = this.#ui.panel.style;
+      for (const name of ["--ac-accent", "--ac-accent-hover", "--ac-accent-soft", "--ac-accent-text", "--ac-focus"]) {
+        style.removeProperty(name);
+      }
+      const accent = this.getAttribute("accent")?.trim();
+      if (!accent) return;
+      if (!CSS.supports("color", accent)) {
+        console.warn(`<agora-chat>: accent ${JSON.stringify(accent.slice(0, 60))} is not a CSS colour; ignored`);
+        return;
+      }
+      style.setProperty("--ac-accent", accent);
+      style.setProperty("--ac-accent-hover", `color-mix(in srgb, ${accent} 84%, black)`);
+      style.setProperty("--ac-accent-soft", `color-mix(in srgb, ${accent} 14%, var(--ac-bg))`);
+      style.setProperty("--ac-accent-text", textColourOn(accent));
+      style.setProperty("--ac-focus", accent);
+    }
+
+    /** The `logo` image in the header (and the empty state); the default mark when none loads. */
+    #applyLogo() {
+      const value = this.getAttribute("logo")?.trim();
+      let url = null;
+      try {
+        url = value ? new URL(value, document.baseURI) : null;
+      } catch {
+        url = null;
+      }
+      const dataImage = url?.protocol === "data:" && /^data:image\//i.test(value);
+      const usable = url !== null && (["http:", "https:", "blob:"].includes(url.protocol) || dataImage);
+      for (const [slot, size] of [["avatar", 36], ["empty-icon", 48]]) {
+        const holder = this.#ui[slot];
+        holder.classList.toggle("ac-logo", usable);
+        if (!usable) {
+          holder.replaceChildren(icon("spark"));
+          continue;
+        }
+        const image = h("img", { src: value, alt: "", width: size, height: size, decoding: "async" });
+        image.addEventListener("error", () => {
+          holder.classList.remove("ac-logo");
+          holder.replaceChildren(icon("spark"));
+        });
+        holder.replaceChildren(image);
+      }
+    }
+
+    /** Send `text` now or, when it cannot be sent yet, leave it in the message box to send. */
+    #sendOrDraft(text) {
+      if (this.send(text)) return true;
+      this.#ui.input.value = text;
+      this.#autosize();
+      this.#updateComposer();
+      this.focusInput();
+      return false;
     }
 
     #applyTitle() {

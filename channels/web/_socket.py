@@ -3,9 +3,11 @@
 Protocol (JSON text frames). Client -> server: ``hello {thread_id?, after_seq?, ui_capabilities?,
 token?}`` first, then ``send {text, page_context?}``, ``approve {tool_call_id, remember?}``,
 ``reject {tool_call_id, reason?}``, ``cancel {run_id}``; any may carry an ``id`` that the answer
-echoes. Server -> client: ``welcome {thread_id, actor, ...}``, then every run event of the thread
-with its ``type`` and ``seq`` (``ui`` events carry ``html``, ``media`` or ``text`` per the
-client's capabilities), ``ack {id, run_id?}`` and ``error {id?, code, message}``.
+echoes. Server -> client: ``welcome {thread_id, actor, after_seq, restored, ...}`` (``restored``
+is false when the thread the hello named is unknown, or its log is shorter than ``after_seq``),
+then every run event of the thread with its ``type`` and ``seq`` (``ui`` events carry ``html``,
+``media`` or ``text`` per the client's capabilities), ``ack {id, run_id?}`` and
+``error {id?, code, message}``.
 """
 
 from __future__ import annotations
@@ -297,8 +299,13 @@ class WebSession:
         after_seq = frame.after_seq
         thread_id = f"web-{uuid.uuid4().hex}"
         existing: ThreadRecord | None = None
+        # False when the client's conversation is not the server's: the thread it asked for is
+        # unknown (a store that was reset, e.g. an in-memory gateway that restarted) or its log is
+        # shorter than the client has seen. The client then keeps what it shows as a read-only copy.
+        restored = True
         if frame.thread_id is not None:
             existing = await store.get_thread(frame.thread_id)
+            restored = existing is not None
             if existing is None and not self.actor.id.startswith("anon:"):
                 record = ThreadRecord(
                     thread_id=frame.thread_id, owner_id=self.actor.id, tenant_ref=self.actor.tenant_ref, channel="web"
@@ -314,6 +321,7 @@ class WebSession:
                 thread_id = frame.thread_id
                 if after_seq > await store.last_seq(thread_id):
                     after_seq = 0  # the log is shorter than the client thinks (a reset store): replay it all
+                    restored = False
             else:
                 after_seq = 0
         self.thread_id = thread_id
@@ -329,6 +337,7 @@ class WebSession:
                 # The demo's own texts only for the demo: an app on the offline model is no demo.
                 "demo": self.services.demo and runtime.model is not None and runtime.model.name == "demo",
                 "after_seq": after_seq,
+                "restored": restored,
             }
         )
         # An approver may follow someone else's thread: only while a decision of theirs is pending.

@@ -49,6 +49,8 @@ _MAX_RETRY_AFTER = 60.0
 _RETRIED_CODES = frozenset({"model_rate_limited", "model_unavailable"})
 """Failures retried here. ``model_timeout`` is retryable for the caller but not retried here:
 the timeout is the caller's bound on waiting, and retrying would multiply it."""
+_RETRYABLE_CODES = _RETRIED_CODES | {"model_timeout"}
+"""Failures a caller may retry (``ModelError.retryable``)."""
 
 
 def _sdk() -> ModuleType:
@@ -266,31 +268,41 @@ class OpenAIModel:
         try:
             yield
         except (TimeoutError, sdk.APITimeoutError) as exc:
-            raise ModelError(
-                f"{self.name} did not answer within {self.timeout}s", code="model_timeout", retryable=True
-            ) from exc
+            raise _model_error(f"{self.name} did not answer within {self.timeout}s", "model_timeout") from exc
         except sdk.APIConnectionError as exc:
-            raise ModelError(
-                f"connection to {self.name} at {self.client.base_url} failed: {exc.__cause__ or exc}",
-                code="model_unavailable",
-                retryable=True,
-                public=f"{self.name} could not be reached.",
-            ) from exc
+            story = f"connection to {self.name} at {self.client.base_url} failed: {exc.__cause__ or exc}"
+            raise _model_error(story, "model_unavailable") from exc
         except sdk.APIStatusError as exc:
             status: int = exc.status_code
             message = f"{self.name} answered {status}: {_server_message(exc)}"
             if status in (401, 403):
-                raise ModelError(message, code="model_auth") from exc
+                raise _model_error(message, "model_auth") from exc
             if status == 429:
-                raise ModelError(message, code="model_rate_limited", retryable=True) from exc
+                raise _model_error(message, "model_rate_limited") from exc
             if status >= 500:
-                raise ModelError(message, code="model_unavailable", retryable=True) from exc
-            raise ModelError(message, code="model_error") from exc
+                raise _model_error(message, "model_unavailable") from exc
+            raise _model_error(message, "model_error") from exc
         except sdk.OpenAIError as exc:
             # An ``error`` object inside the stream, or a response the SDK could not read.
-            raise ModelError(f"{self.name} failed: {exc}", code="model_error") from exc
+            raise _model_error(f"{self.name} failed: {exc}", "model_error") from exc
         except json.JSONDecodeError as exc:
-            raise ModelError(f"{self.name} sent a malformed stream: {exc}", code="model_error") from exc
+            raise _model_error(f"{self.name} sent a malformed stream: {exc}", "model_error") from exc
+
+
+_PUBLIC_TEXTS = {
+    "model_timeout": "The assistant took too long to answer.",
+    "model_unavailable": "The assistant could not be reached.",
+    "model_rate_limited": "The assistant is busy right now.",
+    "model_auth": "The assistant is not available: its model refused the gateway's credentials.",
+    "model_error": "The assistant could not answer this time.",
+}
+"""What people read for each failure (``ModelError.public``): never the model's name, URL or the
+server's words, which only the log carries (a chat must not show ``openai:gpt-4o could not be reached``)."""
+
+
+def _model_error(story: str, code: str) -> ModelError:
+    """A ``ModelError`` telling ``story`` to the log and its code's public text to people."""
+    return ModelError(story, code=code, retryable=code in _RETRYABLE_CODES, public=_PUBLIC_TEXTS[code])
 
 
 @dataclass(kw_only=True)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 from playwright.async_api import (
     Browser,
@@ -58,37 +59,81 @@ def gateway_settings(**overrides: Any) -> Settings:
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
 
 
-MakeGateway = Callable[..., Awaitable[str]]
+class MakeGateway:
+    """Starts gateways (the embedded demo, around a given runtime, or an ``app``) for one test.
 
+    ``await make_gateway(runtime=None, *, app=None, port=0, pages=None, **settings)`` returns the base URL.
+    ``pages`` maps paths to HTML served beside the gateway's routes (a test's own page, same
+    origin as the socket); ``port`` reuses one (a restart: ``await make_gateway.stop(url)`` first).
+    """
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def make_gateway() -> AsyncIterator[MakeGateway]:
-    """Start a gateway (the embedded demo, around a given runtime, or an ``app``); returns its base URL."""
-    servers: list[TestServer] = []
-    runtimes: list[Runtime] = []
+    def __init__(self) -> None:
+        self.servers: dict[str, TestServer] = {}
+        self.runtimes: list[Runtime] = []
 
-    async def make(runtime: Runtime | None = None, *, app: Gateway | None = None, **overrides: Any) -> str:
+    async def __call__(
+        self,
+        runtime: Runtime | None = None,
+        *,
+        app: Gateway | None = None,
+        port: int = 0,
+        pages: dict[str, str] | None = None,
+        **overrides: Any,
+    ) -> str:
         channels = channels_for(overrides)
         config = gateway_settings(**overrides)
         if app is not None and runtime is None:
             runtime = app.runtime(config)  # serve that Gateway (its catalog, static folder) on a runtime of its own
         if runtime is not None:
-            runtimes.append(runtime)
+            self.runtimes.append(runtime)
         if app is not None:
             assert runtime is not None
             served = assemble(config, app, runtime=runtime, owns_runtime=False, channels=channels)
         else:
             served = create_app(config, runtime=runtime, channels=channels)
-        server = TestServer(served, host="127.0.0.1")
+        for path, html in (pages or {}).items():
+            served.router.add_get(path, _page_handler(html))
+        server = TestServer(served, host="127.0.0.1", port=port)
         await server.start_server()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.port}"
+        url = f"http://127.0.0.1:{server.port}"
+        self.servers[url] = server
+        return url
 
-    yield make
-    for server in servers:
-        await server.close()
-    for runtime in runtimes:
-        await runtime.aclose()
+    async def stop(self, url: str) -> None:
+        """Stop the gateway at ``url`` (its port is free again)."""
+        await self.servers.pop(url).close()
+
+    async def aclose(self) -> None:
+        for server in self.servers.values():
+            await server.close()
+        for runtime in self.runtimes:
+            await runtime.aclose()
+
+
+def _page_handler(html: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text=html, content_type="text/html")
+
+    return page
+
+
+def widget_page(widget: str = "<agora-chat></agora-chat>", *, style: str = "") -> str:
+    """A bare page of the gateway's origin holding ``widget`` (an ``<agora-chat>`` element)."""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Widget test</title><link rel="icon" href="data:,">
+<script src="/static/agora-chat.js" defer></script>
+<style>{style}</style></head>
+<body>{widget}</body></html>"""
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def make_gateway() -> AsyncIterator[MakeGateway]:
+    """Start gateways for this test; all are stopped after it."""
+    factory = MakeGateway()
+    yield factory
+    await factory.aclose()
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -181,6 +226,8 @@ class Chat:
         self.turns = self.root.locator(".ac-turn")
         self.user_messages = self.root.locator(".ac-msg--user")
         self.assistant_messages = self.root.locator(".ac-msg--assistant")
+        self.user_texts = self.root.locator(".ac-msg--user .ac-msg__body")
+        self.assistant_texts = self.root.locator(".ac-msg--assistant .ac-msg__body")
         self.tools = self.root.locator(".ac-tool")
         self.components = self.root.locator(".ac-ui")
         self.approvals = self.root.locator(".ac-approval")
@@ -211,6 +258,15 @@ class Chat:
                     + n.textContent.replace(/\\s+/g, ' ').trim())"""
         )
         return items
+
+    async def shown(self) -> str:
+        """Everything the widget shows or says: its text, and the names, titles and hints of its elements."""
+        text: str = await self.root.evaluate(
+            """el => [el.shadowRoot.textContent, ...[...el.shadowRoot.querySelectorAll('*')].flatMap(n =>
+                ['aria-label', 'title', 'alt', 'placeholder', 'aria-description'].map(a => n.getAttribute(a) || ''))]
+                .join(' ')"""
+        )
+        return text
 
     async def active_element(self) -> str:
         """The focused element inside the widget: tag, classes and text."""

@@ -49,10 +49,17 @@ async def test_keyboard_only_conversation_with_an_approval(gateway: str, open_pa
     assert await verb.evaluate("el => getComputedStyle(el).outlineStyle") == "solid", "a visible focus ring"
     await page.keyboard.press("Enter")
 
-    # The buttons are gone; the card, now telling the outcome, keeps the focus. Tab goes on.
+    # The buttons are gone; the card, now telling the outcome, keeps the focus. Tab goes on: to
+    # the refund's tool line (it opens on Enter), the reply's copy button, then the message box.
     await expect(card.locator(".ac-approval__outcome")).to_have_text("Approved by you.")
     await expect(card).to_be_focused()
     await chat.turn_ends(1)
+    await page.keyboard.press("Tab")
+    assert (await chat.active_element()).startswith("button.ac-tool__toggle Refunded order 1042")
+    await page.keyboard.press("Enter")
+    await expect(chat.turn(1).locator(".ac-tool-details")).to_be_visible()
+    await page.keyboard.press("Tab")
+    assert (await chat.active_element()).startswith("button.ac-copy")
     await page.keyboard.press("Tab")
     assert (await chat.active_element()).startswith("textarea")
 

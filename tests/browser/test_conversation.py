@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 from playwright.async_api import expect
 from pydantic import BaseModel
@@ -50,7 +51,10 @@ async def test_weather_shows_the_tool_line_the_card_and_the_reply(gateway: str, 
     reply = turn.locator(".ac-msg--assistant")
     await expect(reply).to_contain_text("in Lisbon, with wind at")
     await expect(reply).not_to_have_attribute("aria-busy", "true")
-    await expect(chat.user_messages).to_have_text(["You: weather in Lisbon"])
+    await expect(chat.user_texts).to_have_text(["weather in Lisbon"])
+    # Each message says who said it (to screen readers) and when.
+    await expect(chat.user_messages).to_have_text([re.compile(r"^You: weather in Lisbon\s*\d{1,2}:\d{2}")])
+    await expect(reply).to_have_text(re.compile(r"^Assistant: .*in Lisbon.*\d{1,2}:\d{2}"))
     await expect(chat.stop_button).to_be_hidden()
 
 
@@ -67,7 +71,7 @@ async def test_markdown_subset_is_rendered_and_model_text_is_never_html(gateway:
     await expect(reply.locator("li")).to_have_count(6)
     await expect(reply.locator("li strong").first).to_have_text("weather in Lisbon")
     # What the person typed is shown as text, not parsed.
-    await expect(chat.user_messages.first).to_have_text("You: hello <img src=x onerror=alert(1)>")
+    await expect(chat.user_texts.first).to_have_text("hello <img src=x onerror=alert(1)>")
     assert await chat.root.locator("img").count() == 0
 
 
@@ -101,8 +105,8 @@ async def test_refund_approved_shows_the_warning_card_then_the_receipt(gateway: 
     receipt = turn.locator(".ac-ui[data-component=KpiCards]")
     await expect(receipt).to_contain_text("Refunded")
     await expect(receipt).to_contain_text("€129.00")
-    await expect(turn.locator(".ac-msg--assistant")).to_have_text(
-        "Assistant: Done: €129.00 for order 1042 is on its way back to your card."
+    await expect(turn.locator(".ac-msg--assistant .ac-msg__body")).to_have_text(
+        "Done: €129.00 for order 1042 is on its way back to your card."
     )
 
 
@@ -218,12 +222,13 @@ async def test_failed_tools_and_failed_runs_are_shown(make_gateway: MakeGateway,
     line = turn.locator(".ac-tool")
     await expect(line).to_have_attribute("data-state", "failed")
     await expect(line).to_have_text("Finding your parcel, failed: The carrier did not answer.")
-    await expect(turn.locator(".ac-msg--assistant")).to_have_text("Assistant: Sorry, I could not find it.")
+    await expect(turn.locator(".ac-msg--assistant .ac-msg__body")).to_have_text("Sorry, I could not find it.")
 
     await chat.say("break")
 
     turn = await chat.turn_ends(1, "failed")
     notice = turn.locator(".ac-notice--error")
-    await expect(notice).to_have_text("The model is unreachable.")
+    await expect(notice.locator("span")).to_have_text("The model is unreachable.")
+    await expect(notice.get_by_role("button", name="Retry")).to_be_visible()
     await expect(notice).to_have_attribute("role", "alert")
     await expect(chat.input).to_be_editable()

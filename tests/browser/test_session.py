@@ -85,7 +85,7 @@ async def test_without_a_cached_transcript_a_reload_replays_the_thread(gateway: 
     hello = [f for f in sent if f["type"] == "hello"][-1]
     assert hello["thread_id"] == saved["thread_id"] and hello["after_seq"] == 0
     # What the person typed is not in the event log: it comes from the thread's history.
-    await expect(chat.user_messages).to_have_text(["You: weather in Lisbon", "You: refund order 1042"])
+    await expect(chat.user_texts).to_have_text(["weather in Lisbon", "refund order 1042"])
     assert await chat.transcript() == before
 
 
@@ -138,7 +138,7 @@ async def test_a_dropped_socket_reconnects_and_replays_what_it_missed(gateway: s
     await chat.turn_ends(1)
     assert len(hellos) == 2 and "thread_id" not in hellos[0]
     assert hellos[1]["thread_id"] == saved["thread_id"] and hellos[1]["after_seq"] == saved["seq"]
-    await expect(chat.user_messages).to_have_text(["You: weather in Lisbon", "You: show my orders"])
+    await expect(chat.user_texts).to_have_text(["weather in Lisbon", "show my orders"])
     await expect(chat.user_messages.nth(1)).not_to_have_attribute("data-state", "failed")
     await expect(chat.root.locator(".ac-ui[data-component=DataTable]")).to_have_count(1)
     await expect(chat.components).to_have_count(2)
@@ -161,7 +161,7 @@ async def test_a_second_tab_shows_the_same_conversation_live(gateway: str, open_
     await one.say("show my orders")
 
     await two.turn_ends(1)
-    await expect(two.user_messages).to_have_text(["You: weather in Lisbon", "You: show my orders"])
+    await expect(two.user_texts).to_have_text(["weather in Lisbon", "show my orders"])
     await expect(two.root.locator(".ac-ui[data-component=DataTable]")).to_have_count(1)
     await one.turn_ends(1)
     assert await two.transcript() == await one.transcript()

@@ -343,6 +343,46 @@ async def test_connection_refused_is_model_unavailable() -> None:
     assert isinstance(exc.__cause__, openai.APIConnectionError)
 
 
+@pytest.mark.parametrize(
+    ("reply", "code", "public"),
+    [
+        pytest.param(
+            error(500, "db down at 10.0.0.7"), "model_unavailable", "The assistant could not be reached.", id="5xx"
+        ),
+        pytest.param(
+            error(401, "Incorrect API key sk-123"),
+            "model_auth",
+            "The assistant is not available: its model refused the gateway's credentials.",
+            id="auth",
+        ),
+        pytest.param(
+            error(429, "Quota of org-42 exceeded"), "model_rate_limited", "The assistant is busy right now.", id="429"
+        ),
+        pytest.param(
+            error(400, "Invalid 'messages'"), "model_error", "The assistant could not answer this time.", id="400"
+        ),
+        pytest.param(None, "model_timeout", "The assistant took too long to answer.", id="timeout"),
+    ],
+)
+async def test_what_people_read_names_no_model_url_or_server_words(
+    fake: FakeOpenAI, make_model: MakeModel, reply: Any, code: str, public: str
+) -> None:
+    fake.script(reply if reply is not None else fake.stall())
+    _, exc = await collect_until_error(make_model(name="openai:fake", max_retries=0, timeout=0.2))
+    assert (exc.code, exc.public) == (code, public)
+    assert "openai:fake" in str(exc)  # the log keeps the whole story
+
+
+async def test_an_unreachable_model_is_not_named_to_people() -> None:
+    base_url = f"http://127.0.0.1:{unused_port()}/v1"
+    async with OpenAIModel(
+        "gpt-test", api_key="test-key", base_url=base_url, max_retries=0, name="openai:fake"
+    ) as model:
+        _, exc = await collect_until_error(model)
+    assert exc.public == "The assistant could not be reached."
+    assert "openai:fake" in str(exc) and base_url in str(exc)
+
+
 # -- timeouts ------------------------------------------------------------------------------------
 
 

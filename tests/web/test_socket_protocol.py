@@ -320,10 +320,34 @@ async def test_an_after_seq_past_the_end_replays_the_whole_thread(make_client: A
     await first.ws.close()
     again = await connect(client, token=token_for(ALICE))
     welcome = await again.hello(thread_id=thread_id, after_seq=9999)
-    assert welcome["after_seq"] == 0
+    assert (welcome["after_seq"], welcome["restored"]) == (0, False)
     replayed = await again.until_type("run-finished")
     assert [f["seq"] for f in replayed] == [f["seq"] for f in frames if "seq" in f]
     await again.ws.close()
+
+
+async def test_welcome_says_whether_the_thread_asked_for_was_restored(make_client: Any) -> None:
+    client = await make_client()
+    alice = await connect(client, token=token_for(ALICE))
+    fresh = await alice.hello()
+    assert fresh["restored"] is True  # nothing was asked for: nothing was lost
+    frames = await alice.turn("hello")
+    await alice.ws.close()
+    last_seq = max(f["seq"] for f in frames if "seq" in f)
+
+    again = await connect(client, token=token_for(ALICE))
+    assert (await again.hello(thread_id=fresh["thread_id"], after_seq=last_seq))["restored"] is True
+    await again.ws.close()
+    # As after a restart of an in-memory gateway: the threads a client remembers are gone.
+    unknown = await connect(client, token=token_for(ALICE))
+    welcome = await unknown.hello(thread_id="gone-after-a-restart", after_seq=12)
+    assert (welcome["thread_id"], welcome["after_seq"], welcome["restored"]) == ("gone-after-a-restart", 0, False)
+    await unknown.ws.close()
+    client.session.cookie_jar.clear()
+    anonymous = await connect(client)
+    welcome = await anonymous.hello(thread_id="web-gone-after-a-restart", after_seq=3)
+    assert welcome["thread_id"] != "web-gone-after-a-restart" and welcome["restored"] is False
+    await anonymous.ws.close()
 
 
 async def test_an_approver_follows_someone_elses_thread_only_while_a_decision_waits(make_client: Any) -> None:
