@@ -15,11 +15,14 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis.asyncio as redis
+from aiohttp import web
+from pytest_aiohttp import AiohttpServer
 
 from channels.web import WebChannel, WebOptions
 from gateway import Channel
 from gateway.app import default_channels
 from gateway.stores import MemoryStore, RedisStore, Store
+from tests.models.fake_openai import FakeOpenAI
 
 
 @pytest.fixture(scope="session")
@@ -164,3 +167,15 @@ def json_log() -> Iterator[JsonLog]:
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
+
+
+@pytest.fixture
+async def fake(aiohttp_server: AiohttpServer) -> AsyncIterator[FakeOpenAI]:
+    """A fake OpenAI-compatible server on loopback (``fake.base_url`` ends in ``/v1``)."""
+    fake = FakeOpenAI()
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", fake.handle)
+    server = await aiohttp_server(app)
+    fake.base_url = str(server.make_url("/v1"))
+    yield fake
+    fake.release.set()  # stalled replies return, so the server closes without waiting

@@ -7,29 +7,15 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
-from pytest_aiohttp import AiohttpServer
 
 from tests.models.fake_openai import FakeOpenAI, finish, role, text, tool
 
 from .test_serve import ROOT, SECRET_ENV, free_port, serving
-
-
-@pytest.fixture
-async def fake(aiohttp_server: AiohttpServer) -> AsyncIterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", fake.handle)
-    server = await aiohttp_server(app)
-    fake.base_url = str(server.make_url("/v1"))
-    yield fake
-    fake.release.set()
 
 
 @pytest.fixture

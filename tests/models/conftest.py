@@ -1,4 +1,4 @@
-"""Fixtures: a fake OpenAI-compatible server on loopback, and models pointed at it."""
+"""Fixtures: models pointed at the fake OpenAI-compatible server (``fake``, in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,24 +6,11 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from aiohttp import web
-from pytest_aiohttp import AiohttpServer
 
 from gateway.models import OpenAIModel
 from tests.models.fake_openai import FakeOpenAI
 
 MakeModel = Callable[..., OpenAIModel]
-
-
-@pytest.fixture
-async def fake(aiohttp_server: AiohttpServer) -> AsyncIterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", fake.handle)
-    server = await aiohttp_server(app)
-    fake.base_url = str(server.make_url("/v1"))
-    yield fake
-    fake.release.set()  # stalled replies return, so the server closes without waiting
 
 
 @pytest.fixture
