@@ -226,6 +226,12 @@ def test_the_starters_env_example_sets_no_secret_anyone_could_know(
     assert "# AGORA_SECRET=" in (starter / ".env.example").read_text()
 
 
+def test_init_here_says_what_to_do_next_without_cd(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "gateway", "init"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "Next: cp .env.example .env && agora-gateway serve --app starter_app:gateway" in result.stdout
+
+
 async def test_agora_app_in_the_environment_serves_the_app(starter: Path) -> None:
     async with serving(cwd=starter, env={"AGORA_APP": "starter_app:gateway"}) as (_, port, line):
         assert "app: starter_app:gateway" in line
