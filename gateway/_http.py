@@ -261,7 +261,11 @@ async def _page(request: web.Request, template: str) -> web.Response:
         # The page also gives a new visitor their anonymous cookie (error_middleware attaches it).
         await services.resolve_actor(request)
     branding = services.branding
-    html = _PAGES.get_template(template).render(branding=branding, prompts=json.dumps(branding.prompts))
+    # The default agent's description when the branding gives none, as on the A2A card.
+    description = branding.description or services.runtime.default_agent.description
+    html = _PAGES.get_template(template).render(
+        branding=branding, description=description, prompts=json.dumps(branding.prompts)
+    )
     return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-cache"})
 
 

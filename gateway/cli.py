@@ -7,6 +7,7 @@ import gc
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 __all__ = ["GC_THRESHOLDS", "main", "tune_gc"]
@@ -138,7 +139,8 @@ def _serve(args: argparse.Namespace) -> int:
             flush=True,
         )
         for agent, names in gateway.tool_names(runtime).items():
-            print(f"  agent {agent}: {len(names)} tools: {', '.join(names) or '(none)'}", flush=True)
+            count = f"{len(names)} tool" if len(names) == 1 else f"{len(names)} tools"
+            print(f"  agent {agent}: {count}: {', '.join(names) or '(none)'}", flush=True)
 
     app.on_startup.append(settle_memory)
     with asyncio.Runner(loop_factory=loop_factory) as runner:
@@ -186,10 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         for path in written:
             print(f"wrote {path}")
-        print(
-            f"\nNext: cd {args.directory} && cp .env.example .env && agora-gateway serve --app starter_app:gateway",
-            flush=True,
-        )
+        cd = "" if Path(args.directory) == Path() else f"cd {args.directory} && "
+        print(f"\nNext: {cd}cp .env.example .env && agora-gateway serve --app starter_app:gateway", flush=True)
         return 0
     if args.command == "serve":
         from pydantic import ValidationError

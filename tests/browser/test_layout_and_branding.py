@@ -101,3 +101,24 @@ async def test_branding_attributes(make_gateway: MakeGateway, open_page: OpenPag
         el.setAttribute('welcome', 'Ask me about parcels.'); }""")
     await expect(chips).to_have_text(["Track parcel"])
     await expect(empty).to_contain_text("Ask me about parcels.")
+
+
+async def test_components_take_the_widgets_accent_in_either_theme(
+    make_gateway: MakeGateway, open_page: OpenPage
+) -> None:
+    url = await make_gateway(pages={"/page": widget_page(BRANDED), "/plain": widget_page()})
+    # The invoice is a Document: its header's rule is drawn in the components' accent.
+    for path, scheme, accent in (
+        ("/page", "light", "rgb(10, 125, 90)"),
+        ("/page", "dark", "rgb(10, 125, 90)"),
+        ("/plain", "light", "rgb(61, 79, 224)"),  # the widget's own accent, not the stylesheet's
+    ):
+        page = await open_page(url + path, color_scheme=scheme)
+        chat = Chat(page)
+        await chat.ready()
+        await chat.say("invoice for order 1042")
+        await chat.turn_ends(0)
+        header = chat.root.locator(".ac-ui .ag-document__header").first
+        await expect(header).to_be_visible()
+        drawn = await header.evaluate("el => getComputedStyle(el).borderBottomColor")
+        assert drawn == accent, (path, scheme)

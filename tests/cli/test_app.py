@@ -197,6 +197,27 @@ def test_init_refuses_to_overwrite_and_writes_every_setting(tmp_path: Path) -> N
     assert "AGORA_TWILIO_FROM=" in example and "AGORA_ALLOWED_ORIGINS=" in example
 
 
+def test_the_starters_env_example_sets_no_secret_anyone_could_know(
+    starter: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway import Settings
+
+    monkeypatch.delenv("AGORA_SECRET", raising=False)
+    (starter / ".env").write_text((starter / ".env.example").read_text())  # cp .env.example .env
+    settings = Settings(_env_file=starter / ".env")  # type: ignore[call-arg]
+    # A secret written into every starter would sign everyone's cookies and actor tokens: the
+    # copy leaves it unset (a random one per process, logged) until its owner makes one.
+    assert settings.secret is None
+    assert settings.app == "starter_app:gateway"
+    assert "# AGORA_SECRET=" in (starter / ".env.example").read_text()
+
+
+def test_init_here_says_what_to_do_next_without_cd(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "gateway", "init"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "Next: cp .env.example .env && agora-gateway serve --app starter_app:gateway" in result.stdout
+
+
 async def test_agora_app_in_the_environment_serves_the_app(starter: Path) -> None:
     async with serving(cwd=starter, env={"AGORA_APP": "starter_app:gateway"}) as (_, port, line):
         assert "app: starter_app:gateway" in line

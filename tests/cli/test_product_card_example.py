@@ -17,7 +17,7 @@ async def test_the_example_serves_its_card_photo_and_stylesheet() -> None:
         assert "app: examples.product_card.app:gateway" in line and "model: product-card-offline" in line
         assert process.stdout is not None
         tools_line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 10)
-        assert tools_line.strip() == "agent shop: 1 tools: show_product"
+        assert tools_line.strip() == "agent shop: 1 tool: show_product"
         base = f"http://127.0.0.1:{port}"
         frames: list[dict[str, Any]] = []
         async with aiohttp.ClientSession() as session:

@@ -73,6 +73,21 @@ async def test_an_app_serves_its_tools_agents_and_branding_and_nothing_of_the_de
     assert model.requests[0].instructions == "You help."
 
 
+async def test_the_page_describes_the_app_as_its_card_does(aiohttp_client: Any) -> None:
+    agents = [Agent(name="helper", instructions="You help.", description="Helps with echoes.")]
+    client = await _client(aiohttp_client, Gateway(tools=[echo], agents=agents))
+    # Without a Branding.description, the default agent's describes the page, as on the A2A card.
+    for path in ("/", "/chat"):
+        page = await (await client.get(path)).text()
+        assert '<meta name="description" content="Helps with echoes.">' in page, path
+    branded = Branding(description="Echoes, on request.")
+    client = await _client(aiohttp_client, Gateway(tools=[echo], agents=agents, branding=branded))
+    page = await (await client.get("/chat")).text()
+    assert '<meta name="description" content="Echoes, on request.">' in page and "Helps with" not in page
+    bare = await _client(aiohttp_client, Gateway(tools=[echo]))
+    assert 'name="description"' not in await (await bare.get("/chat")).text()
+
+
 async def test_an_app_without_agents_gets_one_generic_assistant(aiohttp_client: Any) -> None:
     runtime = Gateway(tools=[echo]).runtime(_settings())
     try:
