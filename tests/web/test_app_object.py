@@ -256,3 +256,20 @@ async def test_a_refused_app_leaves_a_passed_runtime_as_it_was() -> None:
         assert runtime.observers == before
     finally:
         await runtime.aclose()
+
+
+def test_demo_beside_an_app_adds_the_demos_tools_and_leaves_the_apps_object_alone() -> None:
+    from examples.product_card import app as product_card
+    from gateway.app import load_gateway
+
+    spec = "examples.product_card.app:gateway"
+    served = load_gateway(_settings(app=spec, demo=True, tools_path="examples/shop_tools.py"))
+    assert served.demo and served.source == f"{spec} + demo"
+    names = [tool.name for tool in served.resolve_tools(b"x" * 32)]
+    assert names[:2] == ["show_product", "stock_level"] and "refund_order" in names
+    assert served.resolved_branding().name == "Tile & Clay shop"  # the app's, not the demo's
+    # The module's object is the app as declared: a second load without --demo has nothing of the demo.
+    declared = product_card.gateway
+    assert not declared.demo and declared.source == "app" and len(declared.tools) == 1
+    plain = load_gateway(_settings(app=spec))
+    assert not plain.demo and [tool.name for tool in plain.resolve_tools(b"x" * 32)] == ["show_product"]
