@@ -197,7 +197,8 @@ def test_an_app_whose_tools_fail_to_import_is_refused_naming_them(tmp_path: Path
     assert "no_such_dependency" in result.stderr
 
 
-def test_init_refuses_to_overwrite_and_writes_every_setting(tmp_path: Path) -> None:
+def test_init_refuses_to_overwrite_and_writes_every_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway import Settings
     from gateway.app import setting_variable, settings_models
 
     first = subprocess.run([sys.executable, "-m", "gateway", "init", str(tmp_path)], capture_output=True, text=True)
@@ -209,6 +210,11 @@ def test_init_refuses_to_overwrite_and_writes_every_setting(tmp_path: Path) -> N
         for name in model.model_fields:
             assert setting_variable(model, name) in example, (model.__name__, name)
     assert "AGORA_TWILIO_FROM=" in example and "AGORA_ALLOWED_ORIGINS=" in example
+    # No secret is published with the starter: an example copied to .env signs with a random
+    # per-process secret until one is set, never with a value everyone who ran init knows.
+    monkeypatch.delenv("AGORA_SECRET", raising=False)
+    copied = Settings(_env_file=tmp_path / ".env.example")  # type: ignore[call-arg]
+    assert copied.secret is None and copied.app == "starter_app:gateway"
 
 
 async def test_agora_app_in_the_environment_serves_the_app(starter: Path) -> None:
