@@ -294,7 +294,6 @@ def assemble(
     channels of one name) is checked first: a refused app has built no runtime or client and
     left a passed runtime as it was.
     """
-    secret = settings.secret_bytes()
     catalog = catalog or gateway.catalog or default_catalog()
     branding = gateway.resolved_branding()
     if channels is None:
@@ -303,6 +302,7 @@ def assemble(
     names = [channel.name for channel in chosen]
     if len(set(names)) != len(names):
         raise UserError(f"two channels share a name: {names}")
+    secret = settings.secret_bytes()  # after the checks: a refused start says one line, not the random secret's too
     resolvers: list[Any]
     if gateway.identity is not None:
         resolvers = list(gateway.identity)

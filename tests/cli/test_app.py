@@ -179,6 +179,34 @@ def test_a_bad_app_is_one_clear_line_and_exit_2(starter: Path, spec: str, said: 
     assert "Traceback" not in result.stderr
 
 
+def test_a_bad_branding_variable_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if key != "AGORA_SECRET"}
+    env["AGORA_BRAND_ACCENT"] = "red;} body{display:none"
+    result = subprocess.run(
+        # An app without branding in its code: the gateway reads AGORA_BRAND_* as it assembles.
+        [
+            sys.executable,
+            "-m",
+            "gateway",
+            "serve",
+            "--port",
+            str(free_port()),
+            "--tools",
+            str(ROOT / "examples/shop_tools.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    # Only the refusal: no word of the random secret a start that never happens would have used.
+    assert result.stderr.splitlines() == [
+        "agora-gateway: cannot start: AGORA_BRAND_ACCENT: must be a CSS colour such as #0f766e, teal or rgb(15 118 110)"
+    ]
+
+
 def test_an_app_whose_tools_fail_to_import_is_refused_naming_them(tmp_path: Path) -> None:
     (tmp_path / "broken_tools").mkdir()
     (tmp_path / "broken_tools" / "good.py").write_text(
