@@ -279,8 +279,7 @@ class Gateway:
         """The ``aiohttp`` application serving this app (it owns and closes its runtime)."""
         from .app import assemble
 
-        settings = settings or Settings()
-        return assemble(settings, self, runtime=self.runtime(settings), owns_runtime=True)
+        return assemble(settings or Settings(), self)
 
     def tool_names(self, runtime: Runtime) -> dict[str, list[str]]:
         """The names of the tools each agent of ``runtime`` may offer, by agent (for the start-up line)."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,6 +37,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler, Middleware
 
+from ._access import route_template
 from ._errors import RequestTimeoutError, TooManyConnectionsError
 from ._logs import FIELDS_ATTRIBUTE
 
@@ -159,12 +161,18 @@ def connection_limit(counter: AddressCounter, address_of: Callable[[web.Request]
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
         address = address_of(request)
         if address is None:
             return await handler(request)
         if not counter.acquire(address):
             refusal = TooManyConnectionsError(f"Too many connections from {address}; close some and try again")
-            log_refusal(refusal.status, refusal.code, f"{request.method} {request.rel_url.raw_path}", str(refusal))
+            # By the route's template, as error_middleware's refusals: a path as sent may hold a token.
+            route = route_template(request)
+            where = request.rel_url.raw_path if route == "unmatched" else route
+            ms = round((time.perf_counter() - started) * 1000, 1)
+            fields = {"method": request.method, "path": route, "status": refusal.status, "ms": ms}
+            log_refusal(refusal.status, refusal.code, f"{request.method} {where}", str(refusal), fields=fields)
             return web.json_response({"code": refusal.code, "message": str(refusal)}, status=refusal.status)
         try:
             return await handler(request)

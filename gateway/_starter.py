@@ -55,9 +55,10 @@ def env_example() -> str:
         "# Every setting agora-gateway reads, commented out at its default. Copy to .env and edit.",
         "# Secrets (tokens, AGORA_SECRET) belong in .env or the environment, never in the code.",
         "",
-        "# Signs cookies, actor tokens, confirm tokens and media URLs. Unset, each process makes a random",
-        "# one (fine for trying it; cookies and links do not outlive a restart). Set it, the same on every",
-        "# process, before you deploy: make one with openssl rand -hex 32.",
+        "# AGORA_SECRET signs cookies, actor tokens, confirm tokens and media URLs. Unset, each process",
+        "# makes a random one (fine for one process; sign-ins end when it restarts). Set the same one on",
+        "# every process, made with: openssl rand -hex 32. Never a value someone else has seen: whoever",
+        "# knows it can sign a token as anyone, approvers included.",
         "# AGORA_SECRET=",
         "AGORA_APP=starter_app:gateway",
     ]

@@ -273,25 +273,36 @@ def create_app(
     """
     settings = settings or Settings()
     if runtime is None:
-        gateway = load_gateway(settings)
-        return assemble(
-            settings, gateway, runtime=gateway.runtime(settings), owns_runtime=True, channels=channels, catalog=catalog
-        )
-    return assemble(settings, Gateway(), runtime=runtime, owns_runtime=False, channels=channels, catalog=catalog)
+        return assemble(settings, load_gateway(settings), channels=channels, catalog=catalog)
+    return assemble(settings, Gateway(), runtime=runtime, channels=channels, catalog=catalog)
 
 
 def assemble(
     settings: Settings,
     gateway: Gateway,
     *,
-    runtime: Runtime,
-    owns_runtime: bool,
+    runtime: Runtime | None = None,
+    owns_runtime: bool = False,
     channels: Sequence[Channel] | None = None,
     catalog: Catalog | None = None,
 ) -> web.Application:
-    """The application serving ``gateway`` on ``runtime`` (``channels`` and ``catalog`` override the app's)."""
-    secret = settings.secret_bytes()
+    """The application serving ``gateway`` (``channels`` and ``catalog`` override the app's).
+
+    ``runtime`` is served as it is (closed with the app only if ``owns_runtime``); without one,
+    the app's own is built (``gateway.runtime(settings)``) and closes with the app. What may
+    refuse the declaration (its branding from ``AGORA_BRAND_*``, the channels' settings, two
+    channels of one name) is checked first: a refused app has built no runtime or client and
+    left a passed runtime as it was.
+    """
     catalog = catalog or gateway.catalog or default_catalog()
+    branding = gateway.resolved_branding()
+    if channels is None:
+        channels = gateway.channels
+    chosen = list(channels) if channels is not None else default_channels()
+    names = [channel.name for channel in chosen]
+    if len(set(names)) != len(names):
+        raise UserError(f"two channels share a name: {names}")
+    secret = settings.secret_bytes()  # after the checks: a refused start says one line, not the random secret's too
     resolvers: list[Any]
     if gateway.identity is not None:
         resolvers = list(gateway.identity)
@@ -301,12 +312,15 @@ def assemble(
             resolvers.append(TrustedHeaderResolver())
         if settings.anonymous:
             resolvers.append(AnonymousCookieResolver(secret, secure=settings.base_url().startswith("https://")))
+    if runtime is None:
+        runtime, owns_runtime = gateway.runtime(settings), True
+    served = runtime  # for the lifecycle's closure (mypy narrows the parameter only here)
     metrics = Metrics()
-    runtime.observers.append(metrics)
+    served.observers.append(metrics)
     media, media_redis = _media_store(settings, secret)
     services = GatewayServices(
         settings=settings,
-        runtime=runtime,
+        runtime=served,
         renderer=Renderer(catalog, assets_dir=gateway.static_dir),
         catalog=catalog,
         media=media,
@@ -314,7 +328,7 @@ def assemble(
         metrics=metrics,
         limiter=RateLimiter(settings.turn_rate_per_minute, settings.turn_burst),
         secret=secret,
-        branding=gateway.resolved_branding(),
+        branding=branding,
         demo=gateway.demo,
     )
     middlewares: list[Middleware] = [error_middleware, body_deadline(settings.read_timeout)]
@@ -336,17 +350,17 @@ def assemble(
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:
             # Fail at start-up, with the store's own words, rather than on the first turn.
-            await runtime.store.ping()
+            await served.store.ping()
         except StoreUnavailableError:
             logger.error("cannot start: the store is unavailable (check AGORA_REDIS_URL)")
             await services.renderer.aclose()
             for client in media_redis:
                 await client.aclose()
             if owns_runtime:
-                await runtime.aclose()
-                await _close_models(runtime)
+                await served.aclose()
+                await _close_models(served)
             raise
-        await runtime.start()
+        await served.start()
         try:
             yield
         finally:
@@ -354,19 +368,13 @@ def assemble(
             for client in media_redis:
                 await client.aclose()
             if owns_runtime:
-                await runtime.aclose()
-                await _close_models(runtime)
-            runtime.observers.remove(metrics)
+                await served.aclose()
+                await _close_models(served)
+            served.observers.remove(metrics)
 
     app.cleanup_ctx.append(lifecycle)
 
     # Channels after the lifecycle: they start after the runtime and stop before it.
-    if channels is None:
-        channels = gateway.channels
-    chosen = list(channels) if channels is not None else default_channels()
-    names = [channel.name for channel in chosen]
-    if len(set(names)) != len(names):
-        raise UserError(f"two channels share a name: {names}")
     app[CHANNELS] = chosen
     for channel in chosen:
         with channel_routes(app, channel.name):  # the access log names a route's channel

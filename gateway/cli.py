@@ -117,7 +117,7 @@ def _serve(args: argparse.Namespace) -> int:
     loop_name = _event_loop_name(args.loop)
     settings = Settings(**overrides)
     gateway = load_gateway(settings)
-    app = assemble(settings, gateway, runtime=gateway.runtime(settings), owns_runtime=True)
+    app = assemble(settings, gateway)
     runtime = app[SERVICES].runtime
     loop_factory = None
     if loop_name == "uvloop":

@@ -20,7 +20,12 @@ logger = logging.getLogger("tools.discovery")
 
 
 def _modules_of_package(package: str, failed: list[str]) -> list[ModuleType]:
-    root = importlib.import_module(package)
+    try:
+        root = importlib.import_module(package)
+    except Exception as exc:  # the package itself (or a parent) raised: nothing of it is importable
+        logger.exception("tool module %s raised on import; its tools are skipped", package)
+        failed.append(f"{package} ({type(exc).__name__}: {exc})")
+        return []
     modules = [root]
     paths = getattr(root, "__path__", None)
     if paths is None:
@@ -134,10 +139,16 @@ def _tools_in(module: ModuleType, failed: list[str]) -> list[Tool]:
 
 
 def _is_package(name: str) -> bool:
+    """Whether ``name`` names a module; one whose parent fails to import does (``_modules_of_package`` says why)."""
+    if not all(part.isidentifier() for part in name.split(".")):
+        return False  # a relative or malformed name
     try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+        return importlib.util.find_spec(name) is not None  # imports the parents of a dotted name
+    except ModuleNotFoundError as exc:
+        # Missing itself (or a parent): no package. A dependency a parent imports is missing: a broken one.
+        return not (exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")))
+    except Exception:
+        return True
 
 
 def discover_tools(path_or_package: str | Path | ModuleType, *, strict: bool = False) -> list[Tool]:

@@ -213,6 +213,20 @@ def record_sent(page: Page) -> list[dict[str, Any]]:
     return sent
 
 
+async def stored(page: Page, runs: int) -> dict[str, Any]:
+    """The widget's saved conversation (localStorage), once ``runs`` runs have ended (or parked) in it."""
+    await page.wait_for_function(
+        """runs => Object.keys(localStorage).some(k => k.startsWith('agora-chat:v1:')
+            && JSON.parse(localStorage.getItem(k)).frames.filter(f => f.type === 'run-finished').length >= runs)""",
+        arg=runs,
+    )
+    raw: str = await page.evaluate(
+        "() => localStorage.getItem(Object.keys(localStorage).find(k => k.startsWith('agora-chat:v1:')))"
+    )
+    data: dict[str, Any] = json.loads(raw)
+    return data
+
+
 class Chat:
     """The ``<agora-chat>`` of a page, with locators into its (open) shadow root."""
 

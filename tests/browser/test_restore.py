@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import aiohttp
-from playwright.async_api import Page, expect
+from playwright.async_api import expect
 from pydantic import BaseModel
 
 from gateway import ApprovalPolicy, ApprovalRule, Runtime, sign_actor_token
@@ -14,7 +13,7 @@ from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import MemoryStore
 from tools import Actor, ConfirmTemplate, ToolPresentation, define_tool
 
-from .conftest import BROWSER_TESTS, SECRET, Chat, MakeGateway, OpenPage, widget_page
+from .conftest import BROWSER_TESTS, SECRET, Chat, MakeGateway, OpenPage, stored, widget_page
 
 pytestmark = BROWSER_TESTS
 
@@ -27,20 +26,6 @@ HOLD_HELLO = """
     const send = WebSocket.prototype.send;
     WebSocket.prototype.send = function (data) { held.then(() => send.call(this, data)); };
 """
-
-
-async def stored(page: Page, runs: int) -> dict[str, Any]:
-    """The saved conversation, once ``runs`` runs have ended (or parked) in it."""
-    await page.wait_for_function(
-        """runs => Object.keys(localStorage).some(k => k.startsWith('agora-chat:v1:')
-            && JSON.parse(localStorage.getItem(k)).frames.filter(f => f.type === 'run-finished').length >= runs)""",
-        arg=runs,
-    )
-    raw: str = await page.evaluate(
-        "() => localStorage.getItem(Object.keys(localStorage).find(k => k.startsWith('agora-chat:v1:')))"
-    )
-    data: dict[str, Any] = json.loads(raw)
-    return data
 
 
 async def test_after_a_reload_your_own_decision_reads_you_and_no_id_is_shown(gateway: str, open_page: OpenPage) -> None:

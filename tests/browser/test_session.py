@@ -6,25 +6,11 @@ import asyncio
 import json
 from typing import Any
 
-from playwright.async_api import Page, WebSocketRoute, expect
+from playwright.async_api import WebSocketRoute, expect
 
-from .conftest import BROWSER_TESTS, Chat, OpenPage, record_sent
+from .conftest import BROWSER_TESTS, Chat, OpenPage, record_sent, stored
 
 pytestmark = BROWSER_TESTS
-
-
-async def stored(page: Page, runs: int) -> dict[str, Any]:
-    """The widget's saved conversation (localStorage), once ``runs`` runs have ended (or parked) in it."""
-    await page.wait_for_function(
-        """runs => Object.keys(localStorage).some(k => k.startsWith('agora-chat:v1:')
-            && JSON.parse(localStorage.getItem(k)).frames.filter(f => f.type === 'run-finished').length >= runs)""",
-        arg=runs,
-    )
-    raw: str = await page.evaluate(
-        "() => localStorage.getItem(Object.keys(localStorage).find(k => k.startsWith('agora-chat:v1:')))"
-    )
-    data: dict[str, Any] = json.loads(raw)
-    return data
 
 
 async def converse(chat: Chat) -> None:

@@ -165,6 +165,34 @@ def test_a_bad_app_is_one_clear_line_and_exit_2(starter: Path, spec: str, said: 
     assert "Traceback" not in result.stderr
 
 
+def test_a_bad_branding_variable_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if key != "AGORA_SECRET"}
+    env["AGORA_BRAND_ACCENT"] = "red;} body{display:none"
+    result = subprocess.run(
+        # An app without branding in its code: the gateway reads AGORA_BRAND_* as it assembles.
+        [
+            sys.executable,
+            "-m",
+            "gateway",
+            "serve",
+            "--port",
+            str(free_port()),
+            "--tools",
+            str(ROOT / "examples/shop_tools.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    # Only the refusal: no word of the random secret a start that never happens would have used.
+    assert result.stderr.splitlines() == [
+        "agora-gateway: cannot start: AGORA_BRAND_ACCENT: must be a CSS colour such as #0f766e, teal or rgb(15 118 110)"
+    ]
+
+
 def test_an_app_whose_tools_fail_to_import_is_refused_naming_them(tmp_path: Path) -> None:
     (tmp_path / "broken_tools").mkdir()
     (tmp_path / "broken_tools" / "good.py").write_text(
@@ -183,7 +211,8 @@ def test_an_app_whose_tools_fail_to_import_is_refused_naming_them(tmp_path: Path
     assert "no_such_dependency" in result.stderr
 
 
-def test_init_refuses_to_overwrite_and_writes_every_setting(tmp_path: Path) -> None:
+def test_init_refuses_to_overwrite_and_writes_every_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway import Settings
     from gateway.app import setting_variable, settings_models
 
     first = subprocess.run([sys.executable, "-m", "gateway", "init", str(tmp_path)], capture_output=True, text=True)
@@ -195,6 +224,11 @@ def test_init_refuses_to_overwrite_and_writes_every_setting(tmp_path: Path) -> N
         for name in model.model_fields:
             assert setting_variable(model, name) in example, (model.__name__, name)
     assert "AGORA_TWILIO_FROM=" in example and "AGORA_ALLOWED_ORIGINS=" in example
+    # No secret is published with the starter: an example copied to .env signs with a random
+    # per-process secret until one is set, never with a value everyone who ran init knows.
+    monkeypatch.delenv("AGORA_SECRET", raising=False)
+    copied = Settings(_env_file=tmp_path / ".env.example")  # type: ignore[call-arg]
+    assert copied.secret is None and copied.app == "starter_app:gateway"
 
 
 def test_the_starters_env_example_sets_no_secret_anyone_could_know(

@@ -266,3 +266,50 @@ def test_a_relative_name_is_refused() -> None:
 def test_a_plain_module_object(package: str) -> None:
     module = importlib.import_module(f"{package}.orders")
     assert names(tools.discover_tools(module)) == ["get_order", "order_status"]
+
+
+# -- strict (what a server starting an app uses) ---------------------------------------------------
+
+
+def test_strict_refuses_naming_every_module_that_failed(package: str) -> None:
+    with pytest.raises(tools.ToolDefinitionError) as caught:
+        tools.discover_tools(package, strict=True)
+    message = str(caught.value)
+    assert f"{package}.badsub (RuntimeError: boom" in message and f"{package}.broken (RuntimeError: boom" in message
+
+
+@pytest.mark.parametrize("broken", ["agora_broken_top", "agora_broken_top.tools"])
+def test_a_package_that_raises_on_import_is_a_failure_not_a_crash(
+    broken: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The package's own __init__ raises, or (a dotted name) its parent's does.
+    write(tmp_path, "agora_broken_top/__init__.py", BROKEN)
+    write(tmp_path, "agora_broken_top/tools/__init__.py", "")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    with caplog.at_level(logging.ERROR, logger="tools.discovery"):
+        assert tools.discover_tools(broken) == []
+    assert f"tool module {broken} raised on import" in caplog.text
+    with pytest.raises(tools.ToolDefinitionError, match=rf"failed to load: {broken} \(RuntimeError: boom"):
+        tools.discover_tools(broken, strict=True)
+
+
+def test_a_parent_missing_a_dependency_is_a_failure_and_a_missing_parent_is_no_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path, "agora_needs_dep/__init__.py", "import agora_no_such_dependency\n")
+    write(tmp_path, "agora_needs_dep/tools/__init__.py", "")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    with pytest.raises(
+        tools.ToolDefinitionError, match="ModuleNotFoundError: No module named 'agora_no_such_dependency'"
+    ):
+        tools.discover_tools("agora_needs_dep.tools", strict=True)
+    with pytest.raises(tools.ToolDefinitionError, match="neither a path nor a package"):
+        tools.discover_tools("agora_no_such_parent.tools", strict=True)
+
+
+def test_strict_refuses_a_place_without_tools(tmp_path: Path) -> None:
+    write(tmp_path, "empty.py", "X = 1\n")
+    with pytest.raises(tools.ToolDefinitionError, match="no tools found there"):
+        tools.discover_tools(tmp_path, strict=True)

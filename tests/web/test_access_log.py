@@ -38,6 +38,18 @@ def actor_pseudonym(actor_id: str) -> str:
 Client = TestClient[Any, Any]
 
 
+class _OnRecord(logging.Handler):
+    """Sets ``event`` when a record ``wanted`` is logged (the server logs on the test's own loop)."""
+
+    def __init__(self, wanted: Callable[[logging.LogRecord], bool], event: asyncio.Event) -> None:
+        super().__init__()
+        self.wanted, self.event = wanted, event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.wanted(record):
+            self.event.set()
+
+
 @pytest.fixture
 async def gateway(aiohttp_client: Any) -> AsyncIterator[Callable[..., Awaitable[Client]]]:
     """A gateway with the default channels, plus a configured Cloud API and Telegram channel (no provider called)."""
@@ -142,10 +154,15 @@ async def test_a_web_socket_logs_its_upgrade_and_its_close_with_its_duration(
     expected = ("/agent/ws", 101, "upgrade", "web")
     assert (upgrade["path"], upgrade["status"], upgrade["event"], upgrade["channel"]) == expected
     assert upgrade["actor"] == actor_pseudonym("alice")
-    await ws.ws.close()
-    async with asyncio.timeout(5):
-        while len(json_log.lines("gateway.access")) < 2:  # the server logs the close once its handler returns
-            await asyncio.sleep(0.01)
+    closed = asyncio.Event()  # the server logs the close once its handler returns, after the client's close
+    watch = _OnRecord(lambda record: record.name == "gateway.access" and "closed after" in record.getMessage(), closed)
+    logging.getLogger("gateway.access").addHandler(watch)
+    try:
+        await ws.ws.close()
+        async with asyncio.timeout(5):
+            await closed.wait()
+    finally:
+        logging.getLogger("gateway.access").removeHandler(watch)
     [_, close] = json_log.lines("gateway.access")
     assert (close["path"], close["status"], close["event"], close["channel"]) == ("/agent/ws", 101, "close", "web")
     assert close["close_code"] == 1000 and close["duration_s"] >= 0

@@ -241,3 +241,50 @@ def test_the_start_up_names_every_agents_tools() -> None:
     runtime = Gateway(tools=[echo], agents=[Agent(name="all"), Agent(name="none", tools=[])]).runtime(_settings())
     gateway = Gateway()
     assert gateway.tool_names(runtime) == {"all": ["echo"], "none": []}
+
+
+@pytest.mark.parametrize("refusal", ["two channels", "a bad AGORA_BRAND_ACCENT"])
+def test_a_refused_app_builds_no_runtime(refusal: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from channels.web import WebChannel
+
+    if refusal == "two channels":
+        gateway, error = Gateway(tools=[echo], channels=[WebChannel(), WebChannel()]), UserError
+    else:
+        monkeypatch.setenv("AGORA_BRAND_ACCENT", "red;} body{display:none")
+        gateway, error = Gateway(tools=[echo]), ValidationError
+    built: list[Settings] = []
+    monkeypatch.setattr(gateway, "runtime", built.append)  # a runtime (its store, its model's client) is made here
+    with pytest.raises(error):
+        gateway.create_app(_settings())
+    assert built == []
+
+
+async def test_a_refused_app_leaves_a_passed_runtime_as_it_was() -> None:
+    from channels.web import WebChannel
+    from gateway.app import create_app
+
+    runtime = Gateway(tools=[echo]).runtime(_settings())
+    try:
+        before = list(runtime.observers)
+        with pytest.raises(UserError, match="two channels share a name"):
+            create_app(_settings(), runtime=runtime, channels=[WebChannel(), WebChannel()])
+        assert runtime.observers == before
+    finally:
+        await runtime.aclose()
+
+
+def test_demo_beside_an_app_adds_the_demos_tools_and_leaves_the_apps_object_alone() -> None:
+    from examples.product_card import app as product_card
+    from gateway.app import load_gateway
+
+    spec = "examples.product_card.app:gateway"
+    served = load_gateway(_settings(app=spec, demo=True, tools_path="examples/shop_tools.py"))
+    assert served.demo and served.source == f"{spec} + demo"
+    names = [tool.name for tool in served.resolve_tools(b"x" * 32)]
+    assert names[:2] == ["show_product", "stock_level"] and "refund_order" in names
+    assert served.resolved_branding().name == "Tile & Clay shop"  # the app's, not the demo's
+    # The module's object is the app as declared: a second load without --demo has nothing of the demo.
+    declared = product_card.gateway
+    assert not declared.demo and declared.source == "app" and len(declared.tools) == 1
+    plain = load_gateway(_settings(app=spec))
+    assert not plain.demo and [tool.name for tool in plain.resolve_tools(b"x" * 32)] == ["show_product"]

@@ -44,3 +44,22 @@ async def test_web_sockets_behind_a_proxy_count_per_forwarded_address(make_clien
     assert (await again.hello())["type"] == "welcome"
     for ws in (*sockets, again):
         await ws.ws.close()
+
+
+async def test_a_refusal_is_logged_by_its_route_template_never_its_token(make_client: Any, json_log: Any) -> None:
+    client = await make_client(trust_forwarded=True, max_connections_per_address=1)
+    token = await client.app[SERVICES].media.put(b"\x89PNG...", "image/png")
+    socket = Socket(await client.ws_connect("/agent/ws", headers=CLIENT))
+    await socket.hello()
+    answer = await client.get(f"/media/{token}", headers=CLIENT)
+    assert answer.status == 429
+    [line] = [line for line in json_log.lines("gateway.http") if line["message"].startswith("refused 429")]
+    assert line["message"].startswith("refused 429 too_many_connections GET /media/{token}: Too many connections")
+    assert (line["method"], line["path"], line["status"], line["code"]) == (
+        "GET",
+        "/media/{token}",
+        429,
+        "too_many_connections",
+    )
+    assert token not in json_log.text
+    await socket.ws.close()
