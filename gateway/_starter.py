@@ -55,8 +55,10 @@ def env_example() -> str:
         "# Every setting agora-gateway reads, commented out at its default. Copy to .env and edit.",
         "# Secrets (tokens, AGORA_SECRET) belong in .env or the environment, never in the code.",
         "",
-        "# Signs cookies, actor tokens, confirm tokens and media URLs (make one: openssl rand -hex 32).",
-        "AGORA_SECRET=change-me-to-a-long-random-string",
+        "# Signs cookies, actor tokens, confirm tokens and media URLs. Unset, each process makes a random one",
+        "# (fine for one process); set your own before running more: AGORA_SECRET=$(openssl rand -hex 32).",
+        "# Never a value shared with anyone: whoever knows it can sign a token for any actor.",
+        "# AGORA_SECRET=",
         "AGORA_APP=starter_app:gateway",
     ]
     from .app import setting_variable, settings_models

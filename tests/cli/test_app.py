@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from pydantic import ValidationError
 from pytest_aiohttp import AiohttpServer
 
 from tests.models.fake_openai import FakeOpenAI, finish, role, text, tool
@@ -217,3 +219,21 @@ async def test_agora_app_in_the_environment_serves_the_app(starter: Path) -> Non
         async with aiohttp.ClientSession() as session:
             _, body = await _get(session, f"http://127.0.0.1:{port}/agent/tools?agent=*")
             assert [t["name"] for t in json.loads(body)] == ["get_order", "cancel_order"]
+
+
+def test_the_starters_env_file_never_signs_with_a_published_secret(
+    starter: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # init says "cp .env.example .env && agora-gateway serve": whatever the file holds then signs
+    # every actor token, cookie and confirm token, so a value printed in the file (the same in
+    # every starter) would let anyone sign a token for any actor, with any roles.
+    from gateway import Settings
+
+    for variable in ("AGORA_SECRET", "AGORA_APP"):
+        monkeypatch.delenv(variable, raising=False)
+    shutil.copy(starter / ".env.example", starter / ".env")
+    settings = Settings(_env_file=starter / ".env")  # type: ignore[call-arg]
+    assert settings.secret is None  # a random secret per process, until one is set
+    assert settings.app == "starter_app:gateway"
+    with pytest.raises(ValidationError, match="placeholder"):
+        Settings(_env_file=None, secret="change-me-to-a-long-random-string")  # type: ignore[call-arg]
