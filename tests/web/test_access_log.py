@@ -208,3 +208,70 @@ async def test_an_ag_ui_request_is_named_by_its_channel(
     await answer.read()
     [line] = [a for a in json_log.lines("gateway.access") if a["path"] == "/agent/ag-ui"]
     assert (line["method"], line["status"], line["channel"]) == ("POST", 200, "ag-ui")
+
+
+async def _raw(port: int, data: bytes) -> bytes:
+    """Send ``data`` on a connection of its own; the answer, read until the server closes it."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(data)
+        async with asyncio.timeout(5):
+            return await reader.read()
+    finally:
+        writer.close()
+
+
+async def test_a_malformed_request_is_one_refusal_line_that_quotes_none_of_it(
+    gateway: Callable[..., Awaitable[Client]], json_log: JsonLog
+) -> None:
+    # aiohttp's parser words its errors with the bytes it choked on: the request line (its query),
+    # a header (a cookie, a bearer token). The refusal line says what was wrong, never those bytes.
+    client = await gateway()
+    port = client.port
+    assert port is not None
+    bearer = "eyJ" + "b" * 9_000  # a long token: more than a header line may hold
+    sent = [
+        f"GET /agent/tools?api_key={QUERY_SECRET} HTTP/1.1 junk\r\nHost: a\r\n\r\n".encode(),
+        f"G@T /agent/tools?api_key={QUERY_SECRET} HTTP/1.1\r\nHost: a\r\n\r\n".encode(),
+        f"GET /agent/tools?api_key={QUERY_SECRET}\x00 HTTP/1.1\r\nHost: a\r\n\r\n".encode(),
+        f"GET /healthz HTTP/1.1\r\nHost: a\r\nCookie: agora_visitor={COOKIE_VALUE}\x01\r\n\r\n".encode(),
+        f"GET /healthz HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {bearer}\r\n\r\n".encode(),
+        b"POST /agent/tool-call/approve HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + f"{QUERY_SECRET}\r\n".encode(),
+    ]
+    for data in sent:
+        assert (await _raw(port, data)).startswith(b"HTTP/1.0 400 "), data[:40]
+    refusals = [line for line in json_log.lines("gateway.http") if "bad_http_request" in line["message"]]
+    assert len(refusals) == len(sent), json_log.text
+    assert [line["message"].split(": ")[1] for line in refusals] == [
+        "BadStatusLine",
+        "BadHttpMethod",
+        "InvalidURLError",
+        "BadHttpMessage",
+        "LineTooLong",
+        "BadHttpMessage",
+    ]
+    for secret in (QUERY_SECRET, COOKIE_VALUE, bearer[:40], "api_key"):
+        assert secret not in json_log.text, secret
+
+
+async def test_an_unmatched_path_is_logged_without_what_it_may_carry(
+    gateway: Callable[..., Awaitable[Client]], json_log: JsonLog
+) -> None:
+    # A token in a path no route matches (a media link with a slash too many, a webhook URL with
+    # the bot token in its path, a typo) is still a token: the refusal names the gateway's own
+    # prefix of the path, if it has one, and nothing after it.
+    client = await gateway()
+    media = await client.app[SERVICES].media.put(b"\x89PNG...", "image/png")
+    for path in (f"/media/{media}/", f"/{BOT_TOKEN}", f"/channels/telegram/{BOT_TOKEN}", f"/agent/x/{QUERY_SECRET}"):
+        assert (await client.get(path)).status == 404, path
+    wheres = [line["message"].split(": ")[0] for line in json_log.lines("gateway.http")]
+    assert wheres == [
+        "refused 404 not_found GET /media/…",
+        "refused 404 not_found GET /…",
+        "refused 404 not_found GET /channels/…",
+        "refused 404 not_found GET /agent/…",
+    ]
+    assert {line["path"] for line in json_log.lines("gateway.http")} == {"unmatched"}
+    for secret in (media, BOT_TOKEN, QUERY_SECRET):
+        assert secret not in json_log.text, secret
