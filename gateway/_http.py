@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import hmac
@@ -310,6 +311,38 @@ async def component_css(request: web.Request) -> web.Response:
     return web.Response(text=stylesheet, content_type="text/css", headers={"Cache-Control": "max-age=3600"})
 
 
+def _published(root: Path, name: str) -> bool:
+    """Whether ``name`` (a path below ``root``) is a file or folder in it, with no hidden name on the way."""
+    resolved = (root / name).resolve()  # symlinks followed: one inside may point at a hidden file
+    if not resolved.is_relative_to(root):
+        return False
+    if any(part.startswith(".") for part in resolved.relative_to(root).parts):
+        return False
+    return resolved.is_file() or resolved.is_dir()  # a folder is aiohttp's to refuse (403)
+
+
+class _Folder(web.StaticResource):
+    """A folder served under a prefix as ``add_static`` serves one, without its hidden files.
+
+    A name starting with ``.`` anywhere below the folder (``.env``, ``.git/config``), by its own
+    path or through a symlink, is a 404: an app that publishes its own folder by mistake still
+    keeps those. A file that is not there is a 404 raised here, so that it is a JSON refusal
+    with its log line (aiohttp's own answer comes only when the response is sent, past every
+    middleware, as an empty 404 logged as 200).
+    """
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        root = Path(self.get_info()["directory"])
+        name = request.match_info["filename"]
+        if not await asyncio.get_running_loop().run_in_executor(None, _published, root, name):
+            raise web.HTTPNotFound()
+        return await super()._handle(request)
+
+
+def _add_folder(app: web.Application, prefix: str, folder: Path) -> None:
+    app.router.register_resource(_Folder(prefix.rstrip("/"), folder, append_version=False))
+
+
 def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
     """Mount the gateway's own HTTP routes on ``app`` (and an app's ``static_dir`` at ``/assets/``)."""
     app.router.add_get("/agent/tools", tools_catalog)
@@ -324,8 +357,8 @@ def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
     app.router.add_get("/chat", chat_page)
     app.router.add_get("/static/components.css", component_css)
     if STATIC_DIR.is_dir():  # absent in a checkout without the widget: the API still serves
-        app.router.add_static("/static/", STATIC_DIR, append_version=False)
+        _add_folder(app, "/static/", STATIC_DIR)
     if static_dir is not None:
-        app.router.add_static(ASSETS_PATH, static_dir, append_version=False)
+        _add_folder(app, ASSETS_PATH, static_dir)
     app.on_response_prepare.append(_utf8_text)
     app.on_response_prepare.append(access_upgraded)

@@ -157,6 +157,29 @@ async def test_static_dir_is_served_at_assets_and_nothing_outside_it(aiohttp_cli
         assert (await client.get(path)).status in (403, 404), path
 
 
+async def test_assets_serves_no_hidden_file_and_answers_a_missing_one_as_json(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    # static_dir=HERE (the app's own folder) is a mistake easily made: its .env, .git and the
+    # like are never served, nor read by a render (tests/renderers/test_renderers_assets.py).
+    static = tmp_path / "static"
+    (static / ".git").mkdir(parents=True)
+    (static / ".env").write_text("AGORA_SECRET=not-for-you-either")
+    (static / ".git" / "config").write_text("[remote] url=https://user:token@example.test")
+    (static / "sub").mkdir()
+    (static / "sub" / ".htpasswd").write_text("admin:x")
+    (static / "logo.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'/>")
+    (static / "alias.svg").symlink_to(static / ".env")
+    client = await _client(aiohttp_client, Gateway(tools=[echo], static_dir=static))
+    assert (await client.get("/assets/logo.svg")).status == 200
+    for path in ("/assets/.env", "/assets/.git/config", "/assets/sub/.htpasswd", "/assets/%2eenv", "/assets/alias.svg"):
+        answer = await client.get(path)
+        assert answer.status == 404, path
+        assert "not-for-you" not in await answer.text()
+    missing = await client.get("/assets/nope.png")
+    assert (missing.status, (await missing.json())["code"]) == (404, "not_found")
+
+
 async def test_an_apps_identity_resolvers_replace_the_defaults(aiohttp_client: Any) -> None:
     client = await _client(aiohttp_client, Gateway(tools=[echo], identity=TrustedHeaderResolver()))
     answer = await client.get("/agent/tools", headers={"X-Actor-Id": "staff-1", "X-Actor-Roles": "member"})
