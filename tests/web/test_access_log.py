@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -16,7 +17,7 @@ from pydantic import BaseModel
 
 from channels.telegram import SECRET_HEADER, TelegramChannel, TelegramOptions
 from channels.whatsapp import WhatsAppCloudChannel, WhatsAppCloudOptions
-from gateway import SERVICES, Runtime, create_app
+from gateway import SERVICES, Gateway, Runtime, create_app
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest
 from tools import ToolContext, define_tool
 
@@ -275,3 +276,23 @@ async def test_an_unmatched_path_is_logged_without_what_it_may_carry(
     assert {line["path"] for line in json_log.lines("gateway.http")} == {"unmatched"}
     for secret in (media, BOT_TOKEN, QUERY_SECRET):
         assert secret not in json_log.text, secret
+
+
+async def test_a_files_answer_is_logged_with_the_status_it_was_sent_with(
+    aiohttp_client: Any, tmp_path: Path, json_log: JsonLog
+) -> None:
+    # A file's status is known only once it is opened: a missing one is a 404 (a refusal, one
+    # line), an unchanged one a 304, a range a 206; none of them is logged as 200.
+    (tmp_path / "logo.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'/>")
+    app = Gateway(static_dir=tmp_path).create_app(settings())
+    client = await aiohttp_client(app)
+    first = await client.get("/assets/logo.svg")
+    assert first.status == 200
+    unchanged = await client.get("/assets/logo.svg", headers={"If-None-Match": first.headers["ETag"]})
+    part = await client.get("/assets/logo.svg", headers={"Range": "bytes=0-3"})
+    missing = await client.get("/assets/missing.png")
+    assert (unchanged.status, part.status, missing.status) == (304, 206, 404)
+    access = [(line["path"], line["status"]) for line in json_log.lines("gateway.access")]
+    assert access == [("/assets", 200), ("/assets", 304), ("/assets", 206)]
+    [refusal] = json_log.lines("gateway.http")
+    assert refusal["message"] == "refused 404 not_found GET /assets: Not Found" and refusal["status"] == 404
