@@ -237,3 +237,36 @@ def test_the_starters_env_file_never_signs_with_a_published_secret(
     assert settings.app == "starter_app:gateway"
     with pytest.raises(ValidationError, match="placeholder"):
         Settings(_env_file=None, secret="change-me-to-a-long-random-string")  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        (  # an old script: it exits (or serves its own app) when imported
+            "import sys\nsys.exit(0)\n",
+            "--app 'my_app:gateway': importing my_app called sys.exit(0)",
+        ),
+        (
+            "from gateway import Gateway\ngateway = Gateway(static_dir='no/such')\n",
+            "--app 'my_app:gateway': importing my_app failed: Gateway(static_dir=...): 'no/such' is not a folder",
+        ),
+        (
+            "from gateway import Branding, Gateway\ngateway = Gateway(branding=Branding(accent='red;} body{x'))\n",
+            "--app 'my_app:gateway': importing my_app failed: Branding: accent: must be a CSS colour",
+        ),
+        (
+            "class App:\n    @property\n    def gateway(self):\n        raise KeyError('not built')\n\napp = App()\n",
+            "--app 'my_app:app.gateway': reading app.gateway failed: KeyError: 'not built'",
+        ),
+    ],
+)
+def test_an_app_that_refuses_itself_on_import_is_one_clear_line(tmp_path: Path, source: str, said: str) -> None:
+    # A mistake in the app's declaration (refused by Gateway, Branding...) is bad input like a
+    # wrong --app: one line naming it, exit 2, no traceback, and never the value given.
+    (tmp_path / "my_app.py").write_text(source)
+    spec = "my_app:app.gateway" if "class App" in source else "my_app:gateway"
+    result = _refused("--app", spec, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"agora-gateway: cannot start: {said}" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "body{x" not in result.stderr
