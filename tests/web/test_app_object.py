@@ -130,12 +130,31 @@ async def test_branding_comes_from_the_environment_when_the_app_gives_none(
         ("name", ""),
         ("prompts", ["x" * 121]),
         ("prompts", [f"p{i}" for i in range(9)]),
+        ("name", "Acme\x1b[2J\x1b[31m"),  # a terminal that prints the A2A card obeys these
+        ("title", "tab\x00"),
+        ("name", "two\nlines"),
+        ("prompts", ["bell\x07"]),
+        ("welcome", "\x85next line"),
     ],
 )
 def test_branding_refuses_what_could_break_out_of_the_page(field: str, value: Any) -> None:
     with pytest.raises(ValidationError) as caught:
         Branding(**{field: value})
     assert caught.value.errors()[0]["loc"][0] == field
+
+
+def test_branding_from_the_environment_refuses_odd_values_as_validation_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # serve turns a ValidationError into one line naming the variable; anything else is a traceback.
+    for value in ("[" * 100_000, "[" + "[1]," * 10 + "]", '["a", 1]'):
+        monkeypatch.setenv("AGORA_BRAND_PROMPTS", value)
+        with pytest.raises(ValidationError) as caught:
+            Branding()
+        assert caught.value.errors()[0]["loc"][0] == "prompts"
+    monkeypatch.setenv("AGORA_BRAND_PROMPTS", "fine|also fine")
+    monkeypatch.setenv("AGORA_BRAND_WELCOME", "Hello!\nAsk me anything.")  # a new line in a text is fine
+    assert Branding().prompts == ["fine", "also fine"] and "\n" in Branding().welcome
 
 
 async def test_branding_texts_are_escaped_on_the_page(aiohttp_client: Any) -> None:
