@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -187,7 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path in written:
             print(f"wrote {path}")
         print(
-            f"\nNext: cd {args.directory} && cp .env.example .env && agora-gateway serve --app starter_app:gateway",
+            f"\nNext: cd {shlex.quote(args.directory)} && cp .env.example .env"
+            " && agora-gateway serve --app starter_app:gateway",
             flush=True,
         )
         return 0

@@ -270,3 +270,37 @@ def test_an_app_that_refuses_itself_on_import_is_one_clear_line(tmp_path: Path, 
     assert f"agora-gateway: cannot start: {said}" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "body{x" not in result.stderr
+
+
+def _init(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", "init", *args], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_init_refuses_before_writing_anything_and_never_writes_through_a_link(tmp_path: Path) -> None:
+    # A file where init needs a folder: refused in one line, and nothing written beside it.
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "starter_app").write_text("a file, not a folder")
+    result = _init(str(blocked), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("agora-gateway init: ") and "starter_app" in result.stderr
+    assert sorted(p.name for p in blocked.iterdir()) == ["starter_app"]
+    # A link that points nowhere (yet) is still there: init does not write through it, nor
+    # through a link that points at a file elsewhere, even with --force.
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / ".env.example").symlink_to(tmp_path / "planted")
+    refused = _init(str(linked), cwd=tmp_path)
+    assert refused.returncode == 2 and "use --force" in refused.stderr
+    (tmp_path / "planted").write_text("keep me")
+    forced = _init(str(linked), "--force", cwd=tmp_path)
+    assert forced.returncode == 2 and "link" in forced.stderr
+    assert (tmp_path / "planted").read_text() == "keep me"
+
+
+def test_init_says_the_next_command_as_a_shell_reads_it(tmp_path: Path) -> None:
+    result = _init("my shop", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Next: cd 'my shop' && cp .env.example .env" in result.stdout
