@@ -313,7 +313,10 @@ async def component_css(request: web.Request) -> web.Response:
 
 def _published(root: Path, name: str) -> bool:
     """Whether ``name`` (a path below ``root``) is a file or folder in it, with no hidden name on the way."""
-    resolved = (root / name).resolve()  # symlinks followed: one inside may point at a hidden file
+    try:
+        resolved = (root / name).resolve()  # symlinks followed: one inside may point at a hidden file
+    except RuntimeError:  # a symlink loop (Python < 3.13; later an OSError, which is a 404 too)
+        return False
     if not resolved.is_relative_to(root):
         return False
     if any(part.startswith(".") for part in resolved.relative_to(root).parts):

@@ -189,9 +189,17 @@ async def test_assets_serves_no_hidden_file_and_answers_a_missing_one_as_json(
     (static / "sub" / ".htpasswd").write_text("admin:x")
     (static / "logo.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'/>")
     (static / "alias.svg").symlink_to(static / ".env")
+    (static / "loop").symlink_to(static / "loop")
     client = await _client(aiohttp_client, Gateway(tools=[echo], static_dir=static))
     assert (await client.get("/assets/logo.svg")).status == 200
-    for path in ("/assets/.env", "/assets/.git/config", "/assets/sub/.htpasswd", "/assets/%2eenv", "/assets/alias.svg"):
+    for path in (
+        "/assets/.env",
+        "/assets/.git/config",
+        "/assets/sub/.htpasswd",
+        "/assets/%2eenv",
+        "/assets/alias.svg",
+        "/assets/loop",
+    ):
         answer = await client.get(path)
         assert answer.status == 404, path
         assert "not-for-you" not in await answer.text()
