@@ -10,6 +10,9 @@
   ``status`` and ``ms`` in a JSON line. Never the actual path, the query string, a header or a
   cookie: a token lives in one of those, a route's template holds none.
 
+A file (``/assets/``, ``/static/``) is logged when it is sent, with the status it was sent with
+(``304`` unchanged, ``206`` a range): that status is known only once the file is opened.
+
 A web socket logs two lines: one when it is upgraded (``101 upgraded``, from the
 ``on_response_prepare`` hook ``access_upgraded``, which ``add_routes`` installs) and one when it
 closes, with ``duration_s`` and the ``close_code``.
@@ -38,6 +41,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from aiohttp.web_urldispatcher import AbstractResource
 
+from ._guard import log_refusal
 from ._logs import FIELDS_ATTRIBUTE, log_scope
 
 __all__ = ["CHANNEL_OF_ROUTE", "access_log", "access_upgraded", "channel_routes", "route_template"]
@@ -49,6 +53,9 @@ CHANNEL_OF_ROUTE = web.AppKey("agora_channel_of_route", dict[AbstractResource, s
 
 _UPGRADED = web.RequestKey("agora_upgraded_at", float)
 """When a request's web socket was upgraded (``time.perf_counter()``)."""
+
+_FILE_STARTED = web.RequestKey("agora_file_started_at", float)
+"""When a request answered with a file started: its line is written when the file is sent."""
 
 
 @contextlib.contextmanager
@@ -100,6 +107,10 @@ async def access_log(request: web.Request, handler: Handler) -> web.StreamRespon
         upgraded = request.get(_UPGRADED)
         if upgraded is not None:
             _closed(request, path, response, upgraded)
+        elif isinstance(response, web.FileResponse) and not response.prepared:
+            # A file's status (200, 206, 304, 416...) is set when it is opened, as it is sent:
+            # its line is written then, by access_upgraded.
+            request[_FILE_STARTED] = started
         elif response.status < 400:
             _answered(request, path, response.status, started)
         return response
@@ -126,7 +137,18 @@ def _closed(request: web.Request, path: str, response: web.StreamResponse, upgra
 
 
 async def access_upgraded(request: web.Request, response: web.StreamResponse) -> None:
-    """``on_response_prepare``: log a web socket's upgrade (its close is logged by ``access_log``)."""
+    """``on_response_prepare``: log a web socket's upgrade (its close: ``access_log``) and a file's answer."""
+    started = request.get(_FILE_STARTED)
+    if started is not None and isinstance(response, web.FileResponse):
+        path = route_template(request)
+        if response.status < 400:
+            _answered(request, path, response.status, started)
+        else:  # refused as it was opened (a special file, a range past its end): the one line is a refusal
+            ms = round((time.perf_counter() - started) * 1000, 1)
+            code = "not_found" if response.status == 404 else "http_error"
+            fields = {"method": request.method, "path": path, "status": response.status, "ms": ms}
+            log_refusal(response.status, code, f"{request.method} {path}", response.reason, fields=fields)
+        return
     if response.status != 101:
         return
     request[_UPGRADED] = time.perf_counter()

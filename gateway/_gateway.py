@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from renderers import Catalog
@@ -51,7 +52,10 @@ def _prompts(value: Any) -> Any:
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("["):
-            return json.loads(text)
+            try:
+                return json.loads(text)
+            except RecursionError:  # nested past the parser's depth: a ValueError is what pydantic reports
+                raise ValueError("is nested too deeply: give a JSON list of strings") from None
         return [item.strip() for item in text.split("|") if item.strip()]
     return value
 
@@ -85,6 +89,18 @@ class Branding(BaseSettings):
     """A logo for the chat's header: an ``https://`` URL or a path on this gateway (``/assets/logo.svg``)."""
 
     _prompts = field_validator("prompts", mode="before")(_prompts)
+
+    @field_validator("name", "title", "description", "welcome", "prompts")
+    @classmethod
+    def _printable(cls, value: Any, info: ValidationInfo) -> Any:
+        # Control characters (an escape sequence, NUL, a new line in a name) have no place in a
+        # page title or an A2A card, and a terminal that prints the card would obey them. The
+        # longer texts may break lines.
+        allowed = "\n" if info.field_name in ("description", "welcome") else ""
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and any(unicodedata.category(ch) == "Cc" and ch not in allowed for ch in text):
+                raise ValueError("must not contain control characters")
+        return value
 
     @field_validator("accent")
     @classmethod

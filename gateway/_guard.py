@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -56,6 +57,23 @@ logger = logging.getLogger("gateway.http")
 
 
 _REASON_CHARS = 300
+
+# How aiohttp's parser quotes what it choked on: the repr of the bytes (or text), then a caret
+# under the spot. Those bytes are the request line (its query) or a header (a cookie, a token);
+# a header's name alone ("Missing 'Host' header") is kept.
+_QUOTED = re.compile(r"""b?'(?:[^'\\]|\\.)*'|b?"(?:[^"\\]|\\.)*"|\^""")
+_HEADER_NAME = re.compile(r"'[A-Za-z0-9-]{1,40}'")
+
+
+def _unquoted(match: re.Match[str]) -> str:
+    named = _HEADER_NAME.fullmatch(match.group()) and match.string.startswith(" header", match.end())
+    return match.group() if named else " "
+
+
+def parser_reason(exc: HttpProcessingError) -> str:
+    """What aiohttp's parser refused, in its words, without the bytes it quotes (``LineTooLong: ...``)."""
+    said = _QUOTED.sub(_unquoted, exc.message or "")
+    return f"{type(exc).__name__}: {' '.join(said.split()).rstrip(':. ')}"
 
 
 def one_line(text: str, limit: int = _REASON_CHARS) -> str:
@@ -94,7 +112,7 @@ class ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
         """Log as aiohttp asked, unless ``exc_info`` is a parser error: then one refusal line."""
         if isinstance(exc_info, HttpProcessingError):
             where = str(msg) % args if args else str(msg)
-            reason = f"{type(exc_info).__name__}: {exc_info.message}"
+            reason = parser_reason(exc_info)
             log_refusal(exc_info.code or 400, "bad_http_request", f"({where})", reason)
             return
         super().log(level, msg, *args, exc_info=exc_info, **kwargs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import hmac
@@ -90,7 +91,7 @@ async def error_middleware(
     route = route_template(request)
     refusal = response.get(_REFUSAL)
     if refusal is not None:
-        where = request.rel_url.raw_path if route == "unmatched" else route  # log_refusal escapes and cuts it
+        where = _unmatched_path(request) if route == "unmatched" else route
         ms = round((time.perf_counter() - started) * 1000, 1)
         access = {"method": request.method, "path": route, "status": response.status, "ms": ms}
         log_refusal(response.status, refusal[0], f"{request.method} {where}", refusal[1], fields=access)
@@ -100,6 +101,19 @@ async def error_middleware(
         if not response.prepared:
             services.identity.attach_cookie(request, response)
     return response
+
+
+def _unmatched_path(request: web.Request) -> str:
+    """A path no route matched, for its refusal line: the gateway's own first segment, if it is one.
+
+    The rest may carry what the caller meant to keep (a media token with a slash too many, a bot
+    token in a webhook URL), so it is never written: ``/media/…``, ``/…``.
+    """
+    first, _, rest = request.rel_url.raw_path.lstrip("/").partition("/")
+    ours = {resource.canonical.lstrip("/").partition("/")[0] for resource in request.app.router.resources()}
+    if first not in ours:
+        return "/…"
+    return f"/{first}/…" if rest else f"/{first}"
 
 
 async def _json_body(request: web.Request, model: type[BaseModel]) -> Any:
@@ -301,6 +315,41 @@ async def component_css(request: web.Request) -> web.Response:
     return web.Response(text=stylesheet, content_type="text/css", headers={"Cache-Control": "max-age=3600"})
 
 
+def _published(root: Path, name: str) -> bool:
+    """Whether ``name`` (a path below ``root``) is a file or folder in it, with no hidden name on the way."""
+    try:
+        resolved = (root / name).resolve()  # symlinks followed: one inside may point at a hidden file
+    except RuntimeError:  # a symlink loop (Python < 3.13; later an OSError, which is a 404 too)
+        return False
+    if not resolved.is_relative_to(root):
+        return False
+    if any(part.startswith(".") for part in resolved.relative_to(root).parts):
+        return False
+    return resolved.is_file() or resolved.is_dir()  # a folder is aiohttp's to refuse (403)
+
+
+class _Folder(web.StaticResource):
+    """A folder served under a prefix as ``add_static`` serves one, without its hidden files.
+
+    A name starting with ``.`` anywhere below the folder (``.env``, ``.git/config``), by its own
+    path or through a symlink, is a 404: an app that publishes its own folder by mistake still
+    keeps those. A file that is not there is a 404 raised here, so that it is a JSON refusal
+    with its log line (aiohttp's own answer comes only when the response is sent, past every
+    middleware, as an empty 404 logged as 200).
+    """
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        root = Path(self.get_info()["directory"])
+        name = request.match_info["filename"]
+        if not await asyncio.get_running_loop().run_in_executor(None, _published, root, name):
+            raise web.HTTPNotFound()
+        return await super()._handle(request)
+
+
+def _add_folder(app: web.Application, prefix: str, folder: Path) -> None:
+    app.router.register_resource(_Folder(prefix.rstrip("/"), folder, append_version=False))
+
+
 def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
     """Mount the gateway's own HTTP routes on ``app`` (and an app's ``static_dir`` at ``/assets/``)."""
     app.router.add_get("/agent/tools", tools_catalog)
@@ -315,8 +364,8 @@ def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
     app.router.add_get("/chat", chat_page)
     app.router.add_get("/static/components.css", component_css)
     if STATIC_DIR.is_dir():  # absent in a checkout without the widget: the API still serves
-        app.router.add_static("/static/", STATIC_DIR, append_version=False)
+        _add_folder(app, "/static/", STATIC_DIR)
     if static_dir is not None:
-        app.router.add_static(ASSETS_PATH, static_dir, append_version=False)
+        _add_folder(app, ASSETS_PATH, static_dir)
     app.on_response_prepare.append(_utf8_text)
     app.on_response_prepare.append(access_upgraded)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 from typing import Any
 
@@ -15,6 +16,8 @@ logger = logging.getLogger("gateway.settings")
 
 MIN_SECRET_BYTES = 16
 """A shorter secret is refused: it signs cookies, tokens and media URLs."""
+
+_PLACEHOLDER = re.compile(r"^\s*(change|replace)[-_ ]?me", re.IGNORECASE)
 
 
 def comma_list(value: Any) -> Any:
@@ -96,6 +99,10 @@ class Settings(BaseSettings):
     def _long_enough(cls, secret: SecretStr | None) -> SecretStr | None:
         if secret is not None and len(secret.get_secret_value().encode("utf-8")) < MIN_SECRET_BYTES:
             raise ValueError(f"must be at least {MIN_SECRET_BYTES} bytes (make one with: openssl rand -hex 32)")
+        if secret is not None and _PLACEHOLDER.match(secret.get_secret_value()):
+            # A value copied from an example is known to everyone who has the example: anyone
+            # could sign a token for any actor (the first starters wrote "change-me-to-a-long-random-string").
+            raise ValueError("is a placeholder from an example; make one with: openssl rand -hex 32")
         return secret
 
     @model_validator(mode="after")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +83,12 @@ def env_example() -> str:
 def write_starter(directory: str | Path, *, force: bool = False) -> list[Path]:
     """Write the starter app into ``directory`` (created if missing); returns the files written.
 
+    Nothing is written unless every file can be: each is checked first.
+
     Raises:
-        FileExistsError: A file ``init`` writes is there already (and ``force`` is not set).
+        FileExistsError: A file ``init`` writes is there already (and ``force`` is not set), a
+            symbolic link is where a file goes (even with ``force``: never written through), or
+            a file is where a folder goes.
     """
     root = Path(directory)
     files = {
@@ -92,9 +97,19 @@ def write_starter(directory: str | Path, *, force: bool = False) -> list[Path]:
         if path.is_file() and "__pycache__" not in path.parts
     }
     files[root / ".env.example"] = env_example()
-    existing = [str(path) for path in files if path.exists()]
+    if os.path.lexists(root) and not root.is_dir():  # the folder itself may be a link to one
+        raise FileExistsError(f"{root} is not a folder")
+    for path in files:
+        for parent in path.relative_to(root).parents:
+            folder = root / parent
+            if parent != Path(".") and (folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir())):
+                raise FileExistsError(f"{folder} is in the way: init needs a folder there")
+    existing = [path for path in files if os.path.lexists(path)]  # a dangling link too
     if existing and not force:
-        raise FileExistsError(f"would overwrite {', '.join(existing)} (use --force)")
+        raise FileExistsError(f"would overwrite {', '.join(map(str, existing))} (use --force)")
+    links = [str(path) for path in existing if path.is_symlink()]
+    if links:
+        raise FileExistsError(f"{', '.join(links)}: a symbolic link, never written through; remove it first")
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")

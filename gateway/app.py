@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from pydantic import ValidationError
 from pydantic_settings import BaseSettings
 
 from renderers import Catalog, MediaStore, RedisMediaBackend, Renderer, default_catalog
@@ -135,17 +136,40 @@ def import_gateway(spec: str) -> Gateway:
             raise UserError(f"--app {spec!r}: no module named {exc.name!r} (from {os.getcwd()})") from None
         logger.error("--app %r: importing %s failed", spec, module_name, exc_info=True)
         raise UserError(f"--app {spec!r}: importing {module_name} failed: {exc}") from None
+    except SystemExit as exc:  # a script's sys.exit() (or argparse) at import: never a silent exit 0
+        raise UserError(f"--app {spec!r}: importing {module_name} called sys.exit({exc.code!r})") from None
+    except (UserError, ValidationError) as exc:
+        # The app's declaration refused (Gateway, Branding, an Agent...): bad input, one line
+        # (--log-level DEBUG shows where), and never the value given: it may be a secret.
+        logger.debug("--app %r: importing %s failed", spec, module_name, exc_info=True)
+        raise UserError(f"--app {spec!r}: importing {module_name} failed: {_refusal(exc)}") from None
     except Exception as exc:
         logger.error("--app %r: importing %s failed", spec, module_name, exc_info=True)
         raise UserError(f"--app {spec!r}: importing {module_name} failed: {type(exc).__name__}: {exc}") from None
     found: Any = module
     for part in attribute.split("."):
-        if not hasattr(found, part):
-            raise UserError(f"--app {spec!r}: module {module_name!r} has no attribute {attribute!r}")
-        found = getattr(found, part)
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise UserError(f"--app {spec!r}: module {module_name!r} has no attribute {attribute!r}") from None
+        except Exception as exc:  # a property that raises
+            logger.debug("--app %r: reading %s failed", spec, attribute, exc_info=True)
+            raise UserError(f"--app {spec!r}: reading {attribute} failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(found, Gateway):
         raise UserError(f"--app {spec!r}: {attribute} is a {type(found).__name__}, not a gateway.Gateway")
     return found
+
+
+def _refusal(exc: UserError | ValidationError) -> str:
+    """A refused declaration in one line: its words, without the values given."""
+    if isinstance(exc, UserError):
+        return " ".join(str(exc).split())
+    errors = exc.errors(include_input=False, include_url=False, include_context=False)
+    fields = "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or 'value'}: {str(error['msg']).removeprefix('Value error, ')}"
+        for error in errors[:5]
+    )
+    return f"{exc.title}: {fields}"
 
 
 def load_gateway(settings: Settings) -> Gateway:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -188,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         for path in written:
             print(f"wrote {path}")
-        cd = "" if Path(args.directory) == Path() else f"cd {args.directory} && "
+        cd = "" if Path(args.directory) == Path() else f"cd {shlex.quote(args.directory)} && "
         print(f"\nNext: {cd}cp .env.example .env && agora-gateway serve --app starter_app:gateway", flush=True)
         return 0
     if args.command == "serve":

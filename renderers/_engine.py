@@ -50,7 +50,7 @@ class _LocalOnlyFetcher(URLFetcher):  # type: ignore[misc]
     - ``data:`` URLs: the URL itself;
     - ``/assets/<path>`` (resolved against ``PAGE_BASE_URL``): ``<assets>/<path>`` on disk, when
       the render names an assets folder and the resolved path (``..`` and symlinks followed) is
-      a file of at most 16 MiB inside it;
+      a file of at most 16 MiB inside it, with no hidden name (``.env``) on the way;
     - ``file:`` URLs under the package's ``static/``: that file (the stylesheet's own references);
     - anything else (``http(s):``, other ``file:`` paths, a path out of the assets folder):
       refused; weasyprint leaves the image out and records a warning.
@@ -84,11 +84,17 @@ _ASSETS_URL = PAGE_BASE_URL.rstrip("/") + ASSETS_PATH
 
 
 def _inside(root: Path, path: Path) -> Path | None:
-    """``path`` resolved, when that is an existing file inside ``root``; else ``None``."""
+    """``path`` resolved, when that is an existing file inside ``root`` and not hidden; else ``None``.
+
+    Hidden means a name starting with ``.`` anywhere below ``root`` (``.env``, ``.git/config``):
+    a folder published by mistake (the app's own) still keeps those, as ``/assets/`` does.
+    """
     if "\0" in str(path):
         return None
     resolved = path.resolve()
-    return resolved if resolved.is_relative_to(root) and resolved.is_file() else None
+    if not resolved.is_relative_to(root) or any(part.startswith(".") for part in resolved.relative_to(root).parts):
+        return None
+    return resolved if resolved.is_file() else None
 
 
 class _CollectedLog(logging.Handler):

@@ -228,6 +228,6 @@ class TelegramPort(PushPort[TelegramPart]):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # typing is decoration: a failure never stops the delivery
-                logger.debug("typing in %s: %s", target.address, exc)
+                logger.debug("typing failed: %s", exc)  # the line's context names the thread
                 return
             await asyncio.sleep(TYPING_EVERY)

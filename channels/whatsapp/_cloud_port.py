@@ -93,8 +93,7 @@ class CloudPort(PushPort[CloudPart]):
             if template is None:
                 return [Undeliverable("outside_window_no_template")]
             logger.warning(
-                "%s wrote more than 24 h ago; asking for approval %s with template %s",
-                target.address,
+                "the sender wrote more than 24 h ago; asking for approval %s with template %s",
                 event.tool_call_id,
                 template["name"],
             )

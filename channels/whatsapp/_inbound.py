@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway import BUTTON_PREFIX, ChannelServices, ChatInbound, InboundMessage, PushDelivery, PushTarget
+from gateway import BUTTON_PREFIX, ChannelServices, ChatInbound, InboundMessage, PushDelivery, PushTarget, one_line
 from gateway import InboundOptions as ChatOptions
 
 from ._identity import SenderResolver, ThreadNamer, WhatsAppSender, language_for
@@ -85,7 +85,7 @@ class InboundHandler:
             )
         except ValueError:
             logger.warning(
-                "inbound message %s from %r ignored: no WhatsApp sender", fields.get("MessageSid"), fields.get("From")
+                "inbound message %s ignored: not from a WhatsApp number", one_line(str(fields.get("MessageSid")), 80)
             )
             return
         payload = str(fields.get("ButtonPayload") or "")
@@ -112,7 +112,7 @@ class InboundHandler:
         try:
             actor = await self.resolver.resolve(sender)
         except Exception:
-            logger.exception("resolving WhatsApp sender %s failed", sender.e164)
+            logger.exception("resolving a WhatsApp sender failed")  # never the number: see gateway._logs
             return
         if actor is None:
             await self.state.touch_sender(sender.e164, address=sender.address, language=language, thread_id=None)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from tools import Actor
 
 from .._errors import ApprovalExpiredError, ApprovalForbiddenError, ApprovalNotFoundError, ApprovalSettledError
+from .._logs import actor_hash
 from ..events import ApprovalRequestedEvent
 from ._state import DAY, PushState, PushTarget
 from ._texts import ChatTexts
@@ -126,7 +127,9 @@ class ChatApprovals:
         if button is None:
             return Redeemed(decided=False, reply=texts.expired)
         if button.get("to") != address or button.get("actor_id") != actor.id:
-            logger.warning("%s tapped a button sent to %s; refused", address, button.get("to"))
+            # Both by their pseudonyms (gateway._logs): a number is never written to the log.
+            tapped, owner = actor_hash(address), actor_hash(str(button.get("to")))
+            logger.warning("sender %s tapped a button sent to %s; refused", tapped, owner)
             return Redeemed(decided=False, reply=texts.not_yours)
         used_key = self.state.key("btn-used", token)
         if not await self.state.claim(used_key, ttl=2 * DAY):

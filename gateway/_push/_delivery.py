@@ -32,7 +32,7 @@ from tools import AgoraError, UiCapabilities
 
 from .._errors import GatewayError, StoreUnavailableError
 from .._hooks import EventHooks
-from .._logs import bind_log
+from .._logs import actor_hash, bind_log
 from .._runtime import RuntimeObserver
 from ..events import (
     ApprovalRequestedEvent,
@@ -610,7 +610,7 @@ class PushDelivery(RuntimeObserver, Generic[P]):
         thread_id = target.thread_id
         where = {"seq": event.seq, "part": index, "event": event.type}
         if isinstance(part, Undeliverable):
-            logger.warning("thread %s seq %d: not sent to %s: %s", thread_id, event.seq, target.address, part.reason)
+            logger.warning("thread %s seq %d: not sent: %s", thread_id, event.seq, part.reason)
             await self.state.record_failure(thread_id, {**where, "reason": part.reason})
             return None
         try:
@@ -687,7 +687,7 @@ class PushDelivery(RuntimeObserver, Generic[P]):
             try:
                 await self.port.send(target, part)
             except PushSendError as exc:
-                logger.error("reply to %s not sent: %s", target.address, exc)
+                logger.error("reply to %s not sent: %s", actor_hash(target.address), exc)
                 return
 
 

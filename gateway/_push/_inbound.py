@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tools import Actor
 
 from .._errors import RateLimitedError, ThreadBusyError
+from .._logs import actor_hash
 from ..events import Turn
 from ._approvals import Redeemed
 from ._state import PushTarget
@@ -118,7 +119,7 @@ class ChatInbound:
         except asyncio.CancelledError:
             raise
         except Exception:
-            logger.exception("inbound message from %s failed", address)
+            logger.exception("inbound message from %s failed", actor_hash(address))
             await self.delivery.reply(message.target, self.texts(message.target).failed)
             return None
         finally:
@@ -132,7 +133,7 @@ class ChatInbound:
         """Tell an unknown sender they are not set up (at most once per ``refusal_every``)."""
         key = self.delivery.state.key("refused", target.address)
         if await self.delivery.state.claim(key, ttl=self.options.refusal_every):
-            logger.info("refused unknown %s sender %s", self.via, target.address)
+            logger.info("refused unknown %s sender %s", self.via, actor_hash(target.address))
             await self.delivery.reply(target, self.texts(target).unknown_sender)
 
     async def _handle(self, message: InboundMessage) -> Redeemed | None:

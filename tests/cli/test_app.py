@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from pydantic import ValidationError
 
 from tests.models.fake_openai import FakeOpenAI, finish, role, text, tool
 
@@ -258,3 +260,88 @@ async def test_agora_app_in_the_environment_serves_the_app(starter: Path) -> Non
         async with aiohttp.ClientSession() as session:
             _, body = await _get(session, f"http://127.0.0.1:{port}/agent/tools?agent=*")
             assert [t["name"] for t in json.loads(body)] == ["get_order", "cancel_order"]
+
+
+def test_the_starters_env_file_never_signs_with_a_published_secret(
+    starter: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # init says "cp .env.example .env && agora-gateway serve": whatever the file holds then signs
+    # every actor token, cookie and confirm token, so a value printed in the file (the same in
+    # every starter) would let anyone sign a token for any actor, with any roles.
+    from gateway import Settings
+
+    for variable in ("AGORA_SECRET", "AGORA_APP"):
+        monkeypatch.delenv(variable, raising=False)
+    shutil.copy(starter / ".env.example", starter / ".env")
+    settings = Settings(_env_file=starter / ".env")  # type: ignore[call-arg]
+    assert settings.secret is None  # a random secret per process, until one is set
+    assert settings.app == "starter_app:gateway"
+    with pytest.raises(ValidationError, match="placeholder"):
+        Settings(_env_file=None, secret="change-me-to-a-long-random-string")  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        (  # an old script: it exits (or serves its own app) when imported
+            "import sys\nsys.exit(0)\n",
+            "--app 'my_app:gateway': importing my_app called sys.exit(0)",
+        ),
+        (
+            "from gateway import Gateway\ngateway = Gateway(static_dir='no/such')\n",
+            "--app 'my_app:gateway': importing my_app failed: Gateway(static_dir=...): 'no/such' is not a folder",
+        ),
+        (
+            "from gateway import Branding, Gateway\ngateway = Gateway(branding=Branding(accent='red;} body{x'))\n",
+            "--app 'my_app:gateway': importing my_app failed: Branding: accent: must be a CSS colour",
+        ),
+        (
+            "class App:\n    @property\n    def gateway(self):\n        raise KeyError('not built')\n\napp = App()\n",
+            "--app 'my_app:app.gateway': reading app.gateway failed: KeyError: 'not built'",
+        ),
+    ],
+)
+def test_an_app_that_refuses_itself_on_import_is_one_clear_line(tmp_path: Path, source: str, said: str) -> None:
+    # A mistake in the app's declaration (refused by Gateway, Branding...) is bad input like a
+    # wrong --app: one line naming it, exit 2, no traceback, and never the value given.
+    (tmp_path / "my_app.py").write_text(source)
+    spec = "my_app:app.gateway" if "class App" in source else "my_app:gateway"
+    result = _refused("--app", spec, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"agora-gateway: cannot start: {said}" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "body{x" not in result.stderr
+
+
+def _init(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", "init", *args], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_init_refuses_before_writing_anything_and_never_writes_through_a_link(tmp_path: Path) -> None:
+    # A file where init needs a folder: refused in one line, and nothing written beside it.
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "starter_app").write_text("a file, not a folder")
+    result = _init(str(blocked), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("agora-gateway init: ") and "starter_app" in result.stderr
+    assert sorted(p.name for p in blocked.iterdir()) == ["starter_app"]
+    # A link that points nowhere (yet) is still there: init does not write through it, nor
+    # through a link that points at a file elsewhere, even with --force.
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / ".env.example").symlink_to(tmp_path / "planted")
+    refused = _init(str(linked), cwd=tmp_path)
+    assert refused.returncode == 2 and "use --force" in refused.stderr
+    (tmp_path / "planted").write_text("keep me")
+    forced = _init(str(linked), "--force", cwd=tmp_path)
+    assert forced.returncode == 2 and "link" in forced.stderr
+    assert (tmp_path / "planted").read_text() == "keep me"
+
+
+def test_init_says_the_next_command_as_a_shell_reads_it(tmp_path: Path) -> None:
+    result = _init("my shop", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Next: cd 'my shop' && cp .env.example .env" in result.stdout

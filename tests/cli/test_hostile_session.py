@@ -160,7 +160,7 @@ def build_cases(port: int, session: aiohttp.ClientSession) -> list[Case]:
             refused + "400 bad_http_request",
         ),
         # routes refusing bad input
-        Case("unknown route", http("GET /nothing HTTP/1.1"), refused + "404 not_found GET /nothing: Not Found"),
+        Case("unknown route", http("GET /nothing HTTP/1.1"), refused + "404 not_found GET /…: Not Found"),
         Case("method not allowed", http("DELETE /healthz HTTP/1.1"), refused + "405 method_not_allowed DELETE /"),
         Case(
             "bad JSON",
@@ -300,7 +300,7 @@ async def test_a_hostile_session_logs_one_line_per_refusal_and_no_traceback(tmp_
                 # A line is likely but not promised: take what the next (exact) probe flushes too.
                 await exchange(port, request(port, "GET /nothing HTTP/1.1"))
                 lines = await log.new(at_least=1)
-                probe = [i for i, line in enumerate(lines) if "refused 404 not_found GET /nothing" in line]
+                probe = [i for i, line in enumerate(lines) if "refused 404 not_found GET /…" in line]
                 report[case.name] = lines[: probe[-1]] if probe else [*lines, "(the probe's line is missing)"]
     text = path.read_text(errors="replace")
     assert "Traceback" not in text, text

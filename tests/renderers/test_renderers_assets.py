@@ -97,6 +97,26 @@ async def test_only_files_inside_the_assets_folder_are_read(shared_pool: RenderP
             assert await shown(refused) == 0, refused
 
 
+async def test_a_hidden_file_in_the_assets_folder_is_never_read(shared_pool: RenderPool, folders: Path) -> None:
+    published = folders / "published"
+    (published / ".private").mkdir()
+    (published / ".private" / "photo.png").write_bytes(PHOTO)
+    (published / ".photo.png").write_bytes(PHOTO)
+    (published / "alias.png").symlink_to(published / ".photo.png")
+    (published / "loop.png").symlink_to(published / "loop.png")
+    catalog = default_catalog().extend([PICTURE])
+    async with Renderer(catalog, pool=shared_pool, assets_dir=published) as renderer:
+        for src in (
+            "/assets/.photo.png",
+            "/assets/.private/photo.png",
+            "/assets/%2ephoto.png",
+            "/assets/alias.png",
+            "/assets/loop.png",
+        ):
+            png = await renderer.render("Picture", {"src": src}, "png")
+            assert mug_pixels(png.data) == 0, src  # type: ignore[arg-type]
+
+
 async def test_a_remote_image_is_never_fetched(shared_pool: RenderPool) -> None:
     hits: list[str] = []
 

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -16,7 +17,7 @@ from pydantic import BaseModel
 
 from channels.telegram import SECRET_HEADER, TelegramChannel, TelegramOptions
 from channels.whatsapp import WhatsAppCloudChannel, WhatsAppCloudOptions
-from gateway import SERVICES, Runtime, create_app
+from gateway import SERVICES, Gateway, Runtime, create_app
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest
 from tools import ToolContext, define_tool
 
@@ -225,3 +226,90 @@ async def test_an_ag_ui_request_is_named_by_its_channel(
     await answer.read()
     [line] = [a for a in json_log.lines("gateway.access") if a["path"] == "/agent/ag-ui"]
     assert (line["method"], line["status"], line["channel"]) == ("POST", 200, "ag-ui")
+
+
+async def _raw(port: int, data: bytes) -> bytes:
+    """Send ``data`` on a connection of its own; the answer, read until the server closes it."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(data)
+        async with asyncio.timeout(5):
+            return await reader.read()
+    finally:
+        writer.close()
+
+
+async def test_a_malformed_request_is_one_refusal_line_that_quotes_none_of_it(
+    gateway: Callable[..., Awaitable[Client]], json_log: JsonLog
+) -> None:
+    # aiohttp's parser words its errors with the bytes it choked on: the request line (its query),
+    # a header (a cookie, a bearer token). The refusal line says what was wrong, never those bytes.
+    client = await gateway()
+    port = client.port
+    assert port is not None
+    bearer = "eyJ" + "b" * 9_000  # a long token: more than a header line may hold
+    sent = [
+        f"GET /agent/tools?api_key={QUERY_SECRET} HTTP/1.1 junk\r\nHost: a\r\n\r\n".encode(),
+        f"G@T /agent/tools?api_key={QUERY_SECRET} HTTP/1.1\r\nHost: a\r\n\r\n".encode(),
+        f"GET /agent/tools?api_key={QUERY_SECRET}\x00 HTTP/1.1\r\nHost: a\r\n\r\n".encode(),
+        f"GET /healthz HTTP/1.1\r\nHost: a\r\nCookie: agora_visitor={COOKIE_VALUE}\x01\r\n\r\n".encode(),
+        f"GET /healthz HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {bearer}\r\n\r\n".encode(),
+        b"POST /agent/tool-call/approve HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + f"{QUERY_SECRET}\r\n".encode(),
+    ]
+    for data in sent:
+        assert (await _raw(port, data)).startswith(b"HTTP/1.0 400 "), data[:40]
+    refusals = [line for line in json_log.lines("gateway.http") if "bad_http_request" in line["message"]]
+    assert len(refusals) == len(sent), json_log.text
+    assert [line["message"].split(": ")[1] for line in refusals] == [
+        "BadStatusLine",
+        "BadHttpMethod",
+        "InvalidURLError",
+        "BadHttpMessage",
+        "LineTooLong",
+        "BadHttpMessage",
+    ]
+    for secret in (QUERY_SECRET, COOKIE_VALUE, bearer[:40], "api_key"):
+        assert secret not in json_log.text, secret
+
+
+async def test_an_unmatched_path_is_logged_without_what_it_may_carry(
+    gateway: Callable[..., Awaitable[Client]], json_log: JsonLog
+) -> None:
+    # A token in a path no route matches (a media link with a slash too many, a webhook URL with
+    # the bot token in its path, a typo) is still a token: the refusal names the gateway's own
+    # prefix of the path, if it has one, and nothing after it.
+    client = await gateway()
+    media = await client.app[SERVICES].media.put(b"\x89PNG...", "image/png")
+    for path in (f"/media/{media}/", f"/{BOT_TOKEN}", f"/channels/telegram/{BOT_TOKEN}", f"/agent/x/{QUERY_SECRET}"):
+        assert (await client.get(path)).status == 404, path
+    wheres = [line["message"].split(": ")[0] for line in json_log.lines("gateway.http")]
+    assert wheres == [
+        "refused 404 not_found GET /media/…",
+        "refused 404 not_found GET /…",
+        "refused 404 not_found GET /channels/…",
+        "refused 404 not_found GET /agent/…",
+    ]
+    assert {line["path"] for line in json_log.lines("gateway.http")} == {"unmatched"}
+    for secret in (media, BOT_TOKEN, QUERY_SECRET):
+        assert secret not in json_log.text, secret
+
+
+async def test_a_files_answer_is_logged_with_the_status_it_was_sent_with(
+    aiohttp_client: Any, tmp_path: Path, json_log: JsonLog
+) -> None:
+    # A file's status is known only once it is opened: a missing one is a 404 (a refusal, one
+    # line), an unchanged one a 304, a range a 206; none of them is logged as 200.
+    (tmp_path / "logo.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'/>")
+    app = Gateway(static_dir=tmp_path).create_app(settings())
+    client = await aiohttp_client(app)
+    first = await client.get("/assets/logo.svg")
+    assert first.status == 200
+    unchanged = await client.get("/assets/logo.svg", headers={"If-None-Match": first.headers["ETag"]})
+    part = await client.get("/assets/logo.svg", headers={"Range": "bytes=0-3"})
+    missing = await client.get("/assets/missing.png")
+    assert (unchanged.status, part.status, missing.status) == (304, 206, 404)
+    access = [(line["path"], line["status"]) for line in json_log.lines("gateway.access")]
+    assert access == [("/assets", 200), ("/assets", 304), ("/assets", 206)]
+    [refusal] = json_log.lines("gateway.http")
+    assert refusal["message"] == "refused 404 not_found GET /assets: Not Found" and refusal["status"] == 404

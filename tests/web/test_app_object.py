@@ -145,12 +145,31 @@ async def test_branding_comes_from_the_environment_when_the_app_gives_none(
         ("name", ""),
         ("prompts", ["x" * 121]),
         ("prompts", [f"p{i}" for i in range(9)]),
+        ("name", "Acme\x1b[2J\x1b[31m"),  # a terminal that prints the A2A card obeys these
+        ("title", "tab\x00"),
+        ("name", "two\nlines"),
+        ("prompts", ["bell\x07"]),
+        ("welcome", "\x85next line"),
     ],
 )
 def test_branding_refuses_what_could_break_out_of_the_page(field: str, value: Any) -> None:
     with pytest.raises(ValidationError) as caught:
         Branding(**{field: value})
     assert caught.value.errors()[0]["loc"][0] == field
+
+
+def test_branding_from_the_environment_refuses_odd_values_as_validation_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # serve turns a ValidationError into one line naming the variable; anything else is a traceback.
+    for value in ("[" * 100_000, "[" + "[1]," * 10 + "]", '["a", 1]'):
+        monkeypatch.setenv("AGORA_BRAND_PROMPTS", value)
+        with pytest.raises(ValidationError) as caught:
+            Branding()
+        assert caught.value.errors()[0]["loc"][0] == "prompts"
+    monkeypatch.setenv("AGORA_BRAND_PROMPTS", "fine|also fine")
+    monkeypatch.setenv("AGORA_BRAND_WELCOME", "Hello!\nAsk me anything.")  # a new line in a text is fine
+    assert Branding().prompts == ["fine", "also fine"] and "\n" in Branding().welcome
 
 
 async def test_branding_texts_are_escaped_on_the_page(aiohttp_client: Any) -> None:
@@ -170,6 +189,37 @@ async def test_static_dir_is_served_at_assets_and_nothing_outside_it(aiohttp_cli
     assert answer.status == 200 and "<svg" in await answer.text()
     for path in ("/assets/../secret.txt", "/assets/%2e%2e/secret.txt", "/assets/nope.png"):
         assert (await client.get(path)).status in (403, 404), path
+
+
+async def test_assets_serves_no_hidden_file_and_answers_a_missing_one_as_json(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    # static_dir=HERE (the app's own folder) is a mistake easily made: its .env, .git and the
+    # like are never served, nor read by a render (tests/renderers/test_renderers_assets.py).
+    static = tmp_path / "static"
+    (static / ".git").mkdir(parents=True)
+    (static / ".env").write_text("AGORA_SECRET=not-for-you-either")
+    (static / ".git" / "config").write_text("[remote] url=https://user:token@example.test")
+    (static / "sub").mkdir()
+    (static / "sub" / ".htpasswd").write_text("admin:x")
+    (static / "logo.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'/>")
+    (static / "alias.svg").symlink_to(static / ".env")
+    (static / "loop").symlink_to(static / "loop")
+    client = await _client(aiohttp_client, Gateway(tools=[echo], static_dir=static))
+    assert (await client.get("/assets/logo.svg")).status == 200
+    for path in (
+        "/assets/.env",
+        "/assets/.git/config",
+        "/assets/sub/.htpasswd",
+        "/assets/%2eenv",
+        "/assets/alias.svg",
+        "/assets/loop",
+    ):
+        answer = await client.get(path)
+        assert answer.status == 404, path
+        assert "not-for-you" not in await answer.text()
+    missing = await client.get("/assets/nope.png")
+    assert (missing.status, (await missing.json())["code"]) == (404, "not_found")
 
 
 async def test_an_apps_identity_resolvers_replace_the_defaults(aiohttp_client: Any) -> None:

@@ -182,3 +182,23 @@ async def test_unknown_senders_are_refused_politely_once(make_cloud: MakeCloud) 
     assert await runtime.thread_runs(thread_of(p.BRUNA)) == []
     (run,) = await runtime.thread_runs(THREAD)
     assert run.actor.roles == ["admin"]
+
+
+async def test_log_lines_never_carry_a_phone_number(make_cloud: MakeCloud, caplog: pytest.LogCaptureFixture) -> None:
+    # A person is named in the log by the actor's pseudonym (gateway._logs.actor_hash), never by
+    # the number itself: not when an unknown number writes, nor when someone taps another's button.
+    caplog.set_level(logging.INFO)
+    stranger = "447700900123"
+    known = {f"+{p.ALICE}": ["admin"], f"+{p.BRUNA}": ["customer"]}
+    senders = WhatsAppSenderOptions(_env_file=None, allow_unknown=False, roles=known)  # type: ignore[call-arg]
+    cloud = await make_cloud(refund_runtime([]), senders=senders)
+    await cloud.say("hello", number=stranger)
+    await cloud.graph.wait_for(lambda g: any(r.json and r.json["to"] == stranger for r in g.messages()))
+    approve, _ = await approval(cloud)
+    assert (await cloud.post(p.button_reply(approve, "Refund", number=p.BRUNA))).status == 200
+    await cloud.graph.wait_for(lambda g: any(r.json and r.json["to"] == p.BRUNA for r in g.messages()))
+    await cloud.settle()
+    said = [record.getMessage() for record in caplog.records]
+    assert any("refused unknown" in line for line in said) and any("tapped a button" in line for line in said)
+    for number in (p.ALICE, p.BRUNA, stranger):
+        assert not [line for line in said if number[-7:] in line], number
