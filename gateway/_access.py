@@ -41,10 +41,10 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from aiohttp.web_urldispatcher import AbstractResource
 
-from ._guard import log_refusal
+from ._guard import log_refusal, route_template
 from ._logs import FIELDS_ATTRIBUTE, log_scope
 
-__all__ = ["CHANNEL_OF_ROUTE", "access_log", "access_upgraded", "channel_routes", "route_template"]
+__all__ = ["CHANNEL_OF_ROUTE", "access_log", "access_upgraded", "channel_routes"]
 
 logger = logging.getLogger("gateway.access")
 
@@ -68,12 +68,6 @@ def channel_routes(app: web.Application, channel: str) -> Iterator[None]:
         owned = app[CHANNEL_OF_ROUTE] = {}
     for resource in list(app.router.resources())[before:]:
         owned[resource] = channel
-
-
-def route_template(request: web.Request) -> str:
-    """The matched route's canonical path (``/media/{token}``), ``unmatched`` when none matched."""
-    resource = request.match_info.route.resource
-    return resource.canonical if resource is not None else "unmatched"
 
 
 def _fields(request: web.Request, path: str, status: int | None, **more: Any) -> dict[str, Any]:

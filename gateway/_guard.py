@@ -38,7 +38,6 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler, Middleware
 
-from ._access import route_template
 from ._errors import RequestTimeoutError, TooManyConnectionsError
 from ._logs import FIELDS_ATTRIBUTE
 
@@ -51,6 +50,9 @@ __all__ = [
     "connection_limit",
     "log_refusal",
     "one_line",
+    "read_body",
+    "refused_where",
+    "route_template",
 ]
 
 logger = logging.getLogger("gateway.http")
@@ -82,6 +84,28 @@ def one_line(text: str, limit: int = _REASON_CHARS) -> str:
     if not flat.isprintable():
         flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in flat)
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def route_template(request: web.Request) -> str:
+    """The matched route's canonical path (``/media/{token}``), ``unmatched`` when none matched."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+def refused_where(request: web.Request, route: str) -> str:
+    """Where a refusal line says a request went: its route's template, or its first segment.
+
+    For a path no route matched, only the gateway's own first segment is written, if it is one:
+    the rest may carry what the caller meant to keep (a media token with a slash too many, a bot
+    token in a webhook URL). ``/media/…``, ``/…``.
+    """
+    if route != "unmatched":
+        return route
+    first, _, rest = request.rel_url.raw_path.lstrip("/").partition("/")
+    ours = {resource.canonical.lstrip("/").partition("/")[0] for resource in request.app.router.resources()}
+    if first not in ours:
+        return "/…"
+    return f"/{first}/…" if rest else f"/{first}"
 
 
 def log_refusal(status: int, code: str, where: str, reason: str, *, fields: Mapping[str, Any] | None = None) -> None:
@@ -187,7 +211,7 @@ def connection_limit(counter: AddressCounter, address_of: Callable[[web.Request]
             refusal = TooManyConnectionsError(f"Too many connections from {address}; close some and try again")
             # By the route's template, as error_middleware's refusals: a path as sent may hold a token.
             route = route_template(request)
-            where = request.rel_url.raw_path if route == "unmatched" else route
+            where = refused_where(request, route)
             ms = round((time.perf_counter() - started) * 1000, 1)
             fields = {"method": request.method, "path": route, "status": refusal.status, "ms": ms}
             log_refusal(refusal.status, refusal.code, f"{request.method} {where}", str(refusal), fields=fields)

@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from renderers import ASSETS_PATH, MediaTokenError, MediaUnavailableError
 from tools import AgoraError
 
-from ._access import access_upgraded, route_template
+from ._access import access_upgraded
 from ._errors import GatewayError
-from ._guard import log_refusal, read_body
+from ._guard import log_refusal, read_body, refused_where, route_template
 from ._health import health_report
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
 from .events import RUN_EVENT_ADAPTER
@@ -91,7 +91,7 @@ async def error_middleware(
     route = route_template(request)
     refusal = response.get(_REFUSAL)
     if refusal is not None:
-        where = _unmatched_path(request) if route == "unmatched" else route
+        where = refused_where(request, route)
         ms = round((time.perf_counter() - started) * 1000, 1)
         access = {"method": request.method, "path": route, "status": response.status, "ms": ms}
         log_refusal(response.status, refusal[0], f"{request.method} {where}", refusal[1], fields=access)
@@ -101,19 +101,6 @@ async def error_middleware(
         if not response.prepared:
             services.identity.attach_cookie(request, response)
     return response
-
-
-def _unmatched_path(request: web.Request) -> str:
-    """A path no route matched, for its refusal line: the gateway's own first segment, if it is one.
-
-    The rest may carry what the caller meant to keep (a media token with a slash too many, a bot
-    token in a webhook URL), so it is never written: ``/media/…``, ``/…``.
-    """
-    first, _, rest = request.rel_url.raw_path.lstrip("/").partition("/")
-    ours = {resource.canonical.lstrip("/").partition("/")[0] for resource in request.app.router.resources()}
-    if first not in ours:
-        return "/…"
-    return f"/{first}/…" if rest else f"/{first}"
 
 
 async def _json_body(request: web.Request, model: type[BaseModel]) -> Any:

@@ -176,8 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agora-gateway: cannot start: {exc}", file=sys.stderr)
         return 2
     if level > logging.DEBUG:
-        # twilio's HTTP clients log every request and its headers at INFO: only --log-level DEBUG shows them.
-        for name in ("twilio.http_client", "twilio.async_http_client"):
+        # twilio's HTTP clients log every request and its headers at INFO, and httpx (the OpenAI
+        # client's) every model call with its URL: only --log-level DEBUG shows them.
+        for name in ("twilio.http_client", "twilio.async_http_client", "httpx"):
             logging.getLogger(name).setLevel(logging.WARNING)
     if args.command == "init":
         from ._starter import write_starter

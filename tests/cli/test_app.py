@@ -87,13 +87,19 @@ async def test_serve_app_offers_only_the_apps_tools_prompt_and_branding(starter:
             assert "demo" not in card_text.lower() and "coffee" not in card_text.lower()
 
 
-async def test_init_then_serve_app_answers_a_turn_with_its_tool(starter: Path, fake: FakeOpenAI) -> None:
+async def test_init_then_serve_app_answers_a_turn_with_its_tool(
+    starter: Path, fake: FakeOpenAI, tmp_path: Path
+) -> None:
     fake.script(
         fake.sse(role(), tool(0, id="call_1", name="get_order", args='{"order_id": "1001"}'), finish("tool_calls")),
         fake.sse(role(), text("Order 1001 has shipped."), finish()),
     )
-    async with serving("--app", "starter_app:gateway", cwd=starter, env=_environment(fake)) as (_, port, _line):
+    log = tmp_path / "serve.log"
+    options = ("--app", "starter_app:gateway")
+    async with serving(*options, cwd=starter, env=_environment(fake), log=log) as (_, port, _line):
         frames = await _turn(port, "where is order 1001?")
+    # The OpenAI client's HTTP library logs each call with its URL at INFO: only --log-level DEBUG shows it.
+    assert "HTTP Request:" not in log.read_text() and fake.base_url not in log.read_text()
     completed = [frame for frame in frames if frame["type"] == "tool-completed"]
     assert [(frame["tool"], frame["done"]) for frame in completed] == [("get_order", "Order 1001")]
     ui = [frame for frame in frames if frame["type"] == "ui"]
