@@ -177,8 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if level > logging.DEBUG:
         # twilio's HTTP clients log every request and its headers at INFO, and httpx (the OpenAI
-        # client's) every model call with its URL: only --log-level DEBUG shows them.
-        for name in ("twilio.http_client", "twilio.async_http_client", "httpx"):
+        # client's, "httpx2" in newer SDKs) every model call with its URL: only --log-level DEBUG shows them.
+        for name in ("twilio.http_client", "twilio.async_http_client", "httpx", "httpx2"):
             logging.getLogger(name).setLevel(logging.WARNING)
     if args.command == "init":
         from ._starter import write_starter
