@@ -7,6 +7,7 @@ import importlib
 import logging
 import os
 import sys
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -219,6 +220,21 @@ async def _close_models(runtime: Runtime) -> None:
             await close()
 
 
+_SET_UP: weakref.WeakSet[Channel] = weakref.WeakSet()
+"""Channels set up on an app of this process: each serves one app."""
+
+
+def _check_channels(chosen: list[Channel]) -> list[Channel]:
+    names = [channel.name for channel in chosen]
+    if len(set(names)) != len(names):
+        raise UserError(f"two channels share a name: {names}")
+    for channel in chosen:
+        if channel in _SET_UP:
+            # A channel keeps its app's services from setup on: a second app would take over the first's routes.
+            raise UserError(f"channel {channel.name!r} is already set up on another app: give each app its own")
+    return chosen
+
+
 def settings_models() -> list[tuple[str, type[BaseSettings]]]:
     """Every settings model of the gateway and its channels, with a title (``.env.example``, docs)."""
     from channels.telegram import TelegramOptions
@@ -322,10 +338,7 @@ def assemble(
     branding = gateway.resolved_branding()
     if channels is None:
         channels = gateway.channels
-    chosen = list(channels) if channels is not None else default_channels()
-    names = [channel.name for channel in chosen]
-    if len(set(names)) != len(names):
-        raise UserError(f"two channels share a name: {names}")
+    chosen = _check_channels(list(channels) if channels is not None else default_channels())
     secret = settings.secret_bytes()  # after the checks: a refused start says one line, not the random secret's too
     resolvers: list[Any]
     if gateway.identity is not None:
@@ -401,6 +414,7 @@ def assemble(
     # Channels after the lifecycle: they start after the runtime and stop before it.
     app[CHANNELS] = chosen
     for channel in chosen:
+        _SET_UP.add(channel)
         with channel_routes(app, channel.name):  # the access log names a route's channel
             channel.setup(app, services)
     return app

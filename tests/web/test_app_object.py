@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from gateway import (
     APP_INSTRUCTIONS,
+    CHANNELS,
     Agent,
     ApprovalPolicy,
     Branding,
@@ -338,3 +339,15 @@ def test_demo_beside_an_app_adds_the_demos_tools_and_leaves_the_apps_object_alon
     assert not declared.demo and declared.source == "app" and len(declared.tools) == 1
     plain = load_gateway(_settings(app=spec))
     assert not plain.demo and [tool.name for tool in plain.resolve_tools(b"x" * 32)] == ["show_product"]
+
+
+async def test_a_channel_object_serves_one_app_only() -> None:
+    from channels.web import WebChannel
+
+    web_channel = WebChannel()
+    app = Gateway(tools=[echo], channels=[web_channel])
+    first = app.create_app(_settings())
+    assert web_channel in first[CHANNELS]
+    # A second app would point the first's routes at its own runtime: refused before it builds anything.
+    with pytest.raises(UserError, match="channel 'web' is already set up on another app"):
+        app.create_app(_settings())
