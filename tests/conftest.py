@@ -19,8 +19,8 @@ from aiohttp import web
 from pytest_aiohttp import AiohttpServer
 
 from channels.web import WebChannel, WebOptions
-from gateway import Channel
-from gateway.app import default_channels
+from gateway import Channel, Gateway, Runtime, Settings, create_app
+from gateway.app import assemble, default_channels
 from gateway.stores import MemoryStore, RedisStore, Store
 from tests.models.fake_openai import FakeOpenAI
 
@@ -179,3 +179,14 @@ async def fake(aiohttp_server: AiohttpServer) -> AsyncIterator[FakeOpenAI]:
     fake.base_url = str(server.make_url("/v1"))
     yield fake
     fake.release.set()  # stalled replies return, so the server closes without waiting
+
+
+def serve(
+    config: Settings, runtime: Runtime | None, app: Gateway | None = None, channels: list[Channel] | None = None
+) -> web.Application:
+    """The application under test: ``app`` (a ``Gateway``: its catalog, static folder) on ``runtime``
+    (the test's to close), else ``create_app`` around ``runtime`` (the embedded demo when ``None``)."""
+    if app is not None:
+        assert runtime is not None, "build the app's runtime (app.runtime(config)) so the test closes it"
+        return assemble(config, app, runtime=runtime, owns_runtime=False, channels=channels)
+    return create_app(config, runtime=runtime, channels=channels)

@@ -20,13 +20,12 @@ from aiohttp import web
 
 from channels.a2a import A2A_CHANNEL, A2AChannel
 from gateway import Gateway as App
-from gateway import Runtime, Settings, create_app, sign_actor_token
-from gateway.app import assemble
+from gateway import Runtime, Settings, sign_actor_token
 from gateway.models import ScriptedModel, ScriptStep
 from gateway.stores import MemoryStore
 from tools import Actor
 
-from ..conftest import RefusalLog
+from ..conftest import RefusalLog, serve
 
 SECRET = "test-secret-for-the-a2a-tests-0123456789"
 ALICE = Actor(id="alice", roles=["member"])
@@ -136,9 +135,7 @@ async def make_gateway(
         config = settings(**overrides)
         if app is not None:
             runtime = runtime or app.runtime(config)
-            served = assemble(config, app, runtime=runtime, owns_runtime=False)
-        else:
-            served = create_app(config, runtime=runtime)
+        served = serve(config, runtime, app)
         server = await aiohttp_server(served, host="127.0.0.1")
         gw = Gateway(app=served, base_url=str(server.make_url("")).rstrip("/"))
         made.append((gw, runtime))

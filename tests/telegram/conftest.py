@@ -32,12 +32,11 @@ from gateway import (
     RetryPolicy,
     Runtime,
     Settings,
-    create_app,
 )
 from gateway import Gateway as App
-from gateway.app import assemble
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import Store
+from tests.conftest import serve
 from tools import ConfirmTemplate, ToolContext, ToolPresentation, UiCapabilities, define_tool
 
 from .botapi import BOT_USERNAME, TOKEN, BotApi
@@ -194,10 +193,7 @@ async def make_gateway(aiohttp_client: Any) -> AsyncIterator[MakeGateway]:
         }
         config = Settings(_env_file=None, **(config_values | settings))  # type: ignore[call-arg]
         channels = [WebChannel(), channel]
-        if app is not None:
-            served = assemble(config, app, runtime=runtime, owns_runtime=False, channels=channels)
-        else:
-            served = create_app(config, runtime=runtime, channels=channels)
+        served = serve(config, runtime, app, channels)
         client: TestClient[web.Request, web.Application] = await aiohttp_client(served)
         return Gateway(client=client, bot=bot, runtime=runtime)
 

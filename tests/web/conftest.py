@@ -11,11 +11,10 @@ import pytest
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestClient
 
-from gateway import Gateway, Runtime, Settings, create_app, sign_actor_token
-from gateway.app import assemble
+from gateway import Gateway, Runtime, Settings, sign_actor_token
 from tools import Actor
 
-from ..conftest import channels_for
+from ..conftest import channels_for, serve
 
 SECRET = "test-secret-for-the-web-tests"
 ALICE = Actor(id="alice", roles=["member"])
@@ -97,11 +96,7 @@ async def make_client(
             runtime = app.runtime(config)
         if runtime is not None:
             runtimes.append(runtime)
-        if app is not None:
-            assert runtime is not None
-            built = assemble(config, app, runtime=runtime, owns_runtime=False, channels=channels)
-        else:
-            built = create_app(config, runtime=runtime, channels=channels)
+        built = serve(config, runtime, app, channels)
         client: TestClient[web.Request, web.Application] = await aiohttp_client(built)
         return client
 

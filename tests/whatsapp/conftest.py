@@ -39,8 +39,8 @@ from channels.whatsapp import (
     WhatsAppSenderOptions,
 )
 from gateway import Gateway as App
-from gateway import Runtime, Settings, create_app
-from gateway.app import assemble
+from gateway import Runtime, Settings
+from tests.conftest import serve
 from tools import UiCapabilities
 
 SECRET = "test-secret-for-the-whatsapp-tests"
@@ -308,11 +308,7 @@ async def make_gateway(aiohttp_client: Any) -> AsyncIterator[MakeGateway]:
         twilio_options, senders = channel_options(**overrides)
         channel = WhatsAppChannel(twilio_options, senders=senders, twilio_client=twilio, options=options)
         channels = [WebChannel(), channel]
-        if app is not None:
-            assert runtime is not None
-            served = assemble(config, app, runtime=runtime, owns_runtime=False, channels=channels)
-        else:
-            served = create_app(config, runtime=runtime, channels=channels)
+        served = serve(config, runtime, app, channels)
         client: TestClient[web.Request, web.Application] = await aiohttp_client(served)
         return Gateway(client=client, http=http, runtime=runtime)
 

@@ -22,8 +22,8 @@ from channels.whatsapp import (
     WhatsAppSenderOptions,
     keyed_thread_namer,
 )
-from gateway import Gateway, InboundOptions, RetryPolicy, Runtime, Settings, create_app
-from gateway.app import assemble
+from gateway import Gateway, InboundOptions, RetryPolicy, Runtime, Settings
+from tests.conftest import serve
 from tools import Actor, UiCapabilities
 
 from . import payloads as p
@@ -137,11 +137,7 @@ async def make_cloud(aiohttp_client: Any, graph: Graph) -> AsyncIterator[MakeClo
             inbound=InboundOptions(busy_wait=5.0),
         )
         channels = [WebChannel(), channel]
-        if app is not None:
-            assert runtime is not None
-            served = assemble(config, app, runtime=runtime, owns_runtime=False, channels=channels)
-        else:
-            served = create_app(config, runtime=runtime, channels=channels)
+        served = serve(config, runtime, app, channels)
         client: TestClient[web.Request, web.Application] = await aiohttp_client(served)
         return Cloud(client=client, graph=graph, channel=channel)
 
