@@ -56,3 +56,19 @@ async def test_a_phone_gets_16px_input_44px_targets_and_dates_on_one_line(
     await expect(chat.approvals.get_by_role("button", name="Refund")).to_be_visible()
     widths = await page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert widths[0] <= widths[1] == 360
+
+
+async def test_the_demo_page_on_a_phone_shows_the_chat_on_the_first_screen(gateway: str, open_page: OpenPage) -> None:
+    page = await open_page(gateway + "/", width=360, height=740)
+    chat = Chat(page)
+    await chat.ready()
+    box = await chat.input.bounding_box()
+    assert box is not None
+    # Without scrolling: the message box is inside the first 740 px (the intro and its examples follow).
+    assert 0 <= box["y"] and box["y"] + box["height"] <= 740, box
+    assert await page.evaluate("window.scrollY") == 0
+    prompts = page.locator(".prompts button")
+    small = [
+        b for b in [await prompts.nth(i).bounding_box() for i in range(await prompts.count())] if b and b["height"] < 44
+    ]
+    assert not small, f"example buttons under 44 px tall: {small}"
