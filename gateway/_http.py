@@ -17,7 +17,7 @@ import jinja2
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from renderers import ASSETS_PATH, MediaTokenError, MediaUnavailableError
+from renderers import ASSETS_PATH, MediaTokenError, MediaUnavailableError, published_path
 from tools import AgoraError
 
 from ._access import access_upgraded
@@ -302,19 +302,6 @@ async def component_css(request: web.Request) -> web.Response:
     return web.Response(text=stylesheet, content_type="text/css", headers={"Cache-Control": "max-age=3600"})
 
 
-def _published(root: Path, name: str) -> bool:
-    """Whether ``name`` (a path below ``root``) is a file or folder in it, with no hidden name on the way."""
-    try:
-        resolved = (root / name).resolve()  # symlinks followed: one inside may point at a hidden file
-    except RuntimeError:  # a symlink loop (Python < 3.13; later an OSError, which is a 404 too)
-        return False
-    if not resolved.is_relative_to(root):
-        return False
-    if any(part.startswith(".") for part in resolved.relative_to(root).parts):
-        return False
-    return resolved.is_file() or resolved.is_dir()  # a folder is aiohttp's to refuse (403)
-
-
 class _Folder(web.StaticResource):
     """A folder served under a prefix as ``add_static`` serves one, without its hidden files.
 
@@ -328,7 +315,9 @@ class _Folder(web.StaticResource):
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         root = Path(self.get_info()["directory"])
         name = request.match_info["filename"]
-        if not await asyncio.get_running_loop().run_in_executor(None, _published, root, name):
+        # A folder is aiohttp's to refuse (403); what is missing, hidden or outside is a 404 here.
+        found = await asyncio.get_running_loop().run_in_executor(None, published_path, root, root / name)
+        if found is None:
             raise web.HTTPNotFound()
         return await super()._handle(request)
 

@@ -22,6 +22,7 @@ A channel delivering a ``ui`` event::
             send(rendered.data)                             # an HTML fragment, or text
 """
 
+from ._assets import published_path
 from ._cache import MemoryRenderCache, RedisRenderCache, RenderCache, TieredRenderCache
 from ._catalog import Catalog, ComponentDef, MediaKind
 from ._components import (
@@ -106,4 +107,5 @@ __all__ = [
     "default_catalog",
     "format_value",
     "negotiate",
+    "published_path",
 ]

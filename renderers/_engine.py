@@ -20,6 +20,7 @@ from weasyprint.text import ffi as weasy_ffi
 from weasyprint.text.fonts import FontConfiguration
 from weasyprint.urls import URLFetcher, URLFetcherResponse
 
+from ._assets import published_path
 from ._errors import RenderFailedError
 from ._html import ASSETS_PATH, COMPONENT_STYLESHEET_PATH, PAGE_BASE_URL, STATIC_DIR
 
@@ -71,30 +72,16 @@ class _LocalOnlyFetcher(URLFetcher):  # type: ignore[misc]
         parts = urlsplit(url)
         path: Path | None = None
         if parts.scheme == "file" and parts.netloc in ("", "localhost"):
-            path = _inside(self._root, Path(unquote(parts.path)))
+            path = published_path(self._root, Path(unquote(parts.path)))
         elif url.startswith(_ASSETS_URL) and self.assets is not None:
-            path = _inside(self.assets, self.assets / unquote(parts.path).removeprefix(ASSETS_PATH))
-        if path is not None and path.stat().st_size <= _ASSET_LIMIT:
+            path = published_path(self.assets, self.assets / unquote(parts.path).removeprefix(ASSETS_PATH))
+        if path is not None and path.is_file() and path.stat().st_size <= _ASSET_LIMIT:
             mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
             return URLFetcherResponse(url, body=path.read_bytes(), headers={"Content-Type": mime})
         raise ValueError(f"refused to fetch {url[:80]!r}: renders read only data: URLs, /assets/ and their own files")
 
 
 _ASSETS_URL = PAGE_BASE_URL.rstrip("/") + ASSETS_PATH
-
-
-def _inside(root: Path, path: Path) -> Path | None:
-    """``path`` resolved, when that is an existing file inside ``root`` and not hidden; else ``None``.
-
-    Hidden means a name starting with ``.`` anywhere below ``root`` (``.env``, ``.git/config``):
-    a folder published by mistake (the app's own) still keeps those, as ``/assets/`` does.
-    """
-    if "\0" in str(path):
-        return None
-    resolved = path.resolve()
-    if not resolved.is_relative_to(root) or any(part.startswith(".") for part in resolved.relative_to(root).parts):
-        return None
-    return resolved if resolved.is_file() else None
 
 
 class _CollectedLog(logging.Handler):
