@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import re
@@ -214,6 +215,28 @@ class Gateway:
         self.source = "app"
         """What the start-up line names this app by (``demo`` or its import path)."""
         self._tool_factories: list[Callable[[bytes], list[Tool]]] = []
+
+    def _variant(
+        self,
+        source: str,
+        *,
+        tools: Sequence[str | Path] = (),
+        demo: Callable[[bytes], list[Tool]] | None = None,
+        branding: Branding | None = None,
+    ) -> Gateway:
+        """A copy of this app to serve as ``source``, the app itself left as declared.
+
+        ``tools`` (folders or packages) join its tools; ``demo`` makes its tools beside them (the
+        app's win a name) and marks the copy as the demo, with ``branding`` if the app has none.
+        """
+        other = copy.copy(self)
+        other.source = source
+        other.tools = (*self.tools, *tools)
+        other._tool_factories = [*self._tool_factories, *([demo] if demo is not None else [])]
+        if demo is not None:
+            other.demo = True
+            other.branding = self.branding if self.branding is not None else branding
+        return other
 
     # -- what it serves --------------------------------------------------------------------------
 

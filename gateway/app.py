@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import importlib
 import logging
 import os
@@ -99,18 +98,10 @@ def _demo_branding() -> Branding:
 
 def demo_gateway() -> Gateway:
     """The offline demo: a made-up coffee shop's tools, its assistant, page and card."""
-    agent = Agent(name="assistant", instructions=DEFAULT_INSTRUCTIONS, description="The demo shop's assistant.")
-    demo = Gateway(agents=[agent], branding=_demo_branding())
-    _add_demo(demo)
-    demo.source = "demo"
-    return demo
-
-
-def _add_demo(gateway: Gateway) -> None:
     from .demo import demo_tools
 
-    gateway._tool_factories.append(demo_tools)
-    gateway.demo = True
+    agent = Agent(name="assistant", instructions=DEFAULT_INSTRUCTIONS, description="The demo shop's assistant.")
+    return Gateway(agents=[agent])._variant("demo", demo=demo_tools, branding=_demo_branding())
 
 
 def import_gateway(spec: str) -> Gateway:
@@ -179,23 +170,22 @@ def load_gateway(settings: Settings) -> Gateway:
     ``tools_path`` adds its tools to the app's; ``demo`` (``--demo``) adds the demo's tools,
     page and card to an app or to ``tools_path`` (and is what serves when neither is given).
     """
+    from .demo import demo_tools
+
     if settings.app:
-        gateway = copy.copy(import_gateway(settings.app))
-        gateway._tool_factories = list(gateway._tool_factories)
-        gateway.source = settings.app
+        base, source = import_gateway(settings.app), settings.app
     elif settings.tools_path and not settings.demo:
-        gateway = Gateway()
-        gateway.source = f"--tools {settings.tools_path}"
+        base, source = Gateway(), f"--tools {settings.tools_path}"
     else:
-        gateway = demo_gateway()
-    if settings.tools_path:
-        gateway.tools = (*gateway.tools, settings.tools_path)
-    if settings.demo and not gateway.demo:
-        _add_demo(gateway)
-        if gateway.branding is None:
-            gateway.branding = _demo_branding()
-        gateway.source = f"{gateway.source} + demo"
-    return gateway
+        base = demo_gateway()
+        source = base.source
+    add_demo = settings.demo and not base.demo
+    return base._variant(
+        f"{source} + demo" if add_demo else source,
+        tools=[settings.tools_path] if settings.tools_path else [],
+        demo=demo_tools if add_demo else None,
+        branding=_demo_branding() if add_demo else None,
+    )
 
 
 def _media_store(settings: Settings, secret: bytes) -> tuple[MediaStore, list[Any]]:
