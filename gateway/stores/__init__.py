@@ -4,6 +4,7 @@ from ._memory import MemoryStore
 from ._protocol import Store
 from ._records import (
     JOURNAL_ADAPTER,
+    TITLE_CHARS,
     ApprovalRecord,
     ApprovalState,
     Batch,
@@ -15,12 +16,14 @@ from ._records import (
     RunRecord,
     RunState,
     ThreadRecord,
+    ThreadSummary,
     ToolSettledEntry,
 )
 from ._redis import RedisStore
 
 __all__ = [
     "JOURNAL_ADAPTER",
+    "TITLE_CHARS",
     "ApprovalRecord",
     "ApprovalState",
     "Batch",
@@ -35,5 +38,6 @@ __all__ = [
     "RunState",
     "Store",
     "ThreadRecord",
+    "ThreadSummary",
     "ToolSettledEntry",
 ]

@@ -16,6 +16,7 @@ from ._records import (
     PreflightEntry,
     RunRecord,
     ThreadRecord,
+    ThreadSummary,
     ToolSettledEntry,
 )
 
@@ -97,6 +98,39 @@ class Store(Protocol):
 
     async def get_messages(self, thread_id: str) -> list[UserMessage | AssistantMessage | ToolMessage]:
         """The thread's history, in order."""
+        ...
+
+    # -- threads as data their owner controls ------------------------------------------------------
+
+    async def list_threads(
+        self, owner_key: str, *, before: tuple[float, str] | None = None, limit: int = 20
+    ) -> list[ThreadSummary]:
+        """The threads of the owner whose ``Actor.key`` is ``owner_key``, newest activity first.
+
+        Ordered by ``(last_activity_ts, thread_id)`` descending; ``before`` (the last line's pair
+        of the previous page) answers only the lines after it, so pages never overlap or skip.
+        """
+        ...
+
+    async def rename_thread(self, thread_id: str, title: str | None) -> bool:
+        """Give the thread ``title`` (``None``: back to its first message); ``False`` when no such thread."""
+        ...
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Erase the thread and everything of it: messages, events, runs and their journals and
+        leases, approvals (and what they remember), channel state is not the thread's.
+
+        The caller cancels a running run first; a write after the erasure finds no thread.
+        ``False`` when there was no such thread.
+        """
+        ...
+
+    async def idle_threads(self, before_ts: float, limit: int = 100) -> list[str]:
+        """Ids of threads whose last activity is older than ``before_ts`` (retention), oldest first."""
+        ...
+
+    async def thread_approvals(self, thread_id: str) -> list[ApprovalRecord]:
+        """Every approval of the thread, settled or pending, oldest first (export)."""
         ...
 
     # -- the event log ------------------------------------------------------------------------------

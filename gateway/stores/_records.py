@@ -15,6 +15,7 @@ from ..models import AssistantMessage, ToolMessage, UserMessage
 
 __all__ = [
     "JOURNAL_ADAPTER",
+    "TITLE_CHARS",
     "ApprovalRecord",
     "ApprovalState",
     "Batch",
@@ -26,6 +27,7 @@ __all__ = [
     "RunRecord",
     "RunState",
     "ThreadRecord",
+    "ThreadSummary",
     "ToolSettledEntry",
 ]
 
@@ -58,6 +60,27 @@ class ThreadRecord(BaseModel):
     def owned_by(self, actor: Actor) -> bool:
         """Whether ``actor`` (same id, same tenant) owns the thread: the parts are compared, not joined."""
         return self.owner_id == actor.id and self.tenant_ref == actor.tenant_ref
+
+
+class ThreadSummary(BaseModel):
+    """One line of a person's list of conversations (``Store.list_threads``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thread_id: str
+    title: str | None = None
+    """The name its owner gave it (``Store.rename_thread``), else the start of its first user
+    message (at most ``TITLE_CHARS`` characters), else ``None``."""
+    channel: str | None = None
+    created_at: str
+    last_activity: str
+    """ISO time of the newest write on the thread (a turn begun, an event written)."""
+    last_activity_ts: float
+    """``last_activity`` as UNIX seconds: with ``thread_id``, the list's order and its cursor."""
+
+
+TITLE_CHARS = 80
+"""Characters of the first user message a thread's default title keeps."""
 
 
 class RunRecord(BaseModel):
