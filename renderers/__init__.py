@@ -23,7 +23,14 @@ A channel delivering a ``ui`` event::
 """
 
 from ._assets import published_path
-from ._cache import MemoryRenderCache, RedisRenderCache, RenderCache, TieredRenderCache
+from ._cache import (
+    MemoryRenderCache,
+    RedisRenderCache,
+    RenderCache,
+    TieredRenderCache,
+    decode_rendered,
+    encode_rendered,
+)
 from ._catalog import Catalog, ComponentDef, MediaKind
 from ._components import (
     CalloutProps,
@@ -104,7 +111,9 @@ __all__ = [
     "ValueFormat",
     "at_most",
     "component_stylesheet",
+    "decode_rendered",
     "default_catalog",
+    "encode_rendered",
     "format_value",
     "negotiate",
     "published_path",

@@ -20,7 +20,14 @@ from ._rendered import Rendered
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["MemoryRenderCache", "RedisRenderCache", "RenderCache", "TieredRenderCache"]
+__all__ = [
+    "MemoryRenderCache",
+    "RedisRenderCache",
+    "RenderCache",
+    "TieredRenderCache",
+    "decode_rendered",
+    "encode_rendered",
+]
 
 logger = logging.getLogger("renderers.cache")
 

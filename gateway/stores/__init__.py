@@ -20,6 +20,7 @@ from ._records import (
     ToolSettledEntry,
 )
 from ._redis import RedisStore
+from ._sqlite import SqliteStore
 
 __all__ = [
     "JOURNAL_ADAPTER",
@@ -36,6 +37,7 @@ __all__ = [
     "RedisStore",
     "RunRecord",
     "RunState",
+    "SqliteStore",
     "Store",
     "ThreadRecord",
     "ThreadSummary",

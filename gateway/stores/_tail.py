@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from ..events import RunEvent
 
-__all__ = ["QUEUE_LIMIT", "Subscriber", "follow"]
+__all__ = ["QUEUE_LIMIT", "Followers", "Subscriber", "follow"]
 
 QUEUE_LIMIT = 1024
 """Events a slow subscriber may have waiting before it falls back to reading the log."""
@@ -61,6 +61,53 @@ class Subscriber:
             await self._waiter
         finally:
             self._waiter = None
+
+
+class Followers:
+    """Who follows which thread in this process: what a store's feed of live events pushes into.
+
+    The SQL stores keep one: SQLite pushes a transaction's events once it committed, PostgreSQL
+    what its listening connection hears. A thread's set exists only while somebody follows it.
+    """
+
+    __slots__ = ("_threads",)
+
+    def __init__(self) -> None:
+        self._threads: dict[str, set[Subscriber]] = {}
+
+    def add(self, thread_id: str, subscriber: Subscriber) -> None:
+        """Start pushing the thread's events into ``subscriber``."""
+        self._threads.setdefault(thread_id, set()).add(subscriber)
+
+    def discard(self, thread_id: str, subscriber: Subscriber) -> None:
+        """Stop pushing into ``subscriber`` (harmless when it was not there)."""
+        followers = self._threads.get(thread_id)
+        if followers is not None:
+            followers.discard(subscriber)
+            if not followers:
+                del self._threads[thread_id]
+
+    def count(self, thread_id: str) -> int:
+        """How many follow the thread here."""
+        return len(self._threads.get(thread_id, ()))
+
+    def __contains__(self, thread_id: object) -> bool:
+        return thread_id in self._threads
+
+    def push(self, thread_id: str, events: list[RunEvent]) -> None:
+        """Offer ``events`` (in ``seq`` order) to everyone following the thread."""
+        for subscriber in self._threads.get(thread_id, ()):
+            for event in events:
+                subscriber.push(event)
+
+    def resync(self, thread_id: str | None = None) -> None:
+        """The feed may have missed events (of the thread, or of all when ``None``): re-read the log."""
+        groups = self._threads.values() if thread_id is None else [self._threads.get(thread_id, set())]
+        for followers in groups:
+            for subscriber in followers:
+                if subscriber.pending is not None:
+                    subscriber.pending.clear()
+                subscriber.mark_overflowed()
 
 
 async def follow(

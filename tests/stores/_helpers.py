@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway import Turn
 from gateway.events import RunEvent, RunStartedEvent, TextDeltaEvent
-from gateway.stores import ApprovalRecord, Batch, MemoryStore, RedisStore, RunRecord, Store, ThreadRecord
+from gateway.stores import ApprovalRecord, Batch, MemoryStore, RedisStore, RunRecord, SqliteStore, Store, ThreadRecord
 from tools import Actor, Confirmation
 
 
@@ -103,6 +103,8 @@ def live_subscribers(store: Store, thread_id: str) -> int:
     """How many live tails of the thread the store holds."""
     if isinstance(store, RedisStore):
         return store.hub.subscribers(store.channel(thread_id))
+    if isinstance(store, SqliteStore):
+        return store.followers.count(thread_id)
     assert isinstance(store, MemoryStore)
     state = store._threads.get(thread_id)
     waiting = store._waiting_subscribers.get(thread_id, set())

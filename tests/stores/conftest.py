@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as redis
 
-from gateway.stores import MemoryStore, RedisStore, Store
+from gateway.stores import MemoryStore, RedisStore, SqliteStore, Store
 
 from ..conftest import drop_prefix, own_redis_store
 from ._server import RedisServer
@@ -27,14 +27,21 @@ def prefix() -> str:
         "memory",
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("redis-text-client", marks=pytest.mark.redis),
+        "sqlite",
     ]
 )
-async def store(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[Store]:
+async def store(request: pytest.FixtureRequest, prefix: str, tmp_path: Path) -> AsyncIterator[Store]:
     """Each store under test; ``redis-text-client`` is a caller's client that decodes replies."""
     if request.param == "memory":
         memory = MemoryStore()
         yield memory
         await memory.aclose()
+        return
+    if request.param == "sqlite":
+        sqlite = SqliteStore(tmp_path / "agora.db")
+        await sqlite.ping()
+        yield sqlite
+        await sqlite.aclose()
         return
     url: str = request.getfixturevalue("redis_url")
     client = redis.Redis.from_url(url, decode_responses=True) if request.param == "redis-text-client" else None

@@ -1,0 +1,151 @@
+"""The tables of the SQL stores, and how a store creates and migrates them itself.
+
+One schema for SQLite and PostgreSQL; the column types that differ are named in braces and filled
+in from the adapter's ``Dialect`` (``{id}`` an auto-numbered primary key, ``{float}``, ``{blob}``).
+JSON is kept as text, never ``jsonb``: records come back byte for byte as pydantic wrote them.
+
+Each migration is a list of statements run in one transaction with the ``schema_version`` row of
+``meta`` moved forward; a store runs whatever is missing the first time it is used (or pinged).
+A database whose version is newer than ``SCHEMA_VERSION`` was migrated by a newer agora-gateway:
+the store refuses it (``UserError``) rather than misread it.
+
+Tables (``thread_id`` on every row of a thread, so an erasure is one ``DELETE`` per table)::
+
+    meta            name -> value: ``schema_version``
+    threads         one row per thread: owner, the newest seq, the running run, the last writes'
+                    ids (``recent``), its title, the start of its first user message, last activity
+    events          (thread_id, seq) -> the event's JSON (its ``seq`` inside)
+    messages        the history, in ``id`` order
+    runs            run id -> its record (status and lease beside it, for the sweeps), ``id`` order
+    journal         journal entries, in ``id`` order
+    approvals       tool call id -> its record (status and expiry beside it), ``id`` order
+    remembered      (thread_id, tool): approved without asking
+    confirm_tokens  claimed confirm tokens, until they expire
+    channel_state   key -> JSON value, optionally expiring
+    media           media bytes by id, until they expire (``thread_id`` when known)
+    renders         render cache entries, until they expire
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tools import UserError
+
+__all__ = ["META", "MIGRATIONS", "SCHEMA_VERSION", "Dialect", "check_version", "migration"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dialect:
+    """What differs between the SQL the adapters speak; the store logic is written once over it."""
+
+    name: str
+    """``sqlite`` or ``postgresql``."""
+    lock: str
+    """Appended to a ``SELECT`` that locks the rows it reads until the transaction ends
+    (``FOR UPDATE``; empty where the one writer makes locks needless)."""
+    skip_locked: str
+    """Like ``lock``, skipping rows another transaction holds (``FOR UPDATE SKIP LOCKED``)."""
+    types: dict[str, str] = field(default_factory=dict)
+    """Column types by the names the DDL uses in braces."""
+
+
+_CONVERSATIONS = [
+    """CREATE TABLE threads (
+        thread_id TEXT PRIMARY KEY,
+        owner_key TEXT NOT NULL,
+        record TEXT NOT NULL,
+        seq BIGINT NOT NULL DEFAULT 0,
+        running TEXT,
+        recent TEXT NOT NULL DEFAULT '',
+        title TEXT,
+        first_text TEXT,
+        last_ts {float} NOT NULL
+    )""",
+    "CREATE INDEX threads_by_owner ON threads (owner_key, last_ts, thread_id)",
+    "CREATE INDEX threads_by_activity ON threads (last_ts, thread_id)",
+    """CREATE TABLE events (
+        thread_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (thread_id, seq)
+    )""",
+    "CREATE TABLE messages (id {id}, thread_id TEXT NOT NULL, body TEXT NOT NULL)",
+    "CREATE INDEX messages_by_thread ON messages (thread_id, id)",
+    """CREATE TABLE runs (
+        id {id},
+        run_id TEXT NOT NULL UNIQUE,
+        thread_id TEXT NOT NULL,
+        begun INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL,
+        record TEXT NOT NULL,
+        lease_owner TEXT,
+        lease_until {float}
+    )""",
+    "CREATE INDEX runs_by_thread ON runs (thread_id, id)",
+    "CREATE INDEX runs_by_lease ON runs (lease_until) WHERE lease_until IS NOT NULL",
+    "CREATE TABLE journal (id {id}, thread_id TEXT NOT NULL, run_id TEXT NOT NULL, body TEXT NOT NULL)",
+    "CREATE INDEX journal_by_run ON journal (run_id, id)",
+    "CREATE INDEX journal_by_thread ON journal (thread_id)",
+    """CREATE TABLE approvals (
+        id {id},
+        tool_call_id TEXT NOT NULL UNIQUE,
+        thread_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        expires_ts {float} NOT NULL,
+        record TEXT NOT NULL
+    )""",
+    "CREATE INDEX approvals_by_thread ON approvals (thread_id, status, id)",
+    "CREATE INDEX approvals_pending_by_expiry ON approvals (expires_ts) WHERE status = 'pending'",
+    "CREATE TABLE remembered (thread_id TEXT NOT NULL, tool TEXT NOT NULL, PRIMARY KEY (thread_id, tool))",
+    "CREATE TABLE confirm_tokens (token_hash TEXT PRIMARY KEY, expires_ts {float} NOT NULL)",
+    "CREATE INDEX confirm_tokens_by_expiry ON confirm_tokens (expires_ts)",
+    "CREATE TABLE channel_state (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_ts {float})",
+    "CREATE INDEX channel_state_by_expiry ON channel_state (expires_ts) WHERE expires_ts IS NOT NULL",
+]
+
+_CACHES = [
+    """CREATE TABLE media (
+        media_id TEXT PRIMARY KEY,
+        thread_id TEXT,
+        mime TEXT NOT NULL,
+        filename TEXT,
+        data {blob} NOT NULL,
+        expires_ts {float} NOT NULL
+    )""",
+    "CREATE INDEX media_by_expiry ON media (expires_ts)",
+    "CREATE INDEX media_by_thread ON media (thread_id) WHERE thread_id IS NOT NULL",
+    "CREATE TABLE renders (key TEXT PRIMARY KEY, data {blob} NOT NULL, expires_ts {float} NOT NULL)",
+    "CREATE INDEX renders_by_expiry ON renders (expires_ts)",
+]
+
+MIGRATIONS: list[list[str]] = [_CONVERSATIONS, _CACHES]
+"""Migration ``n`` (from 1) takes a database from version ``n - 1`` to ``n``. Append only."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The version this code writes and reads."""
+
+META = "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
+"""Made before anything else, so the version can be read (and refused) first."""
+
+
+def migration(dialect: Dialect, version: int) -> list[str]:
+    """The statements that take a database to ``version``, in ``dialect``'s column types."""
+    return [statement.format(**dialect.types) for statement in MIGRATIONS[version - 1]]
+
+
+def check_version(found: int, *, where: str, known: int | None = None) -> Sequence[int]:
+    """The versions to migrate through from ``found``; refuses a version newer than the code's.
+
+    Raises:
+        UserError: ``found`` is newer than ``known`` (``SCHEMA_VERSION`` by default): a newer
+            agora-gateway migrated the database. The message is one line, for the command line.
+    """
+    known = SCHEMA_VERSION if known is None else known
+    if found > known:
+        raise UserError(
+            f"The database at {where} has agora schema version {found}, newer than this agora-gateway "
+            f"knows ({known}): upgrade agora-gateway, or point the store at another database."
+        )
+    return range(found + 1, known + 1)

@@ -1,0 +1,261 @@
+"""``SqliteStore``: the embedded store, one SQLite file, driven from one thread of its own.
+
+The event loop never touches SQLite. The store owns a writer thread and the one connection it
+opens: each store call is one job for that thread, a whole transaction (``BEGIN IMMEDIATE`` ...
+``COMMIT``) run as one function, so a call costs one hop between the loop and the thread however
+many statements it runs. The logic is the SQL stores' shared ``async`` code (``_sql``): its
+``Tx`` of SQLite never suspends, so the thread drives each call's coroutine to its end with one
+``send`` and no event loop of its own.
+
+The file is in WAL mode with ``synchronous=NORMAL`` (a commit is not flushed to disk at once: a
+power cut may lose the last transactions, never corrupt the file) and a busy timeout, so another
+process opening the same file waits for the lock rather than failing. Live tails are fed in this
+process once a transaction has committed: a second process writing the same file is not heard,
+so serve several processes from PostgreSQL (or Redis).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import queue
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from .._errors import StoreUnavailableError
+from ..events import RunEvent
+from ._sql import SqlStore, Work
+from ._sql_schema import Dialect
+from ._sql_tx import Row, Tx
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+
+_DIALECT = Dialect(
+    name="sqlite",
+    lock="",  # one writer: a transaction holds the whole database from BEGIN IMMEDIATE on
+    skip_locked="",
+    types={"id": "INTEGER PRIMARY KEY", "float": "REAL", "blob": "BLOB"},
+)
+
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+
+_REFUSED = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.ProgrammingError, sqlite3.InterfaceError)
+"""What SQLite raises for a value it cannot take (as opposed to a database it cannot use)."""
+
+Notes = list[tuple[str, list[RunEvent]]]
+"""Events a transaction wrote, by thread: pushed to live tails once it committed."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _numbered(sql: str) -> str:
+    """``$1`` placeholders as SQLite's ``?1`` (the same numbers: a parameter may be used twice)."""
+    return _PLACEHOLDER.sub(r"?\1", sql)
+
+
+class _SqliteTx:
+    """A ``Tx`` on the writer thread's connection: every method runs at once and never suspends."""
+
+    __slots__ = ("_connection", "_notes", "dialect")
+
+    def __init__(self, connection: sqlite3.Connection, notes: Notes) -> None:
+        self.dialect = _DIALECT
+        self._connection = connection
+        self._notes = notes
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        rows: list[Row] = self._connection.execute(_numbered(sql), args).fetchall()
+        return rows
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        rows = self._connection.execute(_numbered(sql), args).fetchall()  # all: a RETURNING runs to its end
+        return rows[0] if rows else None
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        return self._connection.execute(_numbered(sql), args).rowcount
+
+    async def put(self, sql: str, *args: Any) -> None:
+        self._connection.execute(_numbered(sql), args)
+
+    async def put_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._connection.executemany(_numbered(sql), rows)
+
+    async def notify(self, thread_id: str, events: list[RunEvent], bodies: list[str]) -> None:
+        self._notes.append((thread_id, events))
+
+
+def _drive(work: Work[T], tx: Tx) -> T:
+    """Run the logic's coroutine to its end in this thread (it never suspends on a ``_SqliteTx``)."""
+    coroutine = work(tx)
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coroutine.close()
+    raise RuntimeError("SQL store logic awaited something other than its transaction")
+
+
+def _translate(exc: BaseException, where: str) -> BaseException:
+    """SQLite's errors as the store's: a refused value is a ``ValueError``, the rest an outage."""
+    if isinstance(exc, _REFUSED):
+        refused = ValueError(f"SQLite refused a value: {exc}")
+        refused.__cause__ = exc
+        return refused
+    if isinstance(exc, sqlite3.Error | OSError):
+        unavailable = StoreUnavailableError(f"SQLite at {where} is unavailable: {exc}")
+        unavailable.__cause__ = exc
+        return unavailable
+    return exc
+
+
+_Job = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop, Callable[[], None]]
+
+
+def _finish(future: asyncio.Future[Any], result: Any, error: BaseException | None, after: Callable[[], None]) -> None:
+    """On the loop, in commit order: feed the live tails, then wake the caller (unless it gave up)."""
+    if error is None:
+        after()
+        if not future.done():
+            future.set_result(result)
+    elif not future.done():
+        future.set_exception(error)
+
+
+def _stop(stopped: asyncio.Future[None]) -> None:
+    if not stopped.done():
+        stopped.set_result(None)
+
+
+class _Writer:
+    """The thread that owns the connection and runs one job (one transaction) after another."""
+
+    def __init__(self, path: str, *, busy_timeout: float) -> None:
+        self._path = path
+        self._busy_ms = max(0, int(busy_timeout * 1000))
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._stopped: asyncio.Future[None] | None = None
+        self.closed = False
+
+    def _open(self) -> sqlite3.Connection:
+        if self._path != ":memory:":
+            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(self._path, isolation_level=None, cached_statements=256)
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            connection.execute("PRAGMA journal_mode = WAL").fetchall()
+            connection.execute("PRAGMA synchronous = NORMAL")
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _main(self, stopped: asyncio.Future[None], loop: asyncio.AbstractEventLoop) -> None:
+        connection: sqlite3.Connection | None = None
+        try:
+            while (job := self._jobs.get()) is not None:
+                run, future, caller, after = job
+                result: Any = None
+                error: BaseException | None = None
+                try:
+                    if connection is None:
+                        connection = self._open()
+                    result = run(connection)
+                except BaseException as exc:  # handed to the caller, translated
+                    error = _translate(exc, self._path)
+                try:
+                    caller.call_soon_threadsafe(_finish, future, result, error, after)
+                except RuntimeError:
+                    pass  # the caller's loop closed: nobody waits for this job
+        finally:
+            if connection is not None:
+                connection.close()
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                loop.call_soon_threadsafe(_stop, stopped)
+
+    async def run(self, job: Callable[[sqlite3.Connection], T], *, after: Callable[[], None]) -> T:
+        """Run ``job`` on the thread; ``after`` runs on the loop once it succeeded, before this returns."""
+        if self.closed:
+            raise RuntimeError("Cannot use a closed SqliteStore")
+        loop = asyncio.get_running_loop()
+        if self._thread is None:
+            self._stopped = loop.create_future()
+            self._thread = threading.Thread(
+                target=self._main, args=(self._stopped, loop), name="agora-sqlite", daemon=True
+            )
+            self._thread.start()
+        future: asyncio.Future[T] = loop.create_future()
+        self._jobs.put((job, future, loop, after))
+        return await future
+
+    async def aclose(self) -> None:
+        """Finish the jobs already queued, close the connection and end the thread."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._thread is None or self._stopped is None:
+            return
+        self._jobs.put(None)
+        await self._stopped
+
+
+class SqliteStore(SqlStore):
+    """Everything in one SQLite file: conversations and pending approvals survive a restart.
+
+    Serves one process (live tails are fed in-process); use ``PostgresStore`` or ``RedisStore``
+    for several. The file and its folder are created on first use.
+    """
+
+    dialect: ClassVar[Dialect] = _DIALECT
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0, sweep_interval: float = 60.0
+    ) -> None:
+        """Use the SQLite database at ``path`` (``":memory:"`` for one that lives as long as the store).
+
+        Args:
+            path: The database file.
+            busy_timeout: Seconds a transaction waits for another process's lock on the file.
+            sweep_interval: Seconds between two deletions of expired rows.
+        """
+        self.path = os.fspath(path)
+        super().__init__(where=self.path, sweep_interval=sweep_interval)
+        self._writer = _Writer(self.path, busy_timeout=busy_timeout)
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r})"
+
+    async def _transact(self, work: Work[T], *, atomic: bool) -> T:
+        notes: Notes = []
+
+        def job(connection: sqlite3.Connection) -> T:
+            if atomic:
+                connection.execute("BEGIN IMMEDIATE")
+            try:
+                result = _drive(work, _SqliteTx(connection, notes))
+                if atomic:
+                    connection.execute("COMMIT")
+            except BaseException:
+                notes.clear()
+                if connection.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):  # the first failure is the one to tell
+                        connection.execute("ROLLBACK")
+                raise
+            return result
+
+        def published() -> None:
+            for thread_id, events in notes:
+                self._followers.push(thread_id, events)
+
+        return await self._writer.run(job, after=published)
+
+    async def aclose(self) -> None:
+        """Finish the calls in flight, close the database and stop the thread; idempotent."""
+        await self._writer.aclose()
