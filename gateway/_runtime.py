@@ -77,8 +77,9 @@ class Runtime:
     process. Its events are in the store (``events``), so any process sharing the store can
     follow it, decide its approvals (``decide``) or resume it after a crash.
 
-    Background work (lease renewal, recovery of runs whose process died, expiry of approvals)
-    starts with the first run, or with ``start()``; ``aclose()`` stops it.
+    Background work (lease renewal, recovery of runs whose process died, expiry of approvals,
+    retention) starts with the first run, or with ``start()``; ``aclose()`` stops it. A
+    conversation's owner lists, renames, erases and exports it through ``threads``.
     """
 
     def __init__(
