@@ -312,6 +312,22 @@
     return `${at.toLocaleDateString([], { month: "short", day: "numeric" })}, ${time}`;
   }
 
+  /** When a conversation was last active: "Just now", "5 min ago", "Today", "Yesterday", "Mar 5". */
+  function formatAgo(iso, now = new Date()) {
+    const at = new Date(iso);
+    if (Number.isNaN(at.getTime())) return "";
+    const minutes = Math.floor((now - at) / 60_000);
+    if (minutes < 1) return "Just now";
+    if (minutes < 60) return `${minutes} min ago`;
+    if (at.toDateString() === now.toDateString()) return "Today";
+    const yesterday = new Date(now);
+    yesterday.setDate(now.getDate() - 1);
+    if (at.toDateString() === yesterday.toDateString()) return "Yesterday";
+    const options = { month: "short", day: "numeric" };
+    if (at.getFullYear() !== now.getFullYear()) options.year = "numeric";
+    return at.toLocaleDateString([], options);
+  }
+
   /** "Expires in 24 h", "Expires in 5 min": relative, refreshed while the card waits. */
   function formatExpiry(iso, now = Date.now()) {
     const at = new Date(iso).getTime();
@@ -489,9 +505,17 @@
       this.loading = null;
       this.again = false;
       this.timer = 0;
+      this.ticker = 0;
       this.editing = null; // the thread id being renamed or asked about: the list is not redrawn meanwhile
       ui["threads-new"].addEventListener("click", () => this.startNew());
       ui["threads-more"].addEventListener("click", () => this.load({ more: true }));
+    }
+
+    /** Say again how long ago each conversation was active (a minute's ticker, while the element is on a page). */
+    tick() {
+      for (const time of this.ui["threads-list"].querySelectorAll(".ac-thread__time[datetime]")) {
+        time.textContent = formatAgo(time.dateTime);
+      }
     }
 
     /** Load the first page again soon: changes within `delay` of the first make one request. */
@@ -504,9 +528,15 @@
       }, delay);
     }
 
+    start() {
+      this.ticker ||= setInterval(() => this.tick(), 60_000);
+    }
+
     stop() {
       clearTimeout(this.timer);
       this.timer = 0;
+      clearInterval(this.ticker);
+      this.ticker = 0;
     }
 
     async load({ more = false } = {}) {
@@ -588,8 +618,11 @@
 
     row(item) {
       const title = ConversationList.titleOf(item);
-      const time = h("time", { class: "ac-thread__time" });
-      setTime(time, item.last_activity);
+      const time = h("time", { class: "ac-thread__time" }, formatAgo(item.last_activity));
+      if (!Number.isNaN(new Date(item.last_activity).getTime())) {
+        time.dateTime = new Date(item.last_activity).toISOString();
+        time.title = new Date(item.last_activity).toLocaleString();
+      }
       const open = h(
         "button",
         { type: "button", class: "ac-thread__open" },
@@ -1863,8 +1896,13 @@
       this.#ui.threads.hidden = !on;
       this.#ui["threads-toggle"].hidden = !on;
       this.#ui.panel.classList.toggle("ac--threads", on);
-      if (!on) this.#showThreads(false);
-      else if (this.isConnected && this.#welcomed) this.#threads.refresh(0);
+      if (!on) {
+        this.#showThreads(false);
+        this.#threads.stop();
+        return;
+      }
+      if (this.isConnected) this.#threads.start();
+      if (this.isConnected && this.#welcomed) this.#threads.refresh(0);
     }
 
     /** On a narrow screen the list is a drawer over the chat: open it, or close it (the focus goes back). */

@@ -47,6 +47,7 @@ async def test_two_conversations_switch_rename_delete_and_reload(gateway: str, o
     await chat.turn_ends(0)
     await expect(threads.titles).to_have_text(["weather in Lisbon"])
     await expect(threads.current).to_have_text("weather in Lisbon")
+    await expect(chat.root.locator(".ac-thread__time")).to_have_text(["Just now"])
 
     await threads.new.click()
     await expect(chat.user_messages).to_have_count(0)
