@@ -211,25 +211,27 @@ async def test_an_erased_thread_can_begin_again_fresh_for_anyone(store: Store, t
     assert (line.thread_id, line.title) == (thread_id, "second life")
 
 
-async def test_idle_threads_are_those_quiet_since_before_a_time(
-    store: Store, thread_id: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    base = 1_700_000_000.0
-    with monkeypatch.context() as patch:
-        for n, name in enumerate(["c", "a", "b"]):
-            frozen(patch, base + 10 * n)
-            await turn(store, f"{thread_id}-{name}")
-        frozen(patch, base + 5)
-        await store.ensure_thread(thread_of(f"{thread_id}-reserved"))
-    assert await store.idle_threads(base + 15) == [f"{thread_id}-c", f"{thread_id}-reserved", f"{thread_id}-a"]
-    assert await store.idle_threads(base + 15, limit=2) == [f"{thread_id}-c", f"{thread_id}-reserved"]
-    assert await store.idle_threads(base) == []
-    assert await store.idle_threads(base + 15, limit=0) == []
+async def test_idle_threads_are_those_quiet_since_before_a_time(store: Store, thread_id: str) -> None:
+    """The times are the store's own (as its list gives them): a store may take them from any clock."""
+    c, reserved, a, b = (f"{thread_id}-{name}" for name in ("c", "reserved", "a", "b"))
+    await turn(store, c)
+    await store.ensure_thread(thread_of(reserved))
+    await turn(store, a)
+    await turn(store, b)
+    times = {line.thread_id: line.last_activity_ts for line in await store.list_threads("u1", limit=10)}
+    assert times[c] < times[reserved] < times[a] < times[b]
+    between = (times[a] + times[b]) / 2
 
-    run = (await store.thread_runs(f"{thread_id}-c"))[-1]
-    await store.write(f"{thread_id}-c", Batch(run=run, events=[delta(run, "now")]))  # awake again
-    assert await store.idle_threads(base + 15) == [f"{thread_id}-reserved", f"{thread_id}-a"]
-    assert set(await store.idle_threads(time.time() + 1)) == {f"{thread_id}-{n}" for n in ("a", "b", "c", "reserved")}
+    assert await store.idle_threads(between) == [c, reserved, a]
+    assert await store.idle_threads(between, limit=2) == [c, reserved]
+    assert await store.idle_threads(times[c]) == []  # strictly before
+    assert await store.idle_threads(between, limit=0) == []
+
+    run = (await store.thread_runs(c))[-1]
+    await store.write(c, Batch(run=run, events=[delta(run, "now")]))  # awake again
+    assert await store.idle_threads(between) == [reserved, a]
+    latest = max(line.last_activity_ts for line in await store.list_threads("u1", limit=10))
+    assert set(await store.idle_threads(latest + 1)) == {a, b, c, reserved}
 
 
 async def test_a_threads_approvals_settled_or_pending_oldest_first(store: Store, thread_id: str) -> None:
