@@ -312,6 +312,7 @@ class Gateway:
             store=build_store(settings),
             approval_policy=self.approval_policy,
             lease_ttl=settings.lease_ttl,
+            retention_days=settings.retention_days,
         )
 
     def create_app(self, settings: Settings | None = None) -> web.Application:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import functools
+import hashlib
 import hmac
 import json
 import re
@@ -15,10 +18,10 @@ from typing import Any
 
 import jinja2
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from renderers import ASSETS_PATH, MediaTokenError, MediaUnavailableError, published_path
-from tools import AgoraError
+from tools import Actor, AgoraError
 
 from ._access import access_upgraded
 from ._errors import GatewayError
@@ -34,7 +37,12 @@ STATIC_DIR = _HERE / "static" if (_HERE / "static").is_dir() else _HERE.parent /
 """The widget and the demo page: ``gateway/static`` in a wheel, ``static/`` in a checkout."""
 
 _MAX_JSON_BODY = 64 * 1024
+_MAX_RENAME_BODY = 4 * 1024
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+_TITLE_MAX = 200
+"""Characters of a name an owner gives a thread."""
+_PAGE_DEFAULT, _PAGE_MAX = 20, 100
+_CURSOR = re.compile(r"^[A-Za-z0-9_-]{8,400}\.[A-Za-z0-9_-]{22}$")
 
 
 _REFUSAL = web.ResponseKey("agora_refusal", tuple)
@@ -103,12 +111,12 @@ async def error_middleware(
     return response
 
 
-async def _json_body(request: web.Request, model: type[BaseModel]) -> Any:
-    if request.content_length is not None and request.content_length > _MAX_JSON_BODY:
-        raise web.HTTPRequestEntityTooLarge(max_size=_MAX_JSON_BODY, actual_size=request.content_length)
+async def _json_body(request: web.Request, model: type[BaseModel], *, limit: int = _MAX_JSON_BODY) -> Any:
+    if request.content_length is not None and request.content_length > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
     if request.content_type != "application/json":
         raise _BadRequest("unsupported_media_type", "Send application/json", status=415)
-    raw = await read_body(request, _MAX_JSON_BODY)
+    raw = await read_body(request, limit)
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
@@ -135,8 +143,30 @@ class _RejectBody(BaseModel):
     reason: str | None = Field(default=None, max_length=500)
 
 
+class _RenameBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str | None = Field(max_length=_TITLE_MAX)
+    """The thread's new name; ``null`` gives it back its first message."""
+
+    @field_validator("title")
+    @classmethod
+    def _one_printable_line(cls, title: str | None) -> str | None:
+        if title is None:
+            return None
+        title = title.strip()
+        if not title:
+            raise ValueError("must not be blank (send null to go back to the first message)")
+        if not title.isprintable():  # control and format characters, lone surrogates, line breaks
+            raise ValueError("must be one line of printable characters")
+        return title
+
+
 def _services(request: web.Request) -> GatewayServices:
     return request.app[SERVICES]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 async def tools_catalog(request: web.Request) -> web.Response:
@@ -182,9 +212,7 @@ async def thread_history(request: web.Request) -> web.Response:
     """``GET /agent/threads/{thread_id}?after=``: messages, events and pending approvals (owner only)."""
     services = _services(request)
     actor = await services.resolve_actor(request)
-    thread_id = request.match_info["thread_id"]
-    if not _ID.match(thread_id):
-        raise _BadRequest("invalid_request", "Bad thread id")
+    thread_id = _thread_id(request)
     thread = await services.runtime.check_thread_access(thread_id, actor)
     try:
         after = max(0, int(request.query.get("after", "0")))
@@ -209,7 +237,113 @@ async def thread_history(request: web.Request) -> web.Response:
             for a in await store.pending_approvals(thread_id)
         ],
     }
-    return web.json_response(body, dumps=lambda v: json.dumps(v, ensure_ascii=False))
+    return web.json_response(body, dumps=_dumps)
+
+
+def _thread_id(request: web.Request) -> str:
+    thread_id = request.match_info["thread_id"]
+    if not _ID.match(thread_id):
+        raise _BadRequest("invalid_request", "Bad thread id")
+    return thread_id
+
+
+def _cursor_mac(secret: bytes, actor: Actor, payload: bytes) -> bytes:
+    key = hmac.new(secret, b"agora-gateway/threads-cursor/v1", hashlib.sha256).digest()
+    return hmac.new(key, actor.key.encode("utf-8", "surrogatepass") + b"\0" + payload, hashlib.sha256).digest()[:16]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _encode_cursor(secret: bytes, actor: Actor, position: tuple[float, str]) -> str:
+    """A page's cursor: its last line's ``(last activity, thread id)``, base64url, signed for ``actor``."""
+    payload = json.dumps(list(position), separators=(",", ":")).encode()
+    return f"{_b64(payload)}.{_b64(_cursor_mac(secret, actor, payload))}"
+
+
+def _decode_cursor(secret: bytes, actor: Actor, cursor: str) -> tuple[float, str]:
+    """The position a cursor of ``_encode_cursor`` holds.
+
+    Raises:
+        _BadRequest: A cursor this gateway did not give ``actor``, or garbled (400).
+    """
+    bad = _BadRequest("invalid_request", "Bad cursor: pass next_cursor as it was given")
+    if not _CURSOR.match(cursor):
+        raise bad
+    body, mac = cursor.split(".")
+    try:
+        payload = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        given = base64.urlsafe_b64decode(mac + "==")
+    except (binascii.Error, ValueError):
+        raise bad from None
+    if not hmac.compare_digest(given, _cursor_mac(secret, actor, payload)):
+        raise bad
+    position = json.loads(payload)  # signed by us: the JSON we wrote
+    return float(position[0]), str(position[1])
+
+
+def _page_size(request: web.Request) -> int:
+    raw = request.query.get("limit", str(_PAGE_DEFAULT))
+    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= _PAGE_MAX):
+        raise _BadRequest("invalid_request", f"limit must be a whole number from 1 to {_PAGE_MAX}")
+    return int(raw)
+
+
+async def list_threads(request: web.Request) -> web.Response:
+    """``GET /agent/threads?limit=&cursor=``: the caller's threads, newest activity first.
+
+    Answers ``{threads: [{thread_id, title, channel, created_at, last_activity}], next_cursor}``;
+    ``next_cursor`` (``null`` on the last page) asks for the next page.
+    """
+    services = _services(request)
+    actor = await services.resolve_actor(request)
+    limit = _page_size(request)
+    cursor = request.query.get("cursor")
+    before = _decode_cursor(services.secret, actor, cursor) if cursor is not None else None
+    lines = await services.runtime.threads.for_owner(actor, before=before, limit=limit + 1)
+    page = lines[:limit]
+    more = len(lines) > limit
+    body = {
+        "threads": [line.model_dump(exclude={"last_activity_ts"}) for line in page],
+        "next_cursor": _encode_cursor(services.secret, actor, (page[-1].last_activity_ts, page[-1].thread_id))
+        if more
+        else None,
+    }
+    return web.json_response(body, headers={"Cache-Control": "no-store"}, dumps=_dumps)
+
+
+async def rename_thread(request: web.Request) -> web.Response:
+    """``PATCH /agent/threads/{thread_id}`` ``{title}``: name the thread (``null``: its first message again)."""
+    services = _services(request)
+    actor = await services.resolve_actor(request)
+    thread_id = _thread_id(request)
+    body: _RenameBody = await _json_body(request, _RenameBody, limit=_MAX_RENAME_BODY)
+    title = await services.runtime.threads.rename(thread_id, actor, body.title)
+    return web.json_response({"thread_id": thread_id, "title": title}, dumps=_dumps)
+
+
+async def delete_thread(request: web.Request) -> web.Response:
+    """``DELETE /agent/threads/{thread_id}``: erase the thread and everything of it (owner only), 204.
+
+    A running run is stopped first, a parked one ends (its approvals go with the thread).
+    """
+    services = _services(request)
+    actor = await services.resolve_actor(request)
+    thread_id = _thread_id(request)
+    await services.runtime.threads.delete(thread_id, actor)
+    return web.Response(status=204)
+
+
+async def export_thread(request: web.Request) -> web.Response:
+    """``GET /agent/threads/{thread_id}/export``: the owner's copy of everything the thread holds (JSON file)."""
+    services = _services(request)
+    actor = await services.resolve_actor(request)
+    thread_id = _thread_id(request)
+    data = await services.runtime.threads.export(thread_id, actor)
+    filename = f"thread-{thread_id.replace(':', '_')}.json"
+    headers = {"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"}
+    return web.json_response(data, headers=headers, dumps=_dumps)
 
 
 async def media(request: web.Request) -> web.Response:
@@ -332,7 +466,11 @@ def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
     app.router.add_post("/agent/tool-call/approve", approve)
     app.router.add_post("/agent/tool-call/reject", reject)
     app.router.add_post("/agent/runs/{run_id}/cancel", cancel_run)
+    app.router.add_get("/agent/threads", list_threads)
     app.router.add_get("/agent/threads/{thread_id}", thread_history)
+    app.router.add_patch("/agent/threads/{thread_id}", rename_thread)
+    app.router.add_delete("/agent/threads/{thread_id}", delete_thread)
+    app.router.add_get("/agent/threads/{thread_id}/export", export_thread)
     app.router.add_get("/media/{token}", media)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)

@@ -28,6 +28,7 @@ from ._errors import (
 )
 from ._leases import Leases
 from ._logs import log_scope
+from ._threads import Threads
 from .events import RunEvent, RunFinishedEvent, RunStartedEvent, RunStatus, ToolOutcome, Turn, new_id
 from .models import AssistantMessage, Model, ToolMessage, UserMessage
 from .stores import ApprovalRecord, Batch, MemoryStore, RunRecord, Store, ThreadRecord
@@ -76,8 +77,9 @@ class Runtime:
     process. Its events are in the store (``events``), so any process sharing the store can
     follow it, decide its approvals (``decide``) or resume it after a crash.
 
-    Background work (lease renewal, recovery of runs whose process died, expiry of approvals)
-    starts with the first run, or with ``start()``; ``aclose()`` stops it.
+    Background work (lease renewal, recovery of runs whose process died, expiry of approvals,
+    retention) starts with the first run, or with ``start()``; ``aclose()`` stops it. A
+    conversation's owner lists, renames, erases and exports it through ``threads``.
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class Runtime:
         instance_id: str | None = None,
         store_retry: float = 60.0,
         takeover_grace: float | None = None,
+        retention_days: float | None = None,
     ) -> None:
         """Assemble a runtime.
 
@@ -119,9 +122,14 @@ class Runtime:
                 it holds is written and its tool never runs twice. Where the outage you expect is
                 a network partition (calls hang until the store's timeout, not refused at once),
                 set it above that timeout.
+            retention_days: Erase threads nobody wrote to for this many days (fractions allowed)
+                in the background passes, never one with a run running or waiting for an
+                approval (``AGORA_RETENTION_DAYS`` for a runtime the gateway builds). ``None``
+                keeps threads for good.
 
         Raises:
-            UserError: An agent has no model and no runtime model is given, or names repeat.
+            UserError: An agent has no model and no runtime model is given, or names repeat,
+                or a setting is out of range.
         """
         self.registry = registry or ToolRegistry(roles_policy=roles_policy)
         if registry is not None:
@@ -167,6 +175,10 @@ class Runtime:
             end=self._end_claimed,
         )
         """The approval flow (``gateway._approvals``): request, decide, expire, supersede, resume."""
+        if retention_days is not None and not retention_days > 0:
+            raise UserError("retention_days must be positive (None keeps threads for good)")
+        self.threads = Threads(store=self.store, runs=self, retention_days=retention_days)
+        """Threads as data their owner controls (``gateway._threads``): list, rename, erase, export, retention."""
         self.observers: list[RuntimeObserver] = []
         self._drivers: dict[str, RunDriver] = {}
         self._tasks: dict[str, asyncio.Task[RunStatus]] = {}
@@ -536,8 +548,9 @@ class Runtime:
     async def sweep(self) -> None:
         """Run one background pass.
 
-        It renews leases, honours remote Stops, resumes runs whose process died and expires
-        lapsed approvals. Runs every ``maintenance_interval``; tests may call it directly.
+        It renews leases, honours remote Stops, resumes runs whose process died, expires
+        lapsed approvals and, with ``retention_days``, erases idle threads (at most once a
+        minute). Runs every ``maintenance_interval``; tests may call it directly.
         """
         try:
             await self._sweep()
@@ -570,3 +583,4 @@ class Runtime:
                 self._resume_claimed(run)
                 logger.info("resumed run %s whose process stopped", run_id)
         await self.approvals.expire_lapsed()
+        await self.threads.sweep()

@@ -95,7 +95,7 @@ class GatewayServices:
     secret: bytes
     branding: Branding = field(default_factory=Branding)
     demo: bool = False
-    _media_urls: OrderedDict[tuple[str, int, str, str], tuple[float, tuple[MediaRef, ...]]] = field(
+    _media_urls: OrderedDict[tuple[str, str, int, str, str], tuple[float, tuple[MediaRef, ...]]] = field(
         default_factory=OrderedDict, repr=False
     )
     _broken: set[tuple[str, int, str]] = field(default_factory=set, repr=False)
@@ -253,13 +253,15 @@ class GatewayServices:
         )
 
     async def _media_of(self, event: UiEvent, form: str) -> tuple[MediaRef, ...]:
-        """Signed URLs of a component's pages, stored once per component and props.
+        """Signed URLs of a component's pages, stored once per thread, component and props.
 
-        Every socket, replay and channel that shows the same component reuses the same stored
-        bytes while their URLs have at least half their life left.
+        Every socket, replay and channel that shows the same component of a thread reuses the
+        same stored bytes while their URLs have at least half their life left. The bytes are the
+        thread's (``MediaStore.put(thread_id=...)``): erasing the thread erases them.
         """
         fmt = "png" if form == "image" else "pdf"
-        key = (event.component, event.version, fmt, json.dumps(event.props, sort_keys=True, default=str))
+        props = json.dumps(event.props, sort_keys=True, default=str)
+        key = (event.thread_id, event.component, event.version, fmt, props)
         now = time.monotonic()
         known = self._media_urls.get(key)
         if known is not None and known[0] > now:
@@ -270,13 +272,23 @@ class GatewayServices:
         media = []
         for index, page in enumerate(pages):
             filename = f"{event.component.lower()}-{index + 1}.{_MIME_EXT.get(rendered.mime, 'bin')}"
-            token = await self.media.put(page, rendered.mime, filename=filename)
+            token = await self.media.put(page, rendered.mime, filename=filename, thread_id=event.thread_id)
             media.append(MediaRef(url=self.media_url(token), mime=rendered.mime, filename=filename, token=token))
         refs = tuple(media)
         self._media_urls[key] = (now + self.media.ttl / 2, refs)
         while len(self._media_urls) > _MEDIA_URLS_KEPT:
             self._media_urls.popitem(last=False)
         return refs
+
+    async def forget_thread(self, thread_id: str) -> None:
+        """Erase the media rendered for ``thread_id`` (and forget their URLs): the thread was erased.
+
+        Raises:
+            MediaUnavailableError: The media backend cannot be reached.
+        """
+        for key in [key for key in self._media_urls if key[0] == thread_id]:
+            del self._media_urls[key]
+        await self.media.forget_thread(thread_id)
 
     async def ui_text(self, event: UiEvent) -> str:
         """The text form of a ``ui`` event: its fallback text, else the component's own text."""

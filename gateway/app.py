@@ -372,6 +372,7 @@ def assemble(
     )
     app[SERVICES] = services
     app[CHANNEL_SERVICES] = services
+    served.threads.erasers.append(services)  # an erased thread's rendered media go with it
     add_routes(app, static_dir=gateway.static_dir)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -398,6 +399,7 @@ def assemble(
                 await served.aclose()
                 await _close_models(served)
             served.observers.remove(metrics)
+            served.threads.erasers.remove(services)
 
     app.cleanup_ctx.append(lifecycle)
 

@@ -60,15 +60,23 @@ class MediaItem:
 
 
 class MediaBackend(ABC):
-    """Where ``MediaStore`` keeps bytes, by media id, until they expire."""
+    """Where ``MediaStore`` keeps bytes, by media id, until they expire.
+
+    Media rendered for a conversation name its thread (``put(..., thread_id=...)``): erasing the
+    thread erases them (``forget_thread``) before they would expire.
+    """
 
     @abstractmethod
-    async def put(self, media_id: str, item: MediaItem, expires_at: float) -> None:
-        """Keep ``item`` until ``expires_at`` (unix seconds)."""
+    async def put(self, media_id: str, item: MediaItem, expires_at: float, *, thread_id: str | None = None) -> None:
+        """Keep ``item`` until ``expires_at`` (unix seconds), as one of ``thread_id``'s media when given."""
 
     @abstractmethod
     async def get(self, media_id: str) -> MediaItem | None:
         """The item, or ``None`` when it expired, was evicted or never was."""
+
+    @abstractmethod
+    async def forget_thread(self, thread_id: str) -> int:
+        """Delete every item put for ``thread_id`` now; answer how many were still kept."""
 
 
 class MemoryMediaBackend(MediaBackend):
@@ -84,33 +92,53 @@ class MemoryMediaBackend(MediaBackend):
     def __init__(self, *, max_bytes: int = 256 * 1024 * 1024, clock: Callable[[], float] = time.time) -> None:
         self.max_bytes = max_bytes
         self._clock = clock
-        self._items: OrderedDict[str, tuple[MediaItem, float]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[MediaItem, float, str | None]] = OrderedDict()
+        self._threads: dict[str, set[str]] = {}
+        """Media ids by the thread they were put for."""
         self._bytes = 0
 
-    async def put(self, media_id: str, item: MediaItem, expires_at: float) -> None:
+    async def put(self, media_id: str, item: MediaItem, expires_at: float, *, thread_id: str | None = None) -> None:
         """Keep ``item``, evicting expired items, then the oldest, to stay under ``max_bytes``."""
         if len(item.data) > self.max_bytes:
             raise UserError(f"Media of {len(item.data):,} bytes is larger than the store's {self.max_bytes:,}.")
-        self._items[media_id] = (item, expires_at)
+        self._drop(media_id)
+        self._items[media_id] = (item, expires_at, thread_id)
         self._bytes += len(item.data)
+        if thread_id is not None:
+            self._threads.setdefault(thread_id, set()).add(media_id)
         now = self._clock()
-        for key in [k for k, (_, expiry) in self._items.items() if expiry <= now]:
-            self._bytes -= len(self._items.pop(key)[0].data)
+        for key in [k for k, (_, expiry, _) in self._items.items() if expiry <= now]:
+            self._drop(key)
         while self._bytes > self.max_bytes:
-            _, (evicted, _) = self._items.popitem(last=False)
-            self._bytes -= len(evicted.data)
+            self._drop(next(iter(self._items)))
+
+    def _drop(self, media_id: str) -> bool:
+        entry = self._items.pop(media_id, None)
+        if entry is None:
+            return False
+        item, _, thread_id = entry
+        self._bytes -= len(item.data)
+        if thread_id is not None and thread_id in self._threads:
+            owned = self._threads[thread_id]
+            owned.discard(media_id)
+            if not owned:
+                del self._threads[thread_id]
+        return True
 
     async def get(self, media_id: str) -> MediaItem | None:
         """The item, unless it expired or was evicted."""
         entry = self._items.get(media_id)
         if entry is None:
             return None
-        item, expires_at = entry
+        item, expires_at, _ = entry
         if expires_at <= self._clock():
-            del self._items[media_id]
-            self._bytes -= len(item.data)
+            self._drop(media_id)
             return None
         return item
+
+    async def forget_thread(self, thread_id: str) -> int:
+        """Delete the thread's items now."""
+        return sum(self._drop(media_id) for media_id in list(self._threads.get(thread_id, ())))
 
 
 class RedisMediaBackend(MediaBackend):
@@ -137,8 +165,15 @@ class RedisMediaBackend(MediaBackend):
         except (RedisError, OSError) as exc:
             raise MediaUnavailableError(f"the media backend (Redis) is unavailable: {exc}") from exc
 
-    async def put(self, media_id: str, item: MediaItem, expires_at: float) -> None:
+    def _thread_key(self, thread_id: str) -> str:
+        # Media ids are 32 hex digits: no media key starts with "thread:".
+        return f"{self._prefix}thread:{thread_id}"
+
+    async def put(self, media_id: str, item: MediaItem, expires_at: float, *, thread_id: str | None = None) -> None:
         """Store ``item`` as a hash that Redis deletes at ``expires_at``.
+
+        An item of a thread also joins the thread's set of media ids, which lives as long as its
+        longest-lived item.
 
         Raises:
             MediaUnavailableError: Redis cannot be reached.
@@ -151,6 +186,8 @@ class RedisMediaBackend(MediaBackend):
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
                 pipe.pexpireat(key, int(expires_at * 1000))
+                if thread_id is not None:
+                    pipe.eval(_JOIN_THREAD, 1, self._thread_key(thread_id), media_id, int(expires_at * 1000))
                 await pipe.execute()
 
     async def get(self, media_id: str) -> MediaItem | None:
@@ -165,6 +202,39 @@ class RedisMediaBackend(MediaBackend):
         if not isinstance(data, bytes) or not isinstance(mime, bytes):
             return None
         return MediaItem(data, mime.decode(), filename.decode() if isinstance(filename, bytes) else None)
+
+    async def forget_thread(self, thread_id: str) -> int:
+        """Delete the thread's items and their set, at once (a script: no item put meanwhile escapes).
+
+        Raises:
+            MediaUnavailableError: Redis cannot be reached.
+        """
+        with self._unavailable():
+            erased = await self._redis.eval(_FORGET_THREAD, 1, self._thread_key(thread_id), self._prefix)
+        return int(erased)
+
+
+# The media backend is given a plain client (no Cluster): its scripts may name item keys they
+# compute from the thread's set.
+_JOIN_THREAD = """
+redis.call('SADD', KEYS[1], ARGV[1])
+local ttl = redis.call('PTTL', KEYS[1])
+local now = redis.call('TIME')
+local at = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+if ttl < 0 or at + ttl < tonumber(ARGV[2]) then
+  redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+end
+return 1
+"""
+
+_FORGET_THREAD = """
+local erased = 0
+for _, media_id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  erased = erased + redis.call('DEL', ARGV[1] .. media_id)
+end
+redis.call('DEL', KEYS[1])
+return erased
+"""
 
 
 class MediaStore:
@@ -198,7 +268,15 @@ class MediaStore:
         """Where the bytes are."""
         self._clock = clock
 
-    async def put(self, data: bytes, mime: str, *, filename: str | None = None, ttl: float | None = None) -> str:
+    async def put(
+        self,
+        data: bytes,
+        mime: str,
+        *,
+        filename: str | None = None,
+        ttl: float | None = None,
+        thread_id: str | None = None,
+    ) -> str:
         """Store ``data`` and return a token for it.
 
         Args:
@@ -206,6 +284,7 @@ class MediaStore:
             mime: Their type, e.g. ``"image/png"``.
             filename: A download name; unsafe characters are replaced.
             ttl: Seconds this token lives, default the store's.
+            thread_id: The conversation the media were made for: ``forget_thread`` erases them.
 
         Returns:
             A URL-safe token that ``get`` (on any process sharing the backend and secret) accepts
@@ -219,8 +298,17 @@ class MediaStore:
         expires_at = int(self._clock() + (self.ttl if ttl is None else ttl)) + 1
         media_id = secrets.token_bytes(16)
         token = self._sign(expires_at, media_id)
-        await self.backend.put(media_id.hex(), MediaItem(bytes(data), mime, _safe_filename(filename)), expires_at)
+        item = MediaItem(bytes(data), mime, _safe_filename(filename))
+        await self.backend.put(media_id.hex(), item, expires_at, thread_id=thread_id)
         return token
+
+    async def forget_thread(self, thread_id: str) -> int:
+        """Erase every media item put for ``thread_id`` (its tokens then answer ``not_found``).
+
+        Raises:
+            MediaUnavailableError: The backend cannot be reached.
+        """
+        return await self.backend.forget_thread(thread_id)
 
     async def get(self, token: str) -> MediaItem:
         """The media behind ``token``.

@@ -24,7 +24,9 @@
  *                         `CSS.supports("color", …)` refuses is ignored. It wins over `--ac-accent`
  *   logo                  the URL of an image shown in the header instead of the default mark
  *   layout                "panel" (default: a card that fills its container) | "page" (fills the
- *                         viewport, no card chrome: a page that is only the chat)
+ *                         viewport, no card chrome: a page that is only the chat, with the person's
+ *                         conversations beside it: open, rename, delete, start a new one; on a
+ *                         narrow screen behind a button. Not with a fixed `thread`)
  *   theme                 "light" | "dark" (default: the system's preference)
  * Properties and methods
  *   threadId (read-only), title, pageContext (object, or function returning one, sent with
@@ -104,6 +106,9 @@
     retry: '<path d="M20 11a8 8 0 1 0-2.3 5.7"/><path d="M20 4v7h-7"/>',
     copy: '<rect x="8.5" y="8.5" width="12" height="12" rx="2"/><path d="M15.5 8.5V5.5a2 2 0 0 0-2-2h-8a2 2 0 0 0-2 2v8a2 2 0 0 0 2 2h3"/>',
     chevron: '<path d="m9 6 6 6-6 6"/>',
+    menu: '<path d="M4 6.5h16M4 12h16M4 17.5h16"/>',
+    edit: '<path d="M4 20h4L19 9a2.8 2.8 0 0 0-4-4L4 16z"/><path d="m13.5 6.5 4 4"/>',
+    trash: '<path d="M4 7h16M10 11v6M14 11v6"/><path d="M6 7l1 12a2 2 0 0 0 2 2h6a2 2 0 0 0 2-2l1-12M9 7V4.5A1.5 1.5 0 0 1 10.5 3h3A1.5 1.5 0 0 1 15 4.5V7"/>',
   };
 
   /** An icon element (decorative: hidden from assistive technology). Only our constants are parsed. */
@@ -307,6 +312,22 @@
     return `${at.toLocaleDateString([], { month: "short", day: "numeric" })}, ${time}`;
   }
 
+  /** When a conversation was last active: "Just now", "5 min ago", "Today", "Yesterday", "Mar 5". */
+  function formatAgo(iso, now = new Date()) {
+    const at = new Date(iso);
+    if (Number.isNaN(at.getTime())) return "";
+    const minutes = Math.floor((now - at) / 60_000);
+    if (minutes < 1) return "Just now";
+    if (minutes < 60) return `${minutes} min ago`;
+    if (at.toDateString() === now.toDateString()) return "Today";
+    const yesterday = new Date(now);
+    yesterday.setDate(now.getDate() - 1);
+    if (at.toDateString() === yesterday.toDateString()) return "Yesterday";
+    const options = { month: "short", day: "numeric" };
+    if (at.getFullYear() !== now.getFullYear()) options.year = "numeric";
+    return at.toLocaleDateString([], options);
+  }
+
   /** "Expires in 24 h", "Expires in 5 min": relative, refreshed while the card waits. */
   function formatExpiry(iso, now = Date.now()) {
     const at = new Date(iso).getTime();
@@ -459,6 +480,278 @@
     return url;
   }
 
+  // -- the conversations list (the full-page layout) ---------------------------------------------
+
+  /** Characters of a name given to a conversation (the gateway's own bound). */
+  const TITLE_MAX = 200;
+  const THREADS_PAGE = 30;
+
+  /**
+   * The person's conversations beside the chat (`GET /agent/threads`), newest first: open one,
+   * rename it in place (`PATCH`), delete it after a confirm (`DELETE`), start a new one. The
+   * element gives it `request(path, options)` (a fetch to the gateway with the person's
+   * credentials), `open(threadId)`, `startNew()` and `current()` (the thread on screen).
+   */
+  class ConversationList {
+    constructor(ui, { request, open, startNew, current, announce }) {
+      this.ui = ui;
+      this.request = request;
+      this.open = open;
+      this.startNew = startNew;
+      this.current = current;
+      this.announce = announce;
+      this.items = []; // [{thread_id, title, last_activity}], as the gateway listed them
+      this.cursor = null;
+      this.loading = null;
+      this.again = false;
+      this.timer = 0;
+      this.ticker = 0;
+      this.editing = null; // the thread id being renamed or asked about: the list is not redrawn meanwhile
+      ui["threads-new"].addEventListener("click", () => this.startNew());
+      ui["threads-more"].addEventListener("click", () => this.load({ more: true }));
+    }
+
+    /** Say again how long ago each conversation was active (a minute's ticker, while the element is on a page). */
+    tick() {
+      for (const time of this.ui["threads-list"].querySelectorAll(".ac-thread__time[datetime]")) {
+        time.textContent = formatAgo(time.dateTime);
+      }
+    }
+
+    /** Load the first page again soon: changes within `delay` of the first make one request. */
+    refresh(delay = 150) {
+      if (this.timer && delay > 0) return; // one is due already
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => {
+        this.timer = 0;
+        this.load();
+      }, delay);
+    }
+
+    start() {
+      this.ticker ||= setInterval(() => this.tick(), 60_000);
+    }
+
+    stop() {
+      clearTimeout(this.timer);
+      this.timer = 0;
+      clearInterval(this.ticker);
+      this.ticker = 0;
+    }
+
+    async load({ more = false } = {}) {
+      if (this.loading) {
+        this.again = true; // once this one is in: things changed while it was asked
+        return this.loading;
+      }
+      const query = new URLSearchParams({ limit: String(THREADS_PAGE) });
+      if (more && this.cursor) query.set("cursor", this.cursor);
+      this.loading = (async () => {
+        try {
+          const response = await this.request(`threads?${query}`);
+          if (!response.ok) throw new Error(String(response.status));
+          const body = await response.json();
+          const lines = Array.isArray(body.threads) ? body.threads : [];
+          if (more) {
+            const known = new Set(this.items.map((item) => item.thread_id));
+            this.items.push(...lines.filter((line) => !known.has(line.thread_id)));
+          } else {
+            // A refresh keeps the older pages already shown (beyond the first page, as they were).
+            const fresh = new Set(lines.map((line) => line.thread_id));
+            const older = this.items.length > THREADS_PAGE ? this.items.slice(THREADS_PAGE) : [];
+            this.items = [...lines, ...older.filter((item) => !fresh.has(item.thread_id))];
+          }
+          if (more || this.items.length <= THREADS_PAGE) this.cursor = body.next_cursor || null;
+          this.showError(null);
+        } catch {
+          this.showError("The conversations could not be loaded.");
+        }
+        this.render();
+      })().finally(() => {
+        this.loading = null;
+        if (this.again) {
+          this.again = false;
+          this.refresh(0);
+        }
+      });
+      return this.loading;
+    }
+
+    showError(message) {
+      this.ui["threads-error"].textContent = message || "";
+      this.ui["threads-error"].hidden = !message;
+    }
+
+    render() {
+      // Mid-rename or mid-confirm, the list stays as it is (moving the row would take its focus):
+      // it is drawn again when that ends.
+      if (this.editing) return;
+      const list = this.ui["threads-list"];
+      // A button of the list that has the focus keeps it in the redrawn row.
+      const focused = list.getRootNode().activeElement;
+      const row = focused && list.contains(focused) ? focused.closest(".ac-thread") : null;
+      const control = row ? [...row.querySelectorAll("button")].indexOf(focused) : -1;
+      list.replaceChildren(...this.items.map((item) => this.row(item)));
+      if (row && control >= 0) {
+        const again = this.rowOf(row.dataset.threadId)?.querySelectorAll("button")[control];
+        (again || this.ui["threads-new"]).focus({ preventScroll: true });
+      }
+      this.markCurrent();
+      this.ui["threads-empty"].hidden = this.items.length > 0;
+      this.ui["threads-more"].hidden = !this.cursor;
+    }
+
+    /** Show which conversation is on screen. */
+    markCurrent() {
+      const current = this.current();
+      for (const row of this.ui["threads-list"].children) {
+        const open = row.querySelector(".ac-thread__open");
+        if (!open) continue;
+        if (row.dataset.threadId === current) open.setAttribute("aria-current", "true");
+        else open.removeAttribute("aria-current");
+      }
+    }
+
+    static titleOf(item) {
+      return item.title || "Untitled conversation";
+    }
+
+    row(item) {
+      const title = ConversationList.titleOf(item);
+      const time = h("time", { class: "ac-thread__time" }, formatAgo(item.last_activity));
+      if (!Number.isNaN(new Date(item.last_activity).getTime())) {
+        time.dateTime = new Date(item.last_activity).toISOString();
+        time.title = new Date(item.last_activity).toLocaleString();
+      }
+      const open = h(
+        "button",
+        { type: "button", class: "ac-thread__open" },
+        h("span", { class: "ac-thread__title" }, title),
+        time,
+      );
+      open.addEventListener("click", () => this.open(item.thread_id));
+      const rename = h("button", { type: "button", class: "ac-iconbtn ac-thread__rename", "aria-label": `Rename “${title}”`, title: "Rename" }, icon("edit"));
+      const remove = h("button", { type: "button", class: "ac-iconbtn ac-thread__delete", "aria-label": `Delete “${title}”`, title: "Delete" }, icon("trash"));
+      rename.addEventListener("click", () => this.startRename(item));
+      remove.addEventListener("click", () => this.confirmDelete(item));
+      const row = h("li", { class: "ac-thread" }, open, h("div", { class: "ac-thread__actions" }, rename, remove));
+      row.dataset.threadId = item.thread_id;
+      return row;
+    }
+
+    rowOf(threadId) {
+      return [...this.ui["threads-list"].children].find((row) => row.dataset.threadId === threadId) || null;
+    }
+
+    /** Rename in place: Enter (or leaving the field) saves, Escape gives up; an empty name gives back the first message. */
+    startRename(item) {
+      const row = this.rowOf(item.thread_id);
+      if (!row) return;
+      this.editing = item.thread_id;
+      const input = h("input", { type: "text", class: "ac-thread__input", maxlength: TITLE_MAX, "aria-label": "Conversation name" });
+      input.value = item.title || "";
+      const form = h("form", { class: "ac-thread__form" }, input);
+      let done = false;
+      const finish = async (save) => {
+        if (done) return;
+        done = true;
+        const title = input.value.replace(/\s+/g, " ").trim();
+        if (save && title !== (item.title || "")) {
+          input.disabled = true;
+          const ok = await this.rename(item, title || null);
+          if (!ok) this.showError("The conversation could not be renamed.");
+        }
+        this.editing = null;
+        this.render();
+        this.rowOf(item.thread_id)?.querySelector(".ac-thread__rename")?.focus();
+      };
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        finish(true);
+      });
+      input.addEventListener("keydown", (event) => {
+        if (event.key === "Escape") {
+          event.preventDefault();
+          event.stopPropagation();
+          finish(false);
+        }
+      });
+      input.addEventListener("blur", () => finish(true));
+      row.replaceChildren(form);
+      input.focus();
+      input.select();
+    }
+
+    async rename(item, title) {
+      try {
+        const response = await this.request(`threads/${encodeURIComponent(item.thread_id)}`, {
+          method: "PATCH",
+          json: { title },
+        });
+        if (!response.ok) return false;
+        const body = await response.json();
+        for (const known of this.items) if (known.thread_id === item.thread_id) known.title = body.title ?? null;
+        item.title = body.title ?? null;
+        this.announce(`Renamed to ${ConversationList.titleOf(item)}`);
+        this.refresh();
+        return true;
+      } catch {
+        return false;
+      }
+    }
+
+    /** Ask in the row itself before deleting: what goes, and two buttons (Cancel has the focus). */
+    confirmDelete(item) {
+      const row = this.rowOf(item.thread_id);
+      if (!row) return;
+      this.editing = item.thread_id;
+      const title = ConversationList.titleOf(item);
+      const question = h("p", { class: "ac-thread__question" }, `Delete “${title}”? Its messages are erased for good.`);
+      const cancel = h("button", { type: "button", class: "ac-btn ac-btn--secondary" }, "Cancel");
+      const confirm = h("button", { type: "button", class: "ac-btn ac-btn--danger" }, "Delete");
+      const box = h("div", { class: "ac-thread__confirm", role: "group", "aria-label": `Delete “${title}”` }, question, h("div", { class: "ac-thread__buttons" }, cancel, confirm));
+      const back = () => {
+        this.editing = null;
+        this.render();
+        this.rowOf(item.thread_id)?.querySelector(".ac-thread__delete")?.focus();
+      };
+      cancel.addEventListener("click", back);
+      box.addEventListener("keydown", (event) => {
+        if (event.key === "Escape") {
+          event.preventDefault();
+          event.stopPropagation();
+          back();
+        }
+      });
+      confirm.addEventListener("click", async () => {
+        confirm.setAttribute("aria-disabled", "true");
+        cancel.setAttribute("aria-disabled", "true");
+        confirm.prepend(h("span", { class: "ac-spinner", "aria-hidden": "true" }));
+        const ok = await this.remove(item);
+        this.editing = null;
+        if (!ok) this.showError("The conversation could not be deleted.");
+        this.render();
+        if (ok) this.ui["threads-new"].focus();
+      });
+      row.replaceChildren(box);
+      cancel.focus();
+    }
+
+    async remove(item) {
+      try {
+        const response = await this.request(`threads/${encodeURIComponent(item.thread_id)}`, { method: "DELETE" });
+        if (!response.ok && response.status !== 404) return false; // already gone is gone
+        this.items = this.items.filter((other) => other.thread_id !== item.thread_id);
+        this.announce(`Deleted ${ConversationList.titleOf(item)}`);
+        this.refresh();
+        if (item.thread_id === this.current()) this.startNew();
+        return true;
+      } catch {
+        return false;
+      }
+    }
+  }
+
   // -- the element --------------------------------------------------------------------------------
 
   // The shadow tree. Accessibility: the panel is a named region; the log has role="log" but is
@@ -472,7 +765,21 @@
     <link rel="stylesheet" data-href="components.css">
     <link rel="stylesheet" data-href="agora-chat.css">
     <section class="ac" part="panel" data-slot="panel">
+      <nav class="ac-threads" data-slot="threads" aria-label="Conversations" hidden>
+        <div class="ac-threads__head">
+          <h2 class="ac-threads__title">Conversations</h2>
+          <button type="button" class="ac-iconbtn ac-threads__close" data-slot="threads-close" aria-label="Close the conversations"></button>
+        </div>
+        <button type="button" class="ac-btn ac-btn--secondary ac-threads__new" data-slot="threads-new">New conversation</button>
+        <p class="ac-threads__error" data-slot="threads-error" role="alert" hidden></p>
+        <ul class="ac-threads__list" data-slot="threads-list"></ul>
+        <p class="ac-threads__empty" data-slot="threads-empty" hidden>Your conversations will be listed here.</p>
+        <button type="button" class="ac-linkbtn ac-threads__more" data-slot="threads-more" hidden>Show older</button>
+      </nav>
+      <div class="ac-scrim" data-slot="scrim" hidden></div>
       <header class="ac-header">
+        <button type="button" class="ac-iconbtn ac-threads-toggle" data-slot="threads-toggle" aria-label="Conversations"
+          aria-expanded="false" hidden></button>
         <div class="ac-avatar" data-slot="avatar"></div>
         <div class="ac-heading">
           <h2 class="ac-title" data-slot="title"></h2>
@@ -517,7 +824,9 @@
   let instances = 0;
 
   class AgoraChat extends HTMLElement {
-    static observedAttributes = ["endpoint", "src", "token", "thread", "title", "welcome", "prompts", "accent", "logo"];
+    static observedAttributes = [
+      "endpoint", "src", "token", "thread", "title", "welcome", "prompts", "accent", "logo", "layout",
+    ];
 
     // connection
     #ws = null;
@@ -557,6 +866,7 @@
     #uid = "";
     #ids = 0;
     #ui = {};
+    #threads = null; // the conversations list (the full-page layout)
 
     constructor() {
       super();
@@ -572,6 +882,21 @@
       this.#ui.send.append(icon("send"));
       this.#ui.stop.prepend(icon("stop"));
       this.#ui.jump.prepend(icon("arrowDown"));
+      this.#ui["threads-toggle"].append(icon("menu"));
+      this.#ui["threads-close"].append(icon("cross"));
+      this.#ui["threads-new"].prepend(icon("plus"));
+      this.#ui.threads.id = `${uid}-threads`;
+      this.#ui["threads-toggle"].setAttribute("aria-controls", this.#ui.threads.id);
+      this.#threads = new ConversationList(this.#ui, {
+        request: (path, options) => this.#request(path, options),
+        open: (threadId) => this.#openThread(threadId),
+        startNew: () => {
+          this.#showThreads(false);
+          this.newConversation();
+        },
+        current: () => this.#threadId,
+        announce: (text) => this.#announce(text),
+      });
       this.#bindUi();
       this.#applyWelcome();
     }
@@ -628,6 +953,7 @@
       this.#cache?.clear();
       this.#resetConversation();
       this.#threadId = this.getAttribute("thread") || null;
+      this.#threads.markCurrent();
       this.#reconnectNow();
       this.focusInput();
     }
@@ -643,6 +969,7 @@
       this.#linkStylesheets();
       this.#applyTitle();
       this.#applyBrand();
+      this.#applyLayout();
       this.#stopped = false;
       if (!this.#loaded) this.#loadConversation();
       if (this.#approvals.size) this.#ticker ||= setInterval(() => this.#refreshExpiries(), 30_000);
@@ -654,6 +981,7 @@
       this.#stopped = true;
       window.removeEventListener("pagehide", this.#flushSave);
       this.#flushSave();
+      this.#threads.stop();
       clearTimeout(this.#retryTimer);
       clearInterval(this.#ticker);
       this.#ticker = 0;
@@ -681,6 +1009,9 @@
         case "logo":
           this.#applyLogo();
           return;
+        case "layout":
+          this.#applyLayout();
+          return;
         default:
           break;
       }
@@ -700,6 +1031,7 @@
           this.#resetConversation();
           this.#loadConversation();
           this.#reconnectNow();
+          this.#applyLayout();
           break;
         default:
           break;
@@ -843,6 +1175,10 @@
       this.#frames.push(frame);
       this.#apply(frame);
       this.#scheduleSave();
+      // A new conversation appears with its first run; every run moves its conversation to the top.
+      if ((frame.type === "run-started" || frame.type === "run-finished") && this.#listsThreads()) {
+        this.#threads.refresh();
+      }
       this.#emit("agora-event", frame);
     }
 
@@ -874,6 +1210,7 @@
       if (!this.#cache) this.#cache = new TranscriptCache(this.#cacheKey());
       this.#scheduleSave();
       this.#updateComposer();
+      if (this.#listsThreads()) this.#threads.refresh(0);
       const { thread_id, actor: who, agent } = frame;
       const restored = frame.restored !== false;
       this.#emit("agora-welcome", { thread_id, actor: who, agent, demo: !!frame.demo, restored });
@@ -1535,6 +1872,69 @@
       this.#scrollToEnd(stick); // the line just added must not hide below the fold
     }
 
+    /** A request to the gateway's HTTP API (`path` below `/agent/`) with the person's credentials. */
+    #request(path, { method = "GET", json } = {}) {
+      const base = this.#endpoint();
+      base.protocol = base.protocol === "wss:" ? "https:" : "http:";
+      const url = new URL(path, base);
+      const headers = {};
+      const token = this.getAttribute("token");
+      if (token) headers.Authorization = `Bearer ${token}`;
+      if (json !== undefined) headers["Content-Type"] = "application/json";
+      const credentials = url.origin === location.origin ? "same-origin" : "include";
+      const body = json !== undefined ? JSON.stringify(json) : undefined;
+      return fetch(url, { method, headers, body, credentials });
+    }
+
+    /** The conversations list is offered: the full-page layout, without a fixed thread. */
+    #listsThreads() {
+      return this.getAttribute("layout") === "page" && !this.getAttribute("thread");
+    }
+
+    #applyLayout() {
+      const on = this.#listsThreads();
+      this.#ui.threads.hidden = !on;
+      this.#ui["threads-toggle"].hidden = !on;
+      this.#ui.panel.classList.toggle("ac--threads", on);
+      if (!on) {
+        this.#showThreads(false);
+        this.#threads.stop();
+        return;
+      }
+      if (this.isConnected) this.#threads.start();
+      if (this.isConnected && this.#welcomed) this.#threads.refresh(0);
+    }
+
+    /** On a narrow screen the list is a drawer over the chat: open it, or close it (the focus goes back). */
+    #showThreads(open) {
+      const panel = this.#ui.panel;
+      const was = panel.hasAttribute("data-threads-open");
+      panel.toggleAttribute("data-threads-open", open);
+      this.#ui.scrim.hidden = !open;
+      this.#ui["threads-toggle"].setAttribute("aria-expanded", String(open));
+      if (open && !was) {
+        (this.#ui["threads-list"].querySelector("[aria-current]") || this.#ui["threads-new"]).focus();
+      } else if (!open && was && this.#ui.threads.contains(this.shadowRoot.activeElement)) {
+        this.#ui["threads-toggle"].focus();
+      }
+    }
+
+    /** Show another conversation: its history comes from the gateway, as on a reconnect. */
+    #openThread(threadId) {
+      this.#showThreads(false);
+      if (threadId === this.#threadId) {
+        this.focusInput();
+        return;
+      }
+      this.#flushSave();
+      this.#cache?.clear();
+      this.#resetConversation();
+      this.#threadId = threadId;
+      this.#threads.markCurrent();
+      this.#reconnectNow();
+      this.focusInput();
+    }
+
     /** Fill in what was typed elsewhere: the k-th `run-started` of a thread goes with its k-th user message. */
     #lookUpUserTexts() {
       if (this.#historyLookup || !this.#threadId) return;
@@ -1671,6 +2071,17 @@
       });
       stop.addEventListener("click", () => this.#stop());
       this.#ui.new.addEventListener("click", () => this.newConversation());
+      this.#ui["threads-toggle"].addEventListener("click", () => {
+        this.#showThreads(!this.#ui.panel.hasAttribute("data-threads-open"));
+      });
+      this.#ui["threads-close"].addEventListener("click", () => this.#showThreads(false));
+      this.#ui.scrim.addEventListener("click", () => this.#showThreads(false));
+      this.#ui.threads.addEventListener("keydown", (event) => {
+        if (event.key === "Escape" && this.#ui.panel.hasAttribute("data-threads-open")) {
+          event.preventDefault();
+          this.#showThreads(false);
+        }
+      });
       jump.addEventListener("click", () => {
         this.#scrollToEnd(true);
         this.focusInput();

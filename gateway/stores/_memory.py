@@ -9,12 +9,14 @@ import time
 from collections import OrderedDict, defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from .._errors import ThreadBusyError, ThreadForbiddenError, ThreadNotFoundError, ThreadParkedError
 from ..events import RunEvent, now_iso
 from ..models import AssistantMessage, ToolMessage, UserMessage
 from ._records import (
+    TITLE_CHARS,
     ApprovalRecord,
     ApprovalState,
     Batch,
@@ -23,6 +25,7 @@ from ._records import (
     PreflightEntry,
     RunRecord,
     ThreadRecord,
+    ThreadSummary,
     ToolSettledEntry,
 )
 from ._tail import Subscriber, follow
@@ -46,9 +49,24 @@ class _Thread:
     remembered: set[str] = field(default_factory=set)
     pending: set[str] = field(default_factory=set)
     """Tool call ids of the thread's pending approvals."""
-    approvals: set[str] = field(default_factory=set)
-    """Tool call ids of all the thread's approvals."""
+    approvals: dict[str, None] = field(default_factory=dict)
+    """Tool call ids of all the thread's approvals, oldest first."""
     subscribers: set[Subscriber] = field(default_factory=set)
+    active: float = field(default_factory=lambda: time.time())  # looked up when called: a test may fix the clock
+    """When the thread was last written to (a turn begun, an event written), UNIX seconds."""
+    title: str | None = None
+    """The name its owner gave it, if any."""
+
+    def summary(self) -> ThreadSummary:
+        first = next((m.content for m in self.messages if isinstance(m, UserMessage)), None)
+        return ThreadSummary(
+            thread_id=self.record.thread_id,
+            title=self.title if self.title is not None else (first[:TITLE_CHARS] if first else None),
+            channel=self.record.channel,
+            created_at=self.record.created_at,
+            last_activity=datetime.fromtimestamp(self.active, UTC).isoformat(timespec="milliseconds"),
+            last_activity_ts=self.active,
+        )
 
 
 class MemoryStore:
@@ -77,6 +95,8 @@ class MemoryStore:
         self._channel: dict[str, tuple[Any, float | None]] = {}
         self._channel_writes = 0
         self._waiting_subscribers: dict[str, set[Subscriber]] = defaultdict(set)
+        self._owned: dict[str, set[str]] = defaultdict(set)
+        """Thread ids by their owner's key (``list_threads``)."""
 
     # -- threads, runs, journal, history -----------------------------------------------------------
 
@@ -98,11 +118,7 @@ class MemoryStore:
         """Start ``run`` atomically and apply ``batch``."""
         state = self._threads.get(thread.thread_id)
         if state is None:
-            state = _Thread(record=thread.model_copy())
-            state.subscribers = self._waiting_subscribers.pop(thread.thread_id, set())
-            self._threads[thread.thread_id] = state
-            if len(self._threads) > self.max_threads:
-                self._evict()
+            state = self._create(thread)
         else:
             self._threads.move_to_end(thread.thread_id)
         if state.record.owner_key != thread.owner_key:
@@ -113,6 +129,7 @@ class MemoryStore:
             raise ThreadParkedError(f"A run on thread {thread.thread_id!r} waits for an approval")
         state.running = run.run_id
         state.runs.append(run.run_id)
+        state.active = time.time()
         run.first_seq = len(state.events) + 1
         run.status = "running"
         self._leases[run.run_id] = (lease_owner, time.time() + lease_ttl)
@@ -120,6 +137,15 @@ class MemoryStore:
         events = self._apply(state, batch)
         history = state.messages[-history_limit:] if history_limit is not None else list(state.messages)
         return Begun(events=events, history=history)
+
+    def _create(self, thread: ThreadRecord) -> _Thread:
+        state = _Thread(record=thread.model_copy())
+        state.subscribers = self._waiting_subscribers.pop(thread.thread_id, set())
+        self._threads[thread.thread_id] = state
+        self._owned[thread.owner_key].add(thread.thread_id)
+        if len(self._threads) > self.max_threads:
+            self._evict()
+        return state
 
     def _evict(self) -> None:
         """Forget the least recently active idle threads until ``max_threads`` remain."""
@@ -130,24 +156,30 @@ class MemoryStore:
             state = self._threads[thread_id]
             if state.running is not None or state.pending or state.subscribers:
                 continue
-            del self._threads[thread_id]
-            for run_id in state.runs:
-                self._runs.pop(run_id, None)
-                self._journals.pop(run_id, None)
-                self._leases.pop(run_id, None)
-            for call_id in state.approvals:
-                self._approvals.pop(call_id, None)
+            self._forget(thread_id)
             excess -= 1
+
+    def _forget(self, thread_id: str) -> _Thread:
+        """Drop the thread with its runs, journals, leases and approvals; answer what it was."""
+        state = self._threads.pop(thread_id)
+        owned = self._owned.get(state.record.owner_key)
+        if owned is not None:
+            owned.discard(thread_id)
+            if not owned:
+                del self._owned[state.record.owner_key]
+        for run_id in state.runs:
+            self._runs.pop(run_id, None)
+            self._journals.pop(run_id, None)
+            self._leases.pop(run_id, None)
+        for call_id in state.approvals:
+            self._approvals.pop(call_id, None)
+        return state
 
     async def ensure_thread(self, thread: ThreadRecord) -> ThreadRecord:
         """Create ``thread`` unless it exists; answer the stored one."""
         state = self._threads.get(thread.thread_id)
         if state is None:
-            state = _Thread(record=thread.model_copy())
-            state.subscribers = self._waiting_subscribers.pop(thread.thread_id, set())
-            self._threads[thread.thread_id] = state
-            if len(self._threads) > self.max_threads:
-                self._evict()
+            state = self._create(thread)
         return state.record.model_copy()
 
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -173,6 +205,8 @@ class MemoryStore:
             event.seq = len(state.events) + 1  # events are the writer's own, fresh objects
             state.events.append(event)
             written.append(event)
+        if written:
+            state.active = time.time()
         if batch.run is not None:
             # The writer's own record is kept, not a copy: it writes every change it makes (a
             # write has no await before this point, so readers never see a half-made step), and
@@ -188,7 +222,7 @@ class MemoryStore:
         state.messages.extend(batch.messages)
         for approval in batch.approvals:
             self._approvals[approval.tool_call_id] = approval.model_copy()
-            state.approvals.add(approval.tool_call_id)
+            state.approvals[approval.tool_call_id] = None
             if approval.status == "pending":
                 state.pending.add(approval.tool_call_id)
         for subscriber in state.subscribers:
@@ -204,6 +238,53 @@ class MemoryStore:
         """The thread's history, in order."""
         state = self._threads.get(thread_id)
         return list(state.messages) if state else []
+
+    # -- threads as data their owner controls ------------------------------------------------------
+
+    async def list_threads(
+        self, owner_key: str, *, before: tuple[float, str] | None = None, limit: int = 20
+    ) -> list[ThreadSummary]:
+        """The owner's threads, newest activity first, after ``before`` (a previous page's last pair)."""
+        if limit <= 0:
+            return []
+        lines = sorted(((self._threads[t].active, t) for t in self._owned.get(owner_key, ())), reverse=True)
+        if before is not None:
+            lines = [line for line in lines if line < before]
+        return [self._threads[thread_id].summary() for _, thread_id in lines[:limit]]
+
+    async def rename_thread(self, thread_id: str, title: str | None) -> bool:
+        """Give the thread ``title`` (``None``: its first message again)."""
+        state = self._threads.get(thread_id)
+        if state is None:
+            return False
+        state.title = title
+        return True
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Erase the thread with its runs, journals, leases, approvals and remembered tools.
+
+        Its live tails stay attached to the id: a thread created again under it reaches them.
+        """
+        if thread_id not in self._threads:
+            return False
+        state = self._forget(thread_id)
+        if state.subscribers:
+            self._waiting_subscribers[thread_id].update(state.subscribers)
+        return True
+
+    async def idle_threads(self, before_ts: float, limit: int = 100) -> list[str]:
+        """Ids of threads last written to before ``before_ts``, oldest first."""
+        idle = sorted(
+            (state.active, thread_id) for thread_id, state in self._threads.items() if state.active < before_ts
+        )
+        return [thread_id for _, thread_id in idle[: max(limit, 0)]]
+
+    async def thread_approvals(self, thread_id: str) -> list[ApprovalRecord]:
+        """Every approval of the thread, settled or pending, oldest first."""
+        state = self._threads.get(thread_id)
+        if state is None:
+            return []
+        return [self._approvals[call_id].model_copy() for call_id in state.approvals if call_id in self._approvals]
 
     # -- the event log ------------------------------------------------------------------------------
 

@@ -117,8 +117,10 @@ class Store(Protocol):
         ...
 
     async def delete_thread(self, thread_id: str) -> bool:
-        """Erase the thread and everything of it: messages, events, runs and their journals and
-        leases, approvals (and what they remember), channel state is not the thread's.
+        """Erase the thread and everything of it.
+
+        Its messages, events, runs and their journals and leases, approvals (and what they
+        remember); channel state is not the thread's.
 
         The caller cancels a running run first; a write after the erasure finds no thread.
         ``False`` when there was no such thread.

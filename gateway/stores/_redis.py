@@ -14,13 +14,15 @@ demoted master); the call that meets the failover raises ``StoreUnavailableError
 
 Cluster: every script touches the keys of one thread, which share the ``{thread_id}`` hash tag,
 and global index updates are separate commands beside the script, so the layout shards by
-thread. Live events use classic PUBLISH, which a cluster delivers on every node. Passing a
-cluster client is not supported yet: redis-py's asyncio cluster client has no pub/sub.
+thread. What crosses slots is only ever those index commands (one key each): the run and approval
+ids, the lease and expiry indexes, an owner's list of threads and the activity index; erasing a
+thread is one script on its slot, then its index entries (``_redis_threads``). Live events use
+classic PUBLISH, which a cluster delivers on every node. Passing a cluster client is not
+supported yet: redis-py's asyncio cluster client has no pub/sub.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import os
@@ -49,6 +51,7 @@ from ._records import (
     PreflightEntry,
     RunRecord,
     ThreadRecord,
+    ThreadSummary,
     ToolSettledEntry,
 )
 from ._redis_batch import Command, CommandBatcher
@@ -70,6 +73,7 @@ from ._redis_layout import (
     run_parts,
 )
 from ._redis_scripts import APPLY, APPROVALS, CHANNEL_IF, CLAIM, LEASE_STATE, RECONCILE, RENEW, SETTLE, run_scripts
+from ._redis_threads import RedisThreads
 from ._tail import Subscriber, follow
 
 _MAX_SEQ = 2**53
@@ -151,6 +155,7 @@ class RedisStore:
             heartbeat=heartbeat,
             subscribe_timeout=subscribe_timeout,
         )
+        self._threads = RedisThreads(self._client, self._batcher.send, self._keys, self._guard)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r}, prefix={self.prefix!r})"
@@ -191,7 +196,9 @@ class RedisStore:
             pipe.hsetnx(key, "record", thread.model_dump_json())
             pipe.hget(key, "record")
             *_, raw = await pipe.execute()
-        return ThreadRecord.model_validate_json(raw)
+            stored = ThreadRecord.model_validate_json(raw)
+            await self._threads.index_ensured(thread, stored)
+        return stored
 
     async def begin_run(
         self,
@@ -230,13 +237,17 @@ class RedisStore:
             extra=extra,
         )
         if first < 0:
+            undo = [("ZREM", self._keys.leases, member), ("DEL", run_index)]
+            if first == -2:  # someone else's thread: it does not go in this owner's list
+                undo.append(self._threads.refused_begin(thread.thread_id, thread.owner_key))
             async with self._guard():
-                await asyncio.gather(self._call("ZREM", self._keys.leases, member), self._call("DEL", run_index))
+                await run_scripts(self._batcher.send, undo, [])
             if first == -2:
                 raise ThreadForbiddenError(f"Thread {thread.thread_id!r} belongs to another actor")
             if first == -4:
                 raise ThreadParkedError(f"A run on thread {thread.thread_id!r} waits for an approval")
             raise ThreadBusyError(f"A run is already running on thread {thread.thread_id!r}")
+        self._threads.remember_owner(thread.thread_id, thread.owner_key)
         items = results[-1]
         history = MESSAGE_ADAPTER.validate_json(json_array(items)) if items else []
         return Begun(events=self._written(batch.events, first), history=history)
@@ -293,6 +304,7 @@ class RedisStore:
         run_id = run.run_id if run is not None else ""
         head, rest = run_parts(run, begin=begin is not None) if run is not None else ("", "")
         owner, thread_json, lease_owner, lease_ms = begin or ("", "", "", 0)
+        now = repr(time.time())
         keys = [
             self._keys.thread(thread_id, "thread"),
             self._keys.thread(thread_id, "events"),
@@ -303,6 +315,7 @@ class RedisStore:
             self._keys.thread(thread_id, f"lease:{run_id}"),
             self._keys.thread(thread_id, "approvals"),
             self._keys.thread(thread_id, "pending"),
+            self._keys.thread(thread_id, "approval-order"),
         ]
         args: list[Any] = [
             self._keys.thread(thread_id, "live"),
@@ -321,15 +334,23 @@ class RedisStore:
             "\n".join([approval_json(approval) for approval in batch.approvals]),
             json.dumps([approval.tool_call_id for approval in batch.approvals]) if batch.approvals else "",
             batch.write_id or _name_write(batch),
+            now,
         ]
+        if begin is not None:
+            index = self._threads.index_begin(thread_id, owner, now)
+        elif batch.events:
+            index = self._threads.index_write(thread_id, run.actor.key if run is not None else None, now)
+        else:
+            index = []
         async with self._guard():
-            if not extra and not batch.approvals:
+            if not extra and not batch.approvals and not index:
                 return int(await APPLY(self._call, keys, args)), []
             commands: list[Command] = [APPLY.command(keys, args)]
             for approval in batch.approvals:
                 commands.append(("SET", self._keys.approval_index(approval.tool_call_id), thread_id))
                 member = index_member(thread_id, approval.tool_call_id)
                 commands.append(("ZADD", self._keys.approval_expiry, approval.expires_ts, member))
+            commands.extend(index)
             commands.extend(extra)
             results = await run_scripts(self._batcher.send, commands, [APPLY])
             return int(results[0]), results
@@ -367,6 +388,34 @@ class RedisStore:
         async with self._guard():
             items = await self._call("LRANGE", self._keys.thread(thread_id, "messages"), 0, -1)
         return MESSAGE_ADAPTER.validate_json(json_array(items)) if items else []
+
+    # -- threads as data their owner controls (``_redis_threads``) ---------------------------------
+
+    async def list_threads(
+        self, owner_key: str, *, before: tuple[float, str] | None = None, limit: int = 20
+    ) -> list[ThreadSummary]:
+        """The owner's threads, newest activity first, after ``before`` (a previous page's last pair)."""
+        return await self._threads.list_threads(owner_key, before, limit)
+
+    async def rename_thread(self, thread_id: str, title: str | None) -> bool:
+        """Give the thread ``title`` (``None``: its first message again)."""
+        return await self._threads.rename_thread(thread_id, title)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Erase the thread: its keys in one script, then its index entries.
+
+        Raises:
+            ThreadBusyError: Runs kept beginning on the thread while it was being erased.
+        """
+        return await self._threads.delete_thread(thread_id)
+
+    async def idle_threads(self, before_ts: float, limit: int = 100) -> list[str]:
+        """Ids of threads last written to before ``before_ts``, oldest first."""
+        return await self._threads.idle_threads(before_ts, limit)
+
+    async def thread_approvals(self, thread_id: str) -> list[ApprovalRecord]:
+        """Every approval of the thread, settled or pending, oldest first."""
+        return await self._threads.thread_approvals(thread_id)
 
     # -- the event log ------------------------------------------------------------------------------
 
@@ -425,7 +474,11 @@ class RedisStore:
             # The index may now point at a run that did not become ours: a check corrects it.
             commands = [CLAIM.command(keys, args), ("ZADD", self._keys.leases, time.time() * 1000 + lease_ms, member)]
             raw = (await run_scripts(self._batcher.send, commands, [CLAIM]))[0]
-        return RunRecord.model_validate_json(raw) if raw is not None else None
+        if raw is None:
+            return None
+        claimed = RunRecord.model_validate_json(raw)
+        self._threads.remember_owner(thread_id, claimed.actor.key)
+        return claimed
 
     async def renew_lease(self, thread_id: str, run_id: str, *, owner: str, ttl: float) -> bool:
         """Extend the lease (compare and set on its owner); ``False`` when ``owner`` lost it.

@@ -4,7 +4,8 @@ Key layout (``P`` is the prefix, ``agora`` by default). The keys of one thread s
 ``{thread_id}``, so a Redis Cluster keeps a thread on one node and every script touches one slot::
 
     P:{t}:thread            hash: record (JSON), owner, seq (last event), running (run id),
-                            approvals (insertion counter)
+                            approvals (insertion counter), active (last write, UNIX s),
+                            title (the name its owner gave it)
     P:{t}:events            stream: one entry per event, id ``<seq>-0``, field ``e`` = event JSON
     P:{t}:live              pub/sub channel: each write publishes its events as a JSON array
     P:{t}:messages          list of history messages (JSON)
@@ -14,6 +15,7 @@ Key layout (``P`` is the prefix, ``agora`` by default). The keys of one thread s
     P:{t}:lease:<run>       string: the lease owner, expiring (PX) with the lease
     P:{t}:approvals         hash: tool call id -> approval (JSON, with a settle-fields head)
     P:{t}:pending           sorted set: pending approvals' tool call ids, oldest first
+    P:{t}:approval-order    sorted set: every approval's tool call id, oldest first
     P:{t}:remembered        set: tools approved without asking in this thread
 
 Global keys (one per id, so they shard too), written in the same round trip as the script:
@@ -22,17 +24,25 @@ Global keys (one per id, so they shard too), written in the same round trip as t
     P:approval:<id>         string: thread id (tool call ids are global)
     P:leases                sorted set: [thread, run] -> when to check the lease (ms)
     P:approval-expiry       sorted set: [thread, tool call id] -> expiry (s)
+    P:owner:<sha256>        sorted set: thread id -> last activity (s), one per owner (the SHA-256
+                            of the owner's ``Actor.key``): the owner's list of threads
+    P:activity              sorted set: thread id -> last activity (s): retention's index
     P:confirm:<hash>        claimed confirm token (expires with the token)
     P:channel:<key>         channel state (JSON)
 
-The two sorted sets are indexes, not truth: the thread's keys are. A reader checks candidates
+The sorted sets are indexes, not truth: the thread's keys are. A reader checks candidates
 against the thread's keys and corrects the index only where nobody changed it since it looked
 (``RECONCILE``), so an index that lags (a renewal, a crash between two commands) costs a check,
-never a lost run.
+never a lost run. The activity indexes are created beside ``begin_run`` (and ``ensure_thread``)
+and moved beside every write of events (``ZADD XX``: a write never adds a thread to them, so
+a write that finds no thread leaves nothing behind); an owner's index moves with the writes
+that name the owner (those carrying a run record, or of a thread this process began or
+claimed), the rest of the time with the run's next such write.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,6 +97,15 @@ class RedisKeys:
     def approval_expiry(self) -> str:
         """The approval index: when each pending approval lapses."""
         return f"{self.prefix}:approval-expiry"
+
+    def owner_threads(self, owner_key: str) -> str:
+        """The owner's threads by last activity (the key names a hash: an owner key may hold anything)."""
+        return f"{self.prefix}:owner:{hashlib.sha256(owner_key.encode('utf-8', 'surrogatepass')).hexdigest()}"
+
+    @property
+    def activity(self) -> str:
+        """Every thread by last activity (retention)."""
+        return f"{self.prefix}:activity"
 
     def confirm_token(self, token_hash: str) -> str:
         """A claimed confirm token."""

@@ -2,6 +2,8 @@
 
 Every script touches the keys of ONE thread only (they share the ``{thread_id}`` hash tag, so on a
 Redis Cluster they live in one slot), except ``RECONCILE``, which touches one global sorted set.
+Each names every key it touches in ``KEYS``: ``ERASE`` is given the journal and lease of each run
+the caller read, and refuses when the thread's runs are no longer those.
 Global indexes are never written from a script: the store pipelines them beside the script call.
 
 Records that a script must change are stored with a fixed *head*: a JSON fragment at the start of
@@ -27,8 +29,10 @@ __all__ = [
     "APPROVALS",
     "CHANNEL_IF",
     "CLAIM",
+    "ERASE",
     "LEASE_STATE",
     "RECONCILE",
+    "RENAME",
     "RENEW",
     "SETTLE",
     "Call",
@@ -114,12 +118,13 @@ APPLY = LuaScript(
     r"""
 -- Begin a run or apply one step's batch on a thread, atomically.
 -- KEYS: 1 thread hash, 2 event stream, 3 messages, 4 runs hash, 5 run order,
---       6 journal of the run, 7 lease of the run, 8 approvals hash, 9 pending approvals
+--       6 journal of the run, 7 lease of the run, 8 approvals hash, 9 pending approvals,
+--       10 the order of all approvals
 -- ARGV: 1 channel, 2 mode (begin|write), 3 run id ('' = none), 4 run head, 5 run rest,
 --       6 release (1|0), 7 owner id, 8 thread record, 9 lease owner, 10 lease ms,
 --       11 events (JSON without seq), 12 journal entries, 13 messages, 14 approvals, each a
 --       newline-joined list (compact JSON never holds a raw newline), 15 approval ids (JSON array),
---       16 this write's id (32 hex digits).
+--       16 this write's id (32 hex digits), 17 now (UNIX seconds: the thread's last activity).
 -- Returns the seq of the first event (last seq + 1 when there are none), or
 -- -1 no such thread, -2 someone else's thread, -3 a run is running, -4 a run waits for an approval.
 --
@@ -149,7 +154,7 @@ if mode == 'begin' then
   if redis.call('ZCARD', KEYS[9]) > 0 then
     return -4
   end
-  redis.call('HSET', thread, 'running', run_id)
+  redis.call('HSET', thread, 'running', run_id, 'active', ARGV[17])
   redis.call('RPUSH', KEYS[5], run_id)
   redis.call('SET', KEYS[7], ARGV[9], 'PX', ARGV[10])
 elseif redis.call('EXISTS', thread) == 0 then
@@ -187,7 +192,7 @@ for k = 1, #bodies do
   redis.call('XADD', KEYS[2], seq .. '-0', 'e', bodies[k])
 end
 if #bodies > 0 then
-  redis.call('HSET', thread, 'seq', seq)
+  redis.call('HSET', thread, 'seq', seq, 'active', ARGV[17])
 end
 if run_id ~= '' then
   local record = ARGV[4]
@@ -214,6 +219,9 @@ if ARGV[14] ~= '' then
     redis.call('HSET', KEYS[8], ids[k], approvals[k])
     if redis.call('ZSCORE', KEYS[9], ids[k]) == false then
       redis.call('ZADD', KEYS[9], redis.call('HINCRBY', thread, 'approvals', 1), ids[k])
+    end
+    if redis.call('ZSCORE', KEYS[10], ids[k]) == false then
+      redis.call('ZADD', KEYS[10], redis.call('HINCRBY', thread, 'approvals', 1), ids[k])
     end
   end
 end
@@ -361,5 +369,51 @@ if #ids == 0 then
   return {}
 end
 return redis.call('HMGET', KEYS[1], unpack(ids))
+""",
+)
+
+RENAME = LuaScript(
+    "rename",
+    r"""
+-- Name a thread, or drop its name, if the thread exists.
+-- KEYS: 1 thread hash; ARGV: 1 'set' | 'reset', 2 the title (for 'set')
+-- Returns 1 when the thread exists, else 0.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+if ARGV[1] == 'set' then
+  redis.call('HSET', KEYS[1], 'title', ARGV[2])
+else
+  redis.call('HDEL', KEYS[1], 'title')
+end
+return 1
+""",
+)
+
+ERASE = LuaScript(
+    "erase",
+    r"""
+-- Erase every key of a thread at once, if its runs are the ones the caller read.
+-- KEYS: 1 thread hash, 2 event stream, 3 messages, 4 runs hash, 5 run order, 6 approvals hash,
+--       7 pending approvals, 8 approval order, 9 remembered tools, then the journal and the
+--       lease of each run the caller read, in run order (two keys per run)
+-- ARGV: the run ids the caller read, in order
+-- Returns -1 when the thread's runs changed since (read them again), else
+-- {owner ('' when there was no thread), the tool call ids of its approvals}.
+local runs = redis.call('LRANGE', KEYS[5], 0, -1)
+if #runs ~= #ARGV then
+  return -1
+end
+for i = 1, #runs do
+  if runs[i] ~= ARGV[i] then
+    return -1
+  end
+end
+local owner = redis.call('HGET', KEYS[1], 'owner') or ''
+local approvals = redis.call('HKEYS', KEYS[6])
+for i = 1, #KEYS do
+  redis.call('DEL', KEYS[i])
+end
+return {owner, approvals}
 """,
 )

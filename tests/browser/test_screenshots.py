@@ -104,6 +104,7 @@ async def test_screenshots_of_the_page_layout_and_an_expanded_tool_line(
     turn = await chat.turn_ends(0)
     await chat.say("show my orders")
     await chat.turn_ends(1)
+    await expect(chat.root.locator(".ac-thread__title")).to_have_text(["Sales this month"])  # the list beside it
     await page.mouse.move(1, 1)
     for scheme in ("light", "dark"):
         await page.emulate_media(color_scheme=scheme)

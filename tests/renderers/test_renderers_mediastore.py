@@ -139,3 +139,44 @@ async def test_redis_backend_serves_media_to_another_process(redis_client: Redis
 async def test_redis_backend_needs_bytes_responses() -> None:
     with pytest.raises(UserError, match="decode_responses=False"):
         RedisMediaBackend(Redis(decode_responses=True))
+
+
+async def _forgets_a_threads_media_only(store: MediaStore) -> None:
+    mine = [await store.put(PNG, "image/png", thread_id="t-1") for _ in range(2)]
+    mine.append(await store.put(PNG, "application/pdf", thread_id="t-1", ttl=7200))
+    theirs = await store.put(PNG, "image/png", thread_id="t-2")
+    loose = await store.put(PNG, "image/png")
+    assert await store.forget_thread("t-1") == 3
+    for token in mine:
+        with pytest.raises(MediaTokenError) as raised:
+            await store.get(token)
+        assert raised.value.reason == "not_found"
+    assert (await store.get(theirs)).data == PNG
+    assert (await store.get(loose)).data == PNG
+    assert await store.forget_thread("t-1") == 0
+    assert await store.forget_thread("never") == 0
+
+
+async def test_a_threads_media_are_forgotten_with_it_in_memory() -> None:
+    backend = MemoryMediaBackend(max_bytes=20 * len(PNG))
+    store = MediaStore(SECRET, backend=backend)
+    await _forgets_a_threads_media_only(store)
+    # Items evicted for space leave the thread's index too: nothing of an evicted item is kept.
+    for _ in range(40):
+        await store.put(PNG, "image/png", thread_id="t-3")
+    assert len(backend._threads["t-3"]) == 20
+    assert await store.forget_thread("t-3") == 20
+    assert "t-3" not in backend._threads
+
+
+@pytest.mark.redis
+async def test_a_threads_media_are_forgotten_with_it_on_redis(redis_client: Redis, redis_prefix: str) -> None:
+    store = MediaStore(SECRET, ttl=120, backend=RedisMediaBackend(redis_client, prefix=redis_prefix))
+    await store.put(PNG, "image/png", thread_id="t-long", ttl=7200)
+    await store.put(PNG, "image/png", thread_id="t-long", ttl=60)  # a shorter item does not shorten the set
+    ttl = await redis_client.pttl(f"{redis_prefix}thread:t-long")
+    assert 7_100_000 < ttl <= 7_202_000
+    await _forgets_a_threads_media_only(store)
+    keys = {key.decode() async for key in redis_client.scan_iter(match=redis_prefix + "*", count=1000)}
+    assert f"{redis_prefix}thread:t-1" not in keys
+    assert len(keys) == 6  # t-2: an item and its set; the loose item; t-long: two items and its set

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import signal
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -16,11 +19,11 @@ from redis.crc import key_slot
 from gateway import StoreUnavailableError, ThreadNotFoundError
 from gateway.events import RunEvent
 from gateway.models import UserMessage
-from gateway.stores import Batch, RedisStore
+from gateway.stores import Batch, ModelStepEntry, RedisStore
 from gateway.stores._redis_batch import CommandBatcher
 from gateway.stores._redis_client import redact
 from gateway.stores._redis_layout import PENDING_HEAD, approval_head
-from gateway.stores._redis_scripts import SETTLE
+from gateway.stores._redis_scripts import ERASE, SETTLE
 
 from ._helpers import approval, begin, collect, delta, eventually, finish, new_run, thread_of
 from ._server import RedisServer, SentinelServer, free_port
@@ -50,11 +53,14 @@ async def test_a_threads_keys_share_its_hash_tag(redis_store: RedisStore, redis_
     }  # fmt: skip
     assert all(key.startswith(f"{prefix}:{{{thread_id}}}:") for key in thread_keys)
     assert len({key_slot(key.encode()) for key in thread_keys}) == 1
+    owner = hashlib.sha256(b"u1").hexdigest()
     assert set(keys) - set(thread_keys) == {
         f"{prefix}:run:{run.run_id}",
         f"{prefix}:approval:{record.tool_call_id}",
         f"{prefix}:leases",
         f"{prefix}:channel:k",
+        f"{prefix}:activity",
+        f"{prefix}:owner:{owner}",
     }
 
 
@@ -433,3 +439,58 @@ async def test_a_failing_command_fails_alone_and_bad_arguments_send_nothing(redi
         assert await batcher.call("EXISTS", f"{key}:none") == 0
     finally:
         await batcher.aclose()
+
+
+async def _members(client: redis.Redis, key: str) -> set[str]:
+    return {member.decode() for member in await client.zrange(key, 0, -1)}
+
+
+async def test_erasure_leaves_no_key_of_the_thread_behind(redis_store: RedisStore, redis_url: str, prefix: str) -> None:
+    run, _ = await begin(redis_store, "gone")
+    record, lapsed = approval(run), approval(run, expires_in=-1)
+    entry = ModelStepEntry(step=0, message_id="m1", text="x")
+    await redis_store.write("gone", Batch(run=run, approvals=[record, lapsed], journal=[entry], events=[delta(run)]))
+    await redis_store.settle_approval(record.tool_call_id, status="approved", decided_by="u1", via="web", remember=True)
+    kept, _ = await begin(redis_store, "kept")
+    await redis_store.rename_thread("gone", "a name")
+
+    assert await redis_store.delete_thread("gone") is True
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = {key.decode() async for key in client.scan_iter(match=f"{prefix}:*")}
+        assert not [key for key in keys if "gone" in key or run.run_id in key or record.tool_call_id in key]
+        assert not [key for key in keys if lapsed.tool_call_id in key]
+        assert await _members(client, f"{prefix}:activity") == {"kept"}
+        assert await _members(client, f"{prefix}:owner:{hashlib.sha256(b'u1').hexdigest()}") == {"kept"}
+        assert await _members(client, f"{prefix}:leases") == {json.dumps(["kept", kept.run_id], separators=(",", ":"))}
+        assert await client.zcard(f"{prefix}:approval-expiry") == 0
+    finally:
+        await client.aclose()
+
+
+async def test_index_entries_that_name_no_thread_are_dropped_by_their_readers(
+    redis_store: RedisStore, prefix: str
+) -> None:
+    """What a process that died between erasing a thread's keys and its index entries leaves."""
+    await begin(redis_store, "alive")
+    owner_index = f"{prefix}:owner:{hashlib.sha256(b'u1').hexdigest()}"
+    await redis_store.client.zadd(owner_index, {"ghost": time.time() + 5})
+    await redis_store.client.zadd(f"{prefix}:activity", {"ghost": 1.0})
+    # An activity entry behind the thread's own time (its index write was lost) is moved, not taken.
+    await redis_store.client.zadd(f"{prefix}:activity", {"alive": 2.0})
+
+    assert [line.thread_id for line in await redis_store.list_threads("u1")] == ["alive"]
+    assert await redis_store.client.zscore(owner_index, "ghost") is None
+    assert await redis_store.idle_threads(time.time() - 60) == []
+    assert await redis_store.client.zscore(f"{prefix}:activity", "ghost") is None
+    assert (await redis_store.client.zscore(f"{prefix}:activity", "alive") or 0) > time.time() - 60
+    assert await redis_store.idle_threads(time.time() + 60) == ["alive"]
+
+
+async def test_erasing_refuses_when_the_runs_changed_since_they_were_read(redis_store: RedisStore) -> None:
+    run, _ = await begin(redis_store, "busy")
+    keys = redis_store._threads._erased_keys("busy", [])
+    assert await ERASE(redis_store.client.execute_command, keys, []) == -1  # a run it was not told of
+    assert await redis_store.get_run(run.run_id) is not None
+    assert await redis_store.delete_thread("busy") is True

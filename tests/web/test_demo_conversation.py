@@ -127,17 +127,24 @@ async def test_a_text_only_client_gets_text_and_a_components_client_gets_props(m
     assert card["form"] == "props" and card["props"]["items"][0]["label"] == "Faro" and "html" not in card
 
 
-async def test_image_clients_share_one_stored_render_of_the_same_component(make_client: Any) -> None:
+async def test_image_clients_of_a_thread_share_one_stored_render_of_the_same_component(make_client: Any) -> None:
     client = await make_client()
     urls = []
+    threads = []
     for _ in range(2):
         ws = await connect(client, token=token_for(ALICE))
-        await ws.hello(ui_capabilities={"formats": ["image", "text"]})
+        threads.append((await ws.hello(ui_capabilities={"formats": ["image", "text"]}))["thread_id"])
         # The first PNG starts the render workers (weasyprint loads in each): allow for a busy machine.
         card = of_type(await ws.turn("weather in Lisbon", timeout=30), "ui")[0]
         assert card["form"] == "image" and card["media"][0]["mime"] == "image/png"
         urls.append(card["media"][0]["url"])
         await ws.ws.close()
-    assert urls[0] == urls[1]
+    # Another socket on the first thread (a reconnect, another tab) is given the same stored bytes;
+    # the other thread has its own, since erasing a thread erases its media.
+    again = await connect(client, token=token_for(ALICE))
+    await again.hello(thread_id=threads[0], after_seq=0, ui_capabilities={"formats": ["image", "text"]})
+    replayed = (await again.until_type("ui", timeout=30))[-1]
+    await again.ws.close()
+    assert replayed["media"][0]["url"] == urls[0] != urls[1]
     png = await client.get(URL(urls[0]).path)  # the gateway's public URL is not the test server's
     assert png.status == 200 and (await png.read()).startswith(b"\x89PNG")

@@ -1,0 +1,303 @@
+"""``RedisThreads``: a ``RedisStore``'s threads as data their owner controls.
+
+The list of an owner's threads, names, erasure, retention's idle threads and the export of a
+thread's approvals. The indexes (``P:owner:<sha256>``, ``P:activity``; see ``_redis_layout``)
+are written beside the store's own scripts (``index_begin``, ``index_write``); everything here
+reads them as candidates and checks each against the thread's keys.
+
+Erasure, in an order that never leaves a thread half visible:
+
+1. read the thread's run ids (and the index entries' scores);
+2. ``ERASE`` deletes every key of the thread at once, in one slot, if its runs are still those
+   (else read again): from here on every read of the thread answers empty or ``None``, and a
+   write to it finds no thread;
+3. the global entries go: each run's and approval's index key, their lease and expiry entries,
+   and the activity entries (only where nobody moved them since step 1: a thread begun again
+   under the same id in between keeps its own).
+
+A process that dies between 2 and 3 leaves index entries that name nothing: readers drop them
+as they meet them, and the run and approval index keys point at records that are gone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from redis.asyncio import Redis
+
+from .._errors import ThreadBusyError
+from ..models import MESSAGE_ADAPTER, UserMessage
+from ._records import TITLE_CHARS, ApprovalRecord, ThreadRecord, ThreadSummary
+from ._redis_batch import Command
+from ._redis_client import guarded
+from ._redis_layout import RedisKeys, as_text, index_member, json_array
+from ._redis_scripts import ERASE, RECONCILE, RENAME, Send, run_scripts
+
+__all__ = ["RedisThreads"]
+
+_OWNERS_KEPT = 4096
+"""Threads whose owner a process remembers (those it began or claimed a run of)."""
+
+_ERASE_TRIES = 8
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+
+
+def _score(value: float) -> str:
+    """A score as Redis reads it back: the shortest text of the float, so both sides agree."""
+    return repr(float(value))
+
+
+class RedisThreads:
+    """The thread-administration half of ``RedisStore`` (it delegates here).
+
+    Args:
+        client: The store's client.
+        send: The store's batched send.
+        keys: The store's key names.
+        guard: Makes a call's ``guarded`` scope (Redis failures as ``StoreUnavailableError``).
+    """
+
+    def __init__(self, client: Redis, send: Send, keys: RedisKeys, guard: Callable[[], guarded]) -> None:
+        self._client = client
+        self._send = send
+        self._keys = keys
+        self._guard = guard
+        self._owners: OrderedDict[str, str] = OrderedDict()
+
+    # -- index entries written beside the store's scripts -----------------------------------------
+
+    def remember_owner(self, thread_id: str, owner_key: str) -> None:
+        """Note the owner of a thread this process began or claimed a run of (its writes move its list)."""
+        self._owners[thread_id] = owner_key
+        self._owners.move_to_end(thread_id)
+        while len(self._owners) > _OWNERS_KEPT:
+            self._owners.popitem(last=False)
+
+    def index_begin(self, thread_id: str, owner_key: str, now: str) -> list[Command]:
+        """The index writes of a run begun at ``now`` (they create the thread's entries)."""
+        return [
+            ("ZADD", self._keys.activity, now, thread_id),
+            ("ZADD", self._keys.owner_threads(owner_key), now, thread_id),
+        ]
+
+    def index_write(self, thread_id: str, owner_key: str | None, now: str) -> list[Command]:
+        """The index writes of events written at ``now``: existing entries move, none is made.
+
+        ``owner_key`` is the run record's actor (runs are begun by their thread's owner only),
+        else the owner this process remembers, else unknown: then the owner's list moves with
+        the run's next write that names it.
+        """
+        owner_key = owner_key or self._owners.get(thread_id)
+        commands: list[Command] = [("ZADD", self._keys.activity, "XX", now, thread_id)]
+        if owner_key is not None:
+            commands.append(("ZADD", self._keys.owner_threads(owner_key), "XX", now, thread_id))
+        return commands
+
+    def refused_begin(self, thread_id: str, owner_key: str) -> Command:
+        """Take back the entry a begin refused as someone else's thread put in the caller's list."""
+        return ("ZREM", self._keys.owner_threads(owner_key), thread_id)
+
+    async def index_ensured(self, thread: ThreadRecord, stored: ThreadRecord) -> None:
+        """Give a thread ``ensure_thread`` answered its entries, if it is the caller's (``NX``: kept if there)."""
+        if stored.owner_key != thread.owner_key:
+            return
+        now = _score(time.time())
+        key = self._keys.thread(thread.thread_id, "thread")
+        pipe = self._client.pipeline(transaction=False)
+        pipe.hsetnx(key, "active", now)
+        pipe.zadd(self._keys.activity, {thread.thread_id: now}, nx=True)
+        pipe.zadd(self._keys.owner_threads(thread.owner_key), {thread.thread_id: now}, nx=True)
+        await pipe.execute()
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    async def list_threads(self, owner_key: str, before: tuple[float, str] | None, limit: int) -> list[ThreadSummary]:
+        """The owner's threads by ``(last activity, thread id)`` descending, after ``before``."""
+        if limit <= 0:
+            return []
+        index = self._keys.owner_threads(owner_key)
+        top = _score(before[0]) if before is not None else "+inf"
+        lines: list[ThreadSummary] = []
+        offset = 0
+        async with self._guard():
+            for _ in range(16):
+                want = limit - len(lines) + 8
+                rows = cast(
+                    list[tuple[bytes | str, float]],
+                    await self._client.zrevrangebyscore(index, top, "-inf", start=offset, num=want, withscores=True),
+                )
+                offset += len(rows)
+                candidates = [(as_text(member), score) for member, score in rows]
+                if before is not None:  # at the cursor's own time, only the ids below its id
+                    candidates = [(t, score) for t, score in candidates if (score, t) < before]
+                lines.extend(await self._summaries(index, owner_key, candidates))
+                if len(lines) >= limit or len(rows) < want:
+                    break
+        return lines[:limit]
+
+    async def _summaries(self, index: str, owner_key: str, candidates: list[tuple[str, float]]) -> list[ThreadSummary]:
+        """The candidates that are the owner's threads, as lines; entries naming no such thread are dropped."""
+        if not candidates:
+            return []
+        pipe = self._client.pipeline(transaction=False)
+        for thread_id, _ in candidates:
+            pipe.hmget(self._keys.thread(thread_id, "thread"), ["owner", "record", "title"])
+            pipe.lrange(self._keys.thread(thread_id, "messages"), 0, 0)
+        replies = await pipe.execute()
+        lines: list[ThreadSummary] = []
+        stale: list[Any] = []
+        for (thread_id, score), (owner, raw, title), first in zip(
+            candidates, replies[0::2], replies[1::2], strict=True
+        ):
+            if owner is None or raw is None or as_text(owner) != owner_key:
+                stale.extend([thread_id, _score(score), ""])
+                continue
+            record = ThreadRecord.model_validate_json(raw)
+            if title is None and first:
+                [message] = MESSAGE_ADAPTER.validate_json(json_array(first))
+                if isinstance(message, UserMessage) and message.content:
+                    title = message.content[:TITLE_CHARS]
+            lines.append(
+                ThreadSummary(
+                    thread_id=thread_id,
+                    title=as_text(title) if title is not None else None,
+                    channel=record.channel,
+                    created_at=record.created_at,
+                    last_activity=_iso(score),
+                    last_activity_ts=score,
+                )
+            )
+        if stale:
+            await RECONCILE(self._send_one, [index], stale)
+        return lines
+
+    async def _send_one(self, *command: Any) -> Any:
+        (result,) = await self._send([command])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def idle_threads(self, before_ts: float, limit: int) -> list[str]:
+        """Threads last written to before ``before_ts``, oldest first, each checked against its keys.
+
+        An entry naming no thread is dropped; one behind the thread's own time is moved to it.
+        """
+        if limit <= 0:
+            return []
+        idle: list[str] = []
+        seen = 0
+        async with self._guard():
+            for _ in range(8):
+                rows = cast(
+                    list[tuple[bytes | str, float]],
+                    await self._client.zrangebyscore(
+                        self._keys.activity, "-inf", f"({_score(before_ts)}", start=seen, num=limit, withscores=True
+                    ),
+                )
+                if not rows:
+                    break
+                pipe = self._client.pipeline(transaction=False)
+                for member, _ in rows:
+                    pipe.hmget(self._keys.thread(as_text(member), "thread"), ["owner", "active"])
+                corrections: list[Any] = []
+                for (member, score), (owner, active) in zip(rows, await pipe.execute(), strict=True):
+                    thread_id = as_text(member)
+                    if owner is None:
+                        corrections.extend([thread_id, _score(score), ""])
+                    elif active is not None and float(active) >= before_ts:
+                        corrections.extend([thread_id, _score(score), as_text(active)])
+                    else:
+                        idle.append(thread_id)
+                # Entries that stay (idle ones) are passed over next time round; the others moved.
+                seen = len(idle)
+                if corrections:
+                    await RECONCILE(self._send_one, [self._keys.activity], corrections)
+                if len(idle) >= limit or len(rows) < limit:
+                    break
+        return idle[:limit]
+
+    async def thread_approvals(self, thread_id: str) -> list[ApprovalRecord]:
+        """Every approval of the thread in the order written (those older than the order, by request time)."""
+        async with self._guard():
+            pipe = self._client.pipeline(transaction=False)
+            pipe.zrange(self._keys.thread(thread_id, "approval-order"), 0, -1)
+            pipe.hgetall(self._keys.thread(thread_id, "approvals"))
+            order, records = await pipe.execute()
+        by_id = {as_text(key): ApprovalRecord.model_validate_json(raw) for key, raw in records.items()}
+        ordered = [by_id.pop(as_text(call_id)) for call_id in order if as_text(call_id) in by_id]
+        older = sorted(by_id.values(), key=lambda a: (a.requested_at, a.tool_call_id))
+        return older + ordered
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    async def rename_thread(self, thread_id: str, title: str | None) -> bool:
+        """Name the thread (``None``: drop its name) if it exists."""
+        args = ["set", title] if title is not None else ["reset", ""]
+        async with self._guard():
+            done = await RENAME(self._send_one, [self._keys.thread(thread_id, "thread")], args)
+        return bool(done)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Erase every key of the thread, then its global entries (see the module's docstring)."""
+        async with self._guard():
+            for _ in range(_ERASE_TRIES):
+                pipe = self._client.pipeline(transaction=False)
+                pipe.hget(self._keys.thread(thread_id, "thread"), "owner")
+                pipe.lrange(self._keys.thread(thread_id, "run-order"), 0, -1)
+                pipe.zscore(self._keys.activity, thread_id)
+                owner, order, activity = await pipe.execute()
+                runs = [as_text(run_id) for run_id in order]
+                owner_index = self._keys.owner_threads(as_text(owner)) if owner is not None else None
+                commands: list[Command] = []
+                if owner_index is not None:
+                    commands.append(("ZSCORE", owner_index, thread_id))
+                commands.append(ERASE.command(self._erased_keys(thread_id, runs), runs))
+                *listed, erased = await run_scripts(self._send, commands, [ERASE])
+                if erased != -1:
+                    break
+            else:
+                raise ThreadBusyError(f"Thread {thread_id!r} kept changing while it was being erased; try again")
+            owner_seen, approvals = as_text(erased[0]), [as_text(call_id) for call_id in erased[1]]
+            await self._drop_entries(thread_id, runs, approvals, activity, owner_index, listed)
+        self._owners.pop(thread_id, None)
+        return owner_seen != ""
+
+    def _erased_keys(self, thread_id: str, runs: list[str]) -> list[str]:
+        names = ["thread", "events", "messages", "runs", "run-order", "approvals", "pending", "approval-order"]
+        keys = [self._keys.thread(thread_id, name) for name in [*names, "remembered"]]
+        for run_id in runs:
+            keys.append(self._keys.thread(thread_id, f"journal:{run_id}"))
+            keys.append(self._keys.thread(thread_id, f"lease:{run_id}"))
+        return keys
+
+    async def _drop_entries(
+        self,
+        thread_id: str,
+        runs: list[str],
+        approvals: list[str],
+        activity: float | None,
+        owner_index: str | None,
+        listed: list[Any],
+    ) -> None:
+        """The global entries of an erased thread: run and approval ids, leases, expiries, activity."""
+        commands: list[Command] = []
+        for run_id in runs:
+            commands.append(("DEL", self._keys.run_index(run_id)))
+            commands.append(("ZREM", self._keys.leases, index_member(thread_id, run_id)))
+        for call_id in approvals:
+            commands.append(("DEL", self._keys.approval_index(call_id)))
+            commands.append(("ZREM", self._keys.approval_expiry, index_member(thread_id, call_id)))
+        # Only entries nobody moved since they were read: a thread begun again meanwhile keeps its own.
+        if activity is not None:
+            commands.append(RECONCILE.command([self._keys.activity], [thread_id, _score(activity), ""]))
+        if owner_index is not None and listed and listed[0] is not None:
+            commands.append(RECONCILE.command([owner_index], [thread_id, as_text(listed[0]), ""]))
+        if commands:
+            await run_scripts(self._send, commands, [RECONCILE])
