@@ -23,9 +23,9 @@ from .._errors import SqlRefusedError, ToolFailed, UserError
 from .._presentation import ElsewhereView, ToolPresentation
 from .._tool import DescribeScope, Tool, ToolDescription, _check_presentation, define_tool
 from .._ui import UiComponent
-from ._dialects import PARAM_MARKS, SqlDialect, dialect_for
+from ._dialects import PARAM_MARKS, SqlDialect, dialect_for, is_denied_function
 from ._results import data_table, shape
-from ._runners import Fetched, Runner, runner_for
+from ._runners import Fetched, Reads, Runner, runner_for
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -191,13 +191,14 @@ class _DataTool:
                 raise SqlRefusedError("the caller may not query any table")
             if self.tenant_column is not None and ctx.actor.tenant_ref is None:
                 raise SqlRefusedError("the data is kept per tenant, and this caller belongs to none")
-            guarded = guard(input.sql, self.policy_for(schema, groups))
+            policy = self.policy_for(schema, groups)
+            guarded = guard(input.sql, policy)
         except SqlRefusedError as exc:
             logger.info("data tool %s refused a query: %s", self.name, exc.reason)
             raise
         value = self._tenant_value(schema, guarded.tables, ctx.actor.tenant_ref)
         sql, params = guarded.bind(self.paramstyle, value)
-        fetched = await self._run(sql, params)
+        fetched = await self._run(sql, params, self._reads(policy))
         return shape(
             fetched,
             sql=guarded.shown(self.paramstyle),
@@ -227,11 +228,18 @@ class _DataTool:
                 ) from None
         return tenant
 
-    async def _run(self, sql: str, params: Any) -> Fetched:
+    def _reads(self, policy: GuardPolicy) -> Reads:
+        denied = self.denied
+        return Reads(
+            tables=frozenset((t.schema.lower(), t.name.lower()) for t in policy.tables.values()),
+            denied_function=lambda name: is_denied_function(name, denied),
+        )
+
+    async def _run(self, sql: str, params: Any, reads: Reads) -> Fetched:
         scope = asyncio.timeout(self.timeout + _GRACE)
         try:
             async with scope:
-                return await self.runner.run(self.engine, sql, params, self.timeout)
+                return await self.runner.run(self.engine, sql, params, self.timeout, reads)
         except TimeoutError as exc:
             if scope.expired():
                 raise self._timed_out() from None

@@ -38,6 +38,7 @@ from typing import Any
 from sqlglot import Token, TokenType, exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError, SqlglotError, TokenError
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from .._errors import SqlRefusedError
 from ._dialects import PARAM_MARKS, SAFE_TABLE_FUNCTIONS, SqlDialect, is_denied_function
@@ -74,6 +75,10 @@ _PARAMETER_NODES: tuple[type[exp.Expression], ...] = tuple(
 )
 _SAFE_TABLE_FUNCTION_NODES = frozenset({"Unnest", "ExplodingGenerateSeries", "GenerateSeries", "JSONTable", "XMLTable"})
 """sqlglot's own nodes for the table functions of ``SAFE_TABLE_FUNCTIONS``."""
+_CLASS = re.compile(r"<class 'sqlglot\.[\w.]*?(\w+)'>")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""What a bare word sqlglot keeps as it was written (``LIMIT ALL``, a date part) may look like."""
+_TYPE_TEXT = re.compile(r"[A-Za-z0-9_ (),.\[\]<>]*")
 _TOKEN = re.compile(r"<Token token_type: TokenType\.\w+, text: (.*?), line: \d+, col: \d+.*?>")
 
 
@@ -167,7 +172,11 @@ def _guard(sql: str, policy: GuardPolicy) -> GuardedQuery:
             _qualify(node, table)
     limited = _limit(root, policy.max_rows)
     try:
-        text = root.sql(dialect=dialect.name, comments=False, unsupported_level=ErrorLevel.RAISE)
+        # Every identifier is written quoted (unquoted ones first folded as the dialect folds them):
+        # a name the database would read differently unquoted (SQLite takes "$1" for a parameter)
+        # can only be a name once it runs.
+        root = normalize_identifiers(root, dialect=dialect.name)
+        text = root.sql(dialect=dialect.name, comments=False, identify=True, unsupported_level=ErrorLevel.RAISE)
     except SqlglotError as exc:
         raise SqlRefusedError(f"the query could not be rewritten safely ({_one_line(str(exc))})") from None
     _verify(text, policy, token, placeholders)
@@ -188,7 +197,8 @@ def _statements(tokens: Sequence[Token]) -> list[list[Token]]:
     return [chunk for chunk in chunks if chunk]
 
 
-def _parse_one(sql: str, dialect: SqlDialect) -> exp.Expression:
+def _parse_one(sql: str, dialect: SqlDialect) -> tuple[exp.Expression, str]:
+    """The one statement of ``sql`` and its first word."""
     engine = Dialect.get_or_raise(dialect.name)
     try:
         tokens = engine.tokenize(sql)
@@ -211,7 +221,7 @@ def _parse_one(sql: str, dialect: SqlDialect) -> exp.Expression:
     found = [tree for tree in trees if isinstance(tree, exp.Expression) and not isinstance(tree, exp.Semicolon)]
     if len(found) != 1:
         raise SqlRefusedError("send exactly one statement")
-    return found[0]
+    return found[0], first.text.upper()
 
 
 def _parse_message(exc: ParseError) -> str:
@@ -219,6 +229,7 @@ def _parse_message(exc: ParseError) -> str:
         return _one_line(str(exc))
     error = exc.errors[0]
     description = _TOKEN.sub(lambda m: repr(m.group(1)), str(error.get("description", "")))
+    description = _CLASS.sub(lambda m: m.group(1), description)
     return _one_line(f"{description}, line {error.get('line')}, column {error.get('col')}")
 
 
@@ -228,15 +239,16 @@ def _one_line(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _unwrap(root: exp.Expression) -> exp.Expression:
+def _unwrap(parsed: tuple[exp.Expression, str]) -> exp.Expression:
     # "(SELECT ...)" parses as a Subquery; SQLite would refuse the parentheses once regenerated.
+    root, first = parsed
     while isinstance(root, exp.Subquery):
         extra = sorted(key for key, value in root.args.items() if value and key != "this")
         if extra:
             raise SqlRefusedError("write the query without parentheses around all of it")
         root = root.this
     if not isinstance(root, exp.Select | _SET_OPERATION):
-        raise SqlRefusedError(f"only a SELECT query is accepted, not {type(root).__name__.upper()}")
+        raise SqlRefusedError(f"only a SELECT query is accepted, and this one is not (it starts with {first})")
     root.pop()  # detached from the parentheses it stood in
     return root
 
@@ -261,6 +273,11 @@ def _check_nodes(root: exp.Expression, policy: GuardPolicy) -> None:
             _check_table_shape(node)
         if isinstance(node, exp.Func):
             _check_function(node, policy)
+        if isinstance(node, exp.Var) and not _WORD.fullmatch(node.name):
+            raise SqlRefusedError(f"{_one_line(node.name, 60)!r} is not a word the query may use there")
+        if isinstance(node, exp.DataType) and not _TYPE_TEXT.fullmatch(node.sql(dialect=policy.dialect.name)):
+            # sqlglot writes some type names as they were given, unquoted: a "type" can carry SQL.
+            raise SqlRefusedError(f"{_one_line(node.sql(), 60)} is not a type the query may use")
 
 
 def _check_table_shape(node: exp.Table) -> None:

@@ -9,13 +9,18 @@
 
 Every transaction is rolled back, whatever happened: the tool has nothing to commit. The caller
 adds an ``asyncio.timeout`` a little longer than the database's own limit as a last resort.
+
+SQLite also checks the statement itself, through an authorizer set for the one statement: it
+may read the allowed tables (or through an allowed view) and call functions off the deny-list,
+and do nothing else. A slip of the guard (or of sqlglot) would end there, in the database.
 """
 
 from __future__ import annotations
 
 import abc
+import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +39,34 @@ class Fetched:
     rows: list[Sequence[Any]]
 
 
+@dataclass(frozen=True, kw_only=True)
+class Reads:
+    """What one statement may touch, for a database that can check it itself (SQLite)."""
+
+    tables: frozenset[tuple[str, str]]
+    """``(schema, name)`` of every allowed table and view, lowered."""
+    denied_function: Callable[[str], bool]
+    """Whether a (lowered) function name is refused."""
+
+    def authorizer(self) -> Callable[[int, str | None, str | None, str | None, str | None], int]:
+        """An SQLite authorizer callback that allows these reads and nothing else."""
+        views = frozenset(name for _, name in self.tables)
+
+        def authorize(action: int, arg1: str | None, arg2: str | None, schema: str | None, source: str | None) -> int:
+            if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE):
+                return sqlite3.SQLITE_OK
+            if action == sqlite3.SQLITE_READ:
+                table = ((schema or "main").lower(), (arg1 or "").lower())
+                # Through an allowed view, the view's own tables are read on its behalf.
+                allowed = table in self.tables or (source is not None and source.lower() in views)
+                return sqlite3.SQLITE_OK if allowed else sqlite3.SQLITE_DENY
+            if action == sqlite3.SQLITE_FUNCTION:
+                return sqlite3.SQLITE_DENY if self.denied_function((arg2 or "").lower()) else sqlite3.SQLITE_OK
+            return sqlite3.SQLITE_DENY
+
+        return authorize
+
+
 async def _execute(conn: AsyncConnection, sql: str, params: Any) -> Fetched:
     result = await (conn.exec_driver_sql(sql) if params is None else conn.exec_driver_sql(sql, params))
     return Fetched(columns=[str(key) for key in result.keys()], rows=[tuple(row) for row in result.fetchall()])
@@ -43,14 +76,14 @@ class Runner(abc.ABC):
     """Runs one guarded statement read-only, within ``timeout`` seconds."""
 
     @abc.abstractmethod
-    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float) -> Fetched:
+    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
         """Run ``sql`` (in the driver's paramstyle) with ``params`` and fetch every row."""
 
 
 class PostgresRunner(Runner):
     """PostgreSQL: a read-only transaction with a local statement timeout, rolled back."""
 
-    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float) -> Fetched:
+    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
         """See ``Runner.run``."""
         async with engine.connect() as conn:
             try:
@@ -64,7 +97,7 @@ class PostgresRunner(Runner):
 class MysqlRunner(Runner):
     """MySQL and MariaDB: the next transaction read-only, the statement's own time limit, rolled back."""
 
-    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float) -> Fetched:
+    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
         """See ``Runner.run``."""
         async with engine.connect() as conn:
             try:
@@ -84,7 +117,7 @@ class MysqlRunner(Runner):
 class SqliteRunner(Runner):
     """SQLite (aiosqlite): ``query_only`` on the connection and a deadline in its progress handler."""
 
-    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float) -> Fetched:
+    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
         """See ``Runner.run``."""
         async with engine.connect() as conn:
             raw = await conn.get_raw_connection()
@@ -95,9 +128,11 @@ class SqliteRunner(Runner):
                 deadline = time.monotonic() + timeout
                 # Called in aiosqlite's thread between steps of the statement; non-zero aborts it.
                 await driver.set_progress_handler(lambda: int(time.monotonic() > deadline), _SQLITE_STEPS)
+                await driver.set_authorizer(reads.authorizer())
                 try:
                     return await _execute(conn, sql, params)
                 finally:
+                    await driver.set_authorizer(None)
                     await driver.set_progress_handler(None, 0)
             finally:
                 await conn.rollback()
