@@ -273,6 +273,7 @@ class _DataTool:
         if state in _WRITE_CODES or number in _MYSQL_WRITE_CODES or "readonly database" in message:
             logger.warning("data tool %s: the database refused a write that passed the guard: %s", self.name, message)
             return SqlRefusedError("the database refused a write; the query may only read")
+        logger.info("data tool %s: the database could not run a query: %s", self.name, message)
         return ToolFailed(f"The database could not run the query: {message}", code="sql_error")
 
 
