@@ -89,7 +89,7 @@ class _DataTool:
     denied: frozenset[str]
     _schema: Schema | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    _descriptions: dict[tuple[str, ...], str] = field(default_factory=dict)
+    _descriptions: dict[tuple[tuple[str, ...], ...], str] = field(default_factory=dict)
 
     # -- the schema ---------------------------------------------------------------------------------
 
@@ -127,7 +127,7 @@ class _DataTool:
 
     def description_for(self, schema: Schema, groups: Mapping[str, list[Entry]]) -> str:
         """The description one caller reads: the rules, then the tables of their groups with columns."""
-        key = tuple(groups)
+        key = tuple((group, *(entry.text for entry in entries)) for group, entries in groups.items())
         known = self._descriptions.get(key)
         if known is not None:
             return known
@@ -273,6 +273,9 @@ class _DataTool:
         if state in _WRITE_CODES or number in _MYSQL_WRITE_CODES or "readonly database" in message:
             logger.warning("data tool %s: the database refused a write that passed the guard: %s", self.name, message)
             return SqlRefusedError("the database refused a write; the query may only read")
+        if isinstance(orig, sqlite3.DatabaseError) and ("prohibited" in message or "not authorized" in message):
+            logger.warning("data tool %s: SQLite's authorizer refused what passed the guard: %s", self.name, message)
+            return SqlRefusedError(f"the database refused it ({message})")
         logger.info("data tool %s: the database could not run a query: %s", self.name, message)
         return ToolFailed(f"The database could not run the query: {message}", code="sql_error")
 
