@@ -308,6 +308,24 @@ async def test_the_database_refuses_what_would_slip_past_the_guard(db: Db) -> No
     assert await db.fingerprint() == before
 
 
+async def test_an_autocommit_engine_still_reads_in_a_read_only_transaction_with_a_time_limit(db: Db) -> None:
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(db.engine.url, isolation_level="AUTOCOMMIT")
+    try:
+        before = await db.fingerprint()
+        reads = Reads(tables=frozenset(), denied_function=is_denied_function)
+        with pytest.raises(DBAPIError, match="read-only|READ ONLY|not authorized"):
+            await runner_for(engine.dialect.name).run(engine, "DELETE FROM canary", None, 1.0, reads)
+        tool = tools.data_tool(engine, ACCESS, tenant_column="tenant_id", shared_tables=SHARED, timeout=0.5)
+        with pytest.raises(tools.ToolFailed, match="ran past its time limit"):
+            await call(tool, "SELECT count(*) FROM big a, big b, big c, big d")
+        assert (await call(tool, "SELECT id FROM orders ORDER BY id"))["rows"] == [[1], [2], [3]]
+        assert await db.fingerprint() == before
+    finally:
+        await engine.dispose()
+
+
 # -- mistakes of the developer ----------------------------------------------------------------------
 
 SYSTEM = {"postgresql": "pg_catalog.pg_class", "sqlite": "sqlite_master", "mariadb": "mysql.user"}

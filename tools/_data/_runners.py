@@ -86,9 +86,14 @@ class PostgresRunner(Runner):
     async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
         """See ``Runner.run``."""
         async with engine.connect() as conn:
+            # A real transaction even on an AUTOCOMMIT engine: outside one, both SETs do nothing.
+            await conn.execution_options(isolation_level="READ COMMITTED")
             try:
                 await conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                 await conn.exec_driver_sql(f"SET LOCAL statement_timeout = {_milliseconds(timeout)}")
+                held = (await conn.exec_driver_sql("SELECT current_setting('transaction_read_only')")).scalar()
+                if held != "on":
+                    raise RuntimeError("the data tool could not open a read-only transaction")
                 return await _execute(conn, sql, params)
             finally:
                 await conn.rollback()
@@ -100,6 +105,8 @@ class MysqlRunner(Runner):
     async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
         """See ``Runner.run``."""
         async with engine.connect() as conn:
+            # A real transaction even on an AUTOCOMMIT engine (SET TRANSACTION names the next one).
+            await conn.execution_options(isolation_level="REPEATABLE READ")
             try:
                 await conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                 # Known once the dialect has met the server (its first connection).
