@@ -194,7 +194,7 @@ class _DataTool:
             policy = self.policy_for(schema, groups)
             guarded = guard(input.sql, policy)
         except SqlRefusedError as exc:
-            logger.info("data tool %s refused a query: %s", self.name, exc.reason)
+            logger.info("data tool %s refused a query: %.300r", self.name, exc.reason)  # repr: one line
             raise
         value = self._tenant_value(schema, guarded.tables, ctx.actor.tenant_ref)
         sql, params = guarded.bind(self.paramstyle, value)
@@ -276,7 +276,7 @@ class _DataTool:
         if isinstance(orig, sqlite3.DatabaseError) and ("prohibited" in message or "not authorized" in message):
             logger.warning("data tool %s: SQLite's authorizer refused what passed the guard: %s", self.name, message)
             return SqlRefusedError(f"the database refused it ({message})")
-        logger.info("data tool %s: the database could not run a query: %s", self.name, message)
+        logger.info("data tool %s: the database could not run a query: %.300r", self.name, message)
         return ToolFailed(f"The database could not run the query: {message}", code="sql_error")
 
 

@@ -356,8 +356,9 @@ def _as_list(value: object) -> Iterable[object]:
 
 
 def _label(node: exp.Table) -> str:
+    """The reference as the model wrote it, on one line and at most 80 characters (it is echoed)."""
     parts = [node.args.get("catalog"), node.args.get("db"), node.this]
-    return ".".join(part.name for part in parts if isinstance(part, exp.Expression))
+    return _one_line(".".join(part.name for part in parts if isinstance(part, exp.Expression)), 80)
 
 
 def _resolve(node: exp.Table, policy: GuardPolicy) -> AllowedTable:
