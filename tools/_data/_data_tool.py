@@ -222,6 +222,7 @@ class _DataTool:
             try:
                 return int(tenant)
             except ValueError:
+                logger.info("data tool %s: a tenant reference that is not a number, for a numeric column", self.name)
                 raise ToolFailed(
                     "The caller's tenant cannot be compared with the tenant column, which holds numbers.",
                     code="sql_error",
