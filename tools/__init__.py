@@ -1,17 +1,20 @@
 """The tool SDK: declare, govern, narrate and call the tools a model may use.
 
-Depends on pydantic only. See ``ai_tool``, ``ReadTool``, ``ActionTool``, ``define_tool``,
-``define_confirmed_tool`` and ``ToolRegistry``.
+Depends on pydantic (and, for ``data_tool``, on sqlglot and the app's SQLAlchemy). See
+``ai_tool``, ``ReadTool``, ``ActionTool``, ``define_tool``, ``define_confirmed_tool``,
+``data_tool`` and ``ToolRegistry``.
 """
 
 from ._actor import Actor
 from ._confirm_store import ConfirmTokenStore, InMemoryConfirmTokenStore
 from ._confirmed import DEFAULT_CONFIRM_TTL, define_confirmed_tool, sign_confirm_token, verify_confirm_token
 from ._context import ToolContext, UiSink
+from ._data import data_tool
 from ._discovery import discover_tools
 from ._errors import (
     AgoraError,
     ConfirmTokenError,
+    SqlRefusedError,
     ToolDefinitionError,
     ToolDeniedError,
     ToolDisabledError,
@@ -117,6 +120,7 @@ __all__ = [
     "ResultField",
     "ResultView",
     "RolesPolicy",
+    "SqlRefusedError",
     "TableView",
     "Tool",
     "ToolContext",
@@ -146,6 +150,7 @@ __all__ = [
     "as_preflight_result",
     "as_tool",
     "call_with_transient_retry",
+    "data_tool",
     "default_tool_name",
     "define_confirmed_tool",
     "define_tool",

@@ -14,6 +14,7 @@ The tree::
     │   ├── ToolTimeoutError        the call ran past the tool's timeout
     │   └── ConfirmTokenError       a confirmed tool's token is invalid, used or expired
     └── ToolFailed                  raised BY a tool: a failure whose message the model may read
+        └── SqlRefusedError         ``data_tool`` refused the model's SQL before it reached the database
 
 Anything else a tool raises is an unexpected failure: the loop records it as a failed call with a
 generic message and logs the traceback.
@@ -26,6 +27,7 @@ from typing import Any, Literal
 __all__ = [
     "AgoraError",
     "ConfirmTokenError",
+    "SqlRefusedError",
     "ToolDefinitionError",
     "ToolDeniedError",
     "ToolDisabledError",
@@ -148,3 +150,16 @@ class ToolFailed(AgoraError):
     def __init__(self, message: str, *, code: str = "failed") -> None:
         super().__init__(message)
         self.code = code
+
+
+class SqlRefusedError(ToolFailed):
+    """``data_tool`` refused a query before it reached the database; the model reads ``reason``.
+
+    Attributes:
+        reason: What was refused, in words the model can act on (``"table secret is not one
+            you may query"``).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"Query refused: {reason}", code="sql_refused")
+        self.reason = reason

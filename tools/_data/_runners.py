@@ -1,0 +1,159 @@
+"""Running a guarded query on each database: read-only, and stopped when its time is up.
+
+| database | read-only | time limit (stops the query on the server) |
+|---|---|---|
+| PostgreSQL | ``SET TRANSACTION READ ONLY`` | ``SET LOCAL statement_timeout`` |
+| MariaDB | ``SET TRANSACTION READ ONLY`` | ``SET STATEMENT max_statement_time=... FOR <query>`` |
+| MySQL | ``SET TRANSACTION READ ONLY`` | ``SET SESSION max_execution_time`` (reset after) |
+| SQLite | ``PRAGMA query_only = ON`` (restored after) | a progress handler that aborts the statement |
+
+Every transaction is rolled back, whatever happened: the tool has nothing to commit. The caller
+adds an ``asyncio.timeout`` a little longer than the database's own limit as a last resort.
+
+SQLite also checks the statement itself, through an authorizer set for the one statement: it
+may read the allowed tables (or through an allowed view) and call functions off the deny-list,
+and do nothing else. A slip of the guard (or of sqlglot) would end there, in the database.
+"""
+
+from __future__ import annotations
+
+import abc
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+_SQLITE_STEPS = 1_000
+"""Virtual-machine steps between two looks at the SQLite deadline (a few microseconds)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fetched:
+    """What a query answered: its column names and its rows."""
+
+    columns: list[str]
+    rows: list[Sequence[Any]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reads:
+    """What one statement may touch, for a database that can check it itself (SQLite)."""
+
+    tables: frozenset[tuple[str, str]]
+    """``(schema, name)`` of every allowed table and view, lowered."""
+    denied_function: Callable[[str], bool]
+    """Whether a (lowered) function name is refused."""
+
+    def authorizer(self) -> Callable[[int, str | None, str | None, str | None, str | None], int]:
+        """An SQLite authorizer callback that allows these reads and nothing else."""
+        views = frozenset(name for _, name in self.tables)
+
+        def authorize(action: int, arg1: str | None, arg2: str | None, schema: str | None, source: str | None) -> int:
+            if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE):
+                return sqlite3.SQLITE_OK
+            if action == sqlite3.SQLITE_READ:
+                table = ((schema or "main").lower(), (arg1 or "").lower())
+                # Through an allowed view, the view's own tables are read on its behalf.
+                allowed = table in self.tables or (source is not None and source.lower() in views)
+                return sqlite3.SQLITE_OK if allowed else sqlite3.SQLITE_DENY
+            if action == sqlite3.SQLITE_FUNCTION:
+                return sqlite3.SQLITE_DENY if self.denied_function((arg2 or "").lower()) else sqlite3.SQLITE_OK
+            return sqlite3.SQLITE_DENY
+
+        return authorize
+
+
+async def _execute(conn: AsyncConnection, sql: str, params: Any) -> Fetched:
+    result = await (conn.exec_driver_sql(sql) if params is None else conn.exec_driver_sql(sql, params))
+    return Fetched(columns=[str(key) for key in result.keys()], rows=[tuple(row) for row in result.fetchall()])
+
+
+class Runner(abc.ABC):
+    """Runs one guarded statement read-only, within ``timeout`` seconds."""
+
+    @abc.abstractmethod
+    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
+        """Run ``sql`` (in the driver's paramstyle) with ``params`` and fetch every row."""
+
+
+class PostgresRunner(Runner):
+    """PostgreSQL: a read-only transaction with a local statement timeout, rolled back."""
+
+    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
+        """See ``Runner.run``."""
+        async with engine.connect() as conn:
+            # A real transaction even on an AUTOCOMMIT engine: outside one, both SETs do nothing.
+            await conn.execution_options(isolation_level="READ COMMITTED")
+            try:
+                await conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+                await conn.exec_driver_sql(f"SET LOCAL statement_timeout = {_milliseconds(timeout)}")
+                held = (await conn.exec_driver_sql("SELECT current_setting('transaction_read_only')")).scalar()
+                if held != "on":
+                    raise RuntimeError("the data tool could not open a read-only transaction")
+                return await _execute(conn, sql, params)
+            finally:
+                await conn.rollback()
+
+
+class MysqlRunner(Runner):
+    """MySQL and MariaDB: the next transaction read-only, the statement's own time limit, rolled back."""
+
+    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
+        """See ``Runner.run``."""
+        async with engine.connect() as conn:
+            # A real transaction even on an AUTOCOMMIT engine (SET TRANSACTION names the next one).
+            await conn.execution_options(isolation_level="REPEATABLE READ")
+            try:
+                await conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+                # Known once the dialect has met the server (its first connection).
+                if getattr(conn.dialect, "is_mariadb", False):
+                    return await _execute(conn, f"SET STATEMENT max_statement_time={timeout:.3f} FOR {sql}", params)
+                await conn.exec_driver_sql(f"SET SESSION max_execution_time = {_milliseconds(timeout)}")
+                try:
+                    return await _execute(conn, sql, params)
+                finally:
+                    await conn.exec_driver_sql("SET SESSION max_execution_time = DEFAULT")
+            finally:
+                await conn.rollback()
+
+
+class SqliteRunner(Runner):
+    """SQLite (aiosqlite): ``query_only`` on the connection and a deadline in its progress handler."""
+
+    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
+        """See ``Runner.run``."""
+        async with engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            driver: Any = raw.driver_connection  # the aiosqlite.Connection
+            previous = (await conn.exec_driver_sql("PRAGMA query_only")).scalar()
+            await conn.exec_driver_sql("PRAGMA query_only = ON")
+            try:
+                deadline = time.monotonic() + timeout
+                # Called in aiosqlite's thread between steps of the statement; non-zero aborts it.
+                await driver.set_progress_handler(lambda: int(time.monotonic() > deadline), _SQLITE_STEPS)
+                await driver.set_authorizer(reads.authorizer())
+                try:
+                    return await _execute(conn, sql, params)
+                finally:
+                    await driver.set_authorizer(None)
+                    await driver.set_progress_handler(None, 0)
+            finally:
+                await conn.rollback()
+                await conn.exec_driver_sql(f"PRAGMA query_only = {1 if previous else 0}")
+
+
+def _milliseconds(timeout: float) -> int:
+    return max(1, round(timeout * 1000))
+
+
+def runner_for(dialect_name: str) -> Runner:
+    """The runner for an SQLAlchemy dialect name (checked by the caller)."""
+    if dialect_name == "postgresql":
+        return PostgresRunner()
+    if dialect_name == "sqlite":
+        return SqliteRunner()
+    return MysqlRunner()
