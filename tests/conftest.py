@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import io
 import json
 import logging
@@ -22,7 +24,7 @@ from pytest_aiohttp import AiohttpServer
 from channels.web import WebChannel, WebOptions
 from gateway import Channel, Gateway, Runtime, Settings, create_app
 from gateway.app import assemble, default_channels
-from gateway.stores import MemoryStore, RedisStore, Store
+from gateway.stores import MemoryStore, PostgresStore, RedisStore, Store
 from tests.models.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,6 +109,71 @@ async def any_store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         return
     async with own_redis_store(request.getfixturevalue("redis_url")) as store:
         yield store
+
+
+_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+async def _admin(dsn: str, *statements: str) -> None:
+    import asyncpg
+
+    connection = await asyncpg.connect(dsn, timeout=5)
+    try:
+        for statement in statements:
+            await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+def _in_a_thread(dsn: str, *statements: str) -> None:
+    """``_admin`` from sync code that may run inside an event loop (a fixture asked for lazily)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, _admin(dsn, *statements)).result()
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """A fresh database ``agora_test_<random>`` on the test PostgreSQL for this session, dropped at its end.
+
+    The server is ``AGORA_TEST_POSTGRES_URL`` (a DSN of a database to administer from, default
+    ``postgresql://postgres@127.0.0.1:5432/postgres``, trust auth). Each store test takes a
+    schema of its own in the session's database (``own_postgres_store``). Without a PostgreSQL the
+    tests fail (never skip): ``.ci/bootstrap`` starts one.
+    """
+    admin = os.environ.get("AGORA_TEST_POSTGRES_URL", _ADMIN_DSN)
+    parts = urlsplit(admin)
+    try:
+        socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5432), timeout=1).close()
+    except OSError as exc:
+        pytest.fail(f"no PostgreSQL answers at {parts.hostname}:{parts.port} (run .ci/bootstrap): {exc}")
+    name = f"agora_test_{uuid.uuid4().hex[:12]}"
+    _in_a_thread(admin, f'CREATE DATABASE "{name}"')
+    try:
+        yield parts._replace(path=f"/{name}").geturl()
+    finally:
+        _in_a_thread(
+            admin,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()",
+            f'DROP DATABASE IF EXISTS "{name}"',
+        )
+
+
+async def drop_schema(dsn: str, schema: str) -> None:
+    """Drop a test's schema and everything in it."""
+    await _admin(dsn, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@asynccontextmanager
+async def own_postgres_store(dsn: str, schema: str | None = None, **options: Any) -> AsyncIterator[PostgresStore]:
+    """A ``PostgresStore`` on the session's database under a schema of its own, dropped after."""
+    schema = schema or f"test_{uuid.uuid4().hex[:12]}"
+    store = PostgresStore(dsn, schema=schema, **options)
+    try:
+        yield store
+    finally:
+        await store.aclose()
+        await drop_schema(dsn, schema)
 
 
 class RefusalLog:

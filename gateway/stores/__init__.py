@@ -1,6 +1,7 @@
 """Stores: where threads, runs, the event log, approvals and channel state live."""
 
 from ._memory import MemoryStore
+from ._postgres import PostgresStore
 from ._protocol import Store
 from ._records import (
     JOURNAL_ADAPTER,
@@ -33,6 +34,7 @@ __all__ = [
     "MemoryStore",
     "ModelStepEntry",
     "PlannedCall",
+    "PostgresStore",
     "PreflightEntry",
     "RedisStore",
     "RunRecord",

@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from .._errors import StoreUnavailableError
 from ..events import RunEvent
 from ..models import AssistantMessage, ToolMessage, UserMessage
 from . import _sql_log as log
@@ -38,8 +39,9 @@ from ._records import (
     ThreadSummary,
     ToolSettledEntry,
 )
+from ._sql_log import ThreadStates
 from ._sql_schema import META, Dialect, check_version, migration
-from ._sql_tx import Tx
+from ._sql_tx import Conflict, Mode, Tx
 from ._tail import Followers, Subscriber, follow
 
 if TYPE_CHECKING:
@@ -50,6 +52,9 @@ __all__ = ["SqlStore", "Work"]
 T = TypeVar("T")
 Work = Callable[[Tx], Coroutine[Any, Any, T]]
 """One store call's transaction: an ``async`` function of the logic over a ``Tx``."""
+
+_TRIES = 64
+"""Times a ``guarded`` call runs again after finding its thread changed (writers racing on it)."""
 
 Entry = ModelStepEntry | ToolSettledEntry | PreflightEntry
 Message = UserMessage | AssistantMessage | ToolMessage
@@ -76,6 +81,7 @@ class SqlStore(ABC):
     def __init__(self, *, where: str, sweep_interval: float = 60.0) -> None:
         self._where = where
         self._followers = Followers()
+        self._states = ThreadStates()
         self._ready = False
         self._migrating = asyncio.Lock()
         self._sweep_interval = sweep_interval
@@ -89,10 +95,11 @@ class SqlStore(ABC):
     # -- what an adapter provides -------------------------------------------------------------------
 
     @abstractmethod
-    async def _transact(self, work: Work[T], *, atomic: bool) -> T:
-        """Run ``work`` in one transaction (``atomic``) or in autocommit; answer its result.
+    async def _transact(self, work: Work[T], *, mode: Mode) -> T:
+        """Run ``work`` in ``mode`` (see ``_sql_tx``) and answer its result.
 
         Raises:
+            Conflict: A guard of a ``guarded`` call found its row changed (nothing was written).
             StoreUnavailableError: The database cannot be reached (or failed).
         """
 
@@ -108,15 +115,30 @@ class SqlStore(ABC):
 
     # -- running calls ------------------------------------------------------------------------------
 
-    async def _run(self, work: Work[T], *, atomic: bool = False) -> T:
+    async def _run(self, work: Work[T], *, mode: Mode = "autocommit", thread_id: str | None = None) -> T:
+        """Run one call; a ``guarded`` one again while its guard finds ``thread_id`` changed.
+
+        The cached row of ``thread_id`` is dropped whenever the call fails (its writes may not
+        have landed, or landed without a reply).
+        """
         if not self._ready:
             await self._migrate()
-        return await self._transact(work, atomic=atomic)
+        for _ in range(_TRIES):
+            try:
+                return await self._transact(work, mode=mode)
+            except Conflict:
+                if thread_id is not None:
+                    self._states.discard(thread_id)
+            except BaseException:
+                if thread_id is not None:
+                    self._states.discard(thread_id)
+                raise
+        raise StoreUnavailableError(f"{self._where}: thread {thread_id!r} kept changing during {_TRIES} tries")
 
     async def _migrate(self) -> None:
         async with self._migrating:
             if not self._ready:
-                await self._transact(self._migrate_in, atomic=True)
+                await self._transact(self._migrate_in, mode="locked")
                 self._ready = True
 
     async def _migrate_in(self, tx: Tx) -> None:
@@ -137,7 +159,7 @@ class SqlStore(ABC):
         now = time.time()
         if now >= self._next_sweep:
             self._next_sweep = now + self._sweep_interval
-            await self._run(lambda tx: state.sweep(tx, now), atomic=True)
+            await self._run(lambda tx: state.sweep(tx, now))
 
     # -- threads, runs, journal, history -----------------------------------------------------------
 
@@ -172,13 +194,15 @@ class SqlStore(ABC):
                 lease_owner=lease_owner,
                 lease_ttl=lease_ttl,
                 history_limit=history_limit,
+                states=self._states,
             ),
-            atomic=True,
+            mode="guarded",
+            thread_id=thread.thread_id,
         )
 
     async def ensure_thread(self, thread: ThreadRecord) -> ThreadRecord:
         """Create ``thread`` unless a thread of that id exists; answer the stored one."""
-        return await self._run(lambda tx: log.ensure_thread(tx, thread), atomic=True)
+        return await self._run(lambda tx: log.ensure_thread(tx, thread))
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""
@@ -197,7 +221,9 @@ class SqlStore(ABC):
                 later, it is applied once.
         """
         _name_write(batch)
-        return await self._run(lambda tx: log.write(tx, thread_id, batch), atomic=True)
+        return await self._run(
+            lambda tx: log.write(tx, thread_id, batch, self._states), mode="guarded", thread_id=thread_id
+        )
 
     async def read_journal(self, thread_id: str, run_id: str) -> list[Entry]:
         """The run's journal, in order."""
@@ -221,7 +247,7 @@ class SqlStore(ABC):
 
     async def delete_thread(self, thread_id: str) -> bool:
         """Erase the thread: messages, events, runs, journals, leases, approvals and its media."""
-        return await self._run(lambda tx: state.delete_thread(tx, thread_id), atomic=True)
+        return await self._run(lambda tx: state.delete_thread(tx, thread_id, self._states), mode="locked")
 
     async def idle_threads(self, before_ts: float, limit: int = 100) -> list[str]:
         """Ids of threads whose last activity is older than ``before_ts``, oldest first."""
@@ -264,7 +290,10 @@ class SqlStore(ABC):
 
     async def claim_run(self, run_id: str, *, owner: str, ttl: float, expect: frozenset[str]) -> RunRecord | None:
         """Make ``owner`` the run's driver if its status is in ``expect`` and no live lease holds it."""
-        return await self._run(lambda tx: log.claim_run(tx, run_id, owner=owner, ttl=ttl, expect=expect), atomic=True)
+        return await self._run(
+            lambda tx: log.claim_run(tx, run_id, owner=owner, ttl=ttl, expect=expect, states=self._states),
+            mode="locked",
+        )
 
     async def renew_lease(self, thread_id: str, run_id: str, *, owner: str, ttl: float) -> bool:
         """Extend the lease; ``False`` when ``owner`` no longer holds it (or it lapsed)."""
@@ -295,7 +324,7 @@ class SqlStore(ABC):
             lambda tx: state.settle_approval(
                 tx, tool_call_id, status=status, decided_by=decided_by, via=via, reason=reason, remember=remember
             ),
-            atomic=True,
+            mode="locked",
         )
 
     async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:

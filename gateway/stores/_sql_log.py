@@ -1,32 +1,41 @@
 """The SQL stores' logic of threads, runs, the journal, the history, the event log and leases.
 
-Each function is one store call's transaction over a ``Tx`` (see ``_sql_tx``). The rules:
+Each function is one store call over a ``Tx`` (see ``_sql_tx`` for the modes). The rules:
 
-- A write first reads (and, on PostgreSQL, locks: ``Dialect.lock``) its thread's row, then only
-  writes: the thread's ``seq`` numbers the events, its ``running`` column is the running slot.
+- ``begin_run`` and ``write`` are ``guarded``: they read the thread's row (or take it from
+  ``ThreadStates``, what this store last wrote there), then write, and the first write is the
+  thread row's update guarded by the ``version`` they read. Every change of that row gives it a
+  new random version, so of two writers of one thread that read the same row, one applies and
+  the other runs again on the new row (and a write built on a cached write that never landed
+  finds no row of its version): the thread's ``seq`` numbers events without gaps or doubles,
+  its ``running`` column is the running slot.
 - Writes are idempotent by ``Batch.write_id``: the thread's ``recent`` column keeps its last
   writes' ids with the seq of their first event (``"<id>:<first>;"`` each, the newest
   ``_RECENT`` of them), and a write whose id is there answers its events as first written and
   changes nothing. A driver that lost the reply of its commit (the connection dropped) writes
   the same batch again once the store is back: it lands once.
 - The lease of a running run is two columns of its row (``lease_owner``, ``lease_until``, UNIX
-  seconds of the writer's clock); claims lock the thread's and the run's rows, skipping rows
-  another transaction holds (``Dialect.skip_locked``): a run being claimed elsewhere right now
-  is not claimed here too.
+  seconds of the writer's clock). A claim is ``locked``: it locks the thread's row, then the
+  run's, skipping rows another transaction holds (``Dialect.skip_locked``), so a run being
+  claimed elsewhere right now is not claimed here too; it moves the thread's version.
 """
 
 from __future__ import annotations
 
+import random
 import time
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 
 from .._errors import ThreadBusyError, ThreadForbiddenError, ThreadNotFoundError, ThreadParkedError
 from ..events import RunEvent, now_iso
 from ..models import AssistantMessage, ToolMessage, UserMessage
 from ._records import TITLE_CHARS, Batch, Begun, JournalEntry, RunRecord, ThreadRecord
-from ._sql_tx import Tx, parse_events, parse_journal, parse_messages
+from ._sql_tx import Row, Tx, parse_events, parse_journal, parse_messages
 
 __all__ = [
+    "ThreadState",
+    "ThreadStates",
     "begin_run",
     "claim_run",
     "ensure_thread",
@@ -50,15 +59,15 @@ _RECENT = 16
 _MAX_SEQ = 2**62
 """No thread gets this far: a larger ``after_seq`` reads nothing (and fits no BIGINT)."""
 
-_STATE = "SELECT seq, running, recent, first_text FROM threads WHERE thread_id = $1"
+_STATE = "SELECT version, seq, running, recent, first_text FROM threads WHERE thread_id = $1"
 _BEGIN_STATE = (
-    "SELECT seq, running, recent, first_text, owner_key, EXISTS ("
+    "SELECT version, seq, running, recent, first_text, owner_key, EXISTS ("
     "SELECT 1 FROM approvals WHERE approvals.thread_id = threads.thread_id AND status = 'pending'"
     ") FROM threads WHERE thread_id = $1"
 )
 _NEW_THREAD = (
     "INSERT INTO threads (thread_id, owner_key, record, last_ts) VALUES ($1, $2, $3, $4) "
-    "ON CONFLICT (thread_id) DO NOTHING RETURNING seq"
+    "ON CONFLICT (thread_id) DO NOTHING"
 )
 _EVENT = "INSERT INTO events (thread_id, seq, body) VALUES ($1, $2, $3)"
 _JOURNAL = "INSERT INTO journal (thread_id, run_id, body) VALUES ($1, $2, $3)"
@@ -84,14 +93,25 @@ _RUN_RELEASED = (
     "lease_owner = NULL, lease_until = NULL"
 )
 _THREAD_WRITTEN = (
-    "UPDATE threads SET seq = $2, running = $3, recent = $4, last_ts = $5, first_text = $6 WHERE thread_id = $1"
+    "UPDATE threads SET version = $8, seq = $2, running = $3, recent = $4, last_ts = $5, first_text = $6 "
+    "WHERE thread_id = $1 AND version = $7"
 )
 
 
-@dataclass(kw_only=True)
-class _Thread:
-    """The row of a thread as a write reads it."""
+def _new_version() -> int:
+    """A version no other change of the row takes.
 
+    Random, so two writers that read the same row (or built on a write that never landed) can
+    never both pass a guard on it.
+    """
+    return random.getrandbits(62)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThreadState:
+    """The row of a thread as a write reads it (or as this store last wrote it)."""
+
+    version: int
     seq: int
     running: str | None
     recent: str
@@ -111,6 +131,38 @@ class _Thread:
         return "".join(f"{entry};" for entry in [*entries, f"{write_id}:{first}"])
 
 
+class ThreadStates:
+    """The rows of the threads this store wrote last, so that a write need not read its row first.
+
+    A hint, never the truth: a write guards on the version it used, so a stale entry (another
+    process wrote the thread since) costs the write one more try, never a wrong write. The
+    store drops a thread's entry whenever a call on it failed. Bounded: least recent out.
+    """
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._limit = limit
+        self._states: OrderedDict[str, ThreadState] = OrderedDict()
+
+    def get(self, thread_id: str) -> ThreadState | None:
+        """The thread's row as last written here, if known."""
+        return self._states.get(thread_id)
+
+    def put(self, thread_id: str, state: ThreadState) -> None:
+        """Remember the thread's row as written now."""
+        self._states[thread_id] = state
+        self._states.move_to_end(thread_id)
+        if len(self._states) > self._limit:
+            self._states.popitem(last=False)
+
+    def discard(self, thread_id: str) -> None:
+        """Forget the thread's row (it changed, or a call on it failed)."""
+        self._states.pop(thread_id, None)
+
+
+def _state(row: Row) -> ThreadState:
+    return ThreadState(version=row[0], seq=row[1], running=row[2], recent=row[3], first_text=row[4])
+
+
 def _numbered(events: list[RunEvent], first: int) -> list[RunEvent]:
     for offset, event in enumerate(events):
         event.seq = first + offset  # the writer's own, fresh objects (as in every store)
@@ -125,28 +177,54 @@ def _first_text(messages: list[Message]) -> str | None:
 
 
 async def _apply(
-    tx: Tx, thread_id: str, thread: _Thread, batch: Batch, *, lease: tuple[str, float] | None = None
+    tx: Tx,
+    thread_id: str,
+    thread: ThreadState,
+    batch: Batch,
+    states: ThreadStates,
+    *,
+    lease: tuple[str, float] | None = None,
 ) -> list[RunEvent]:
-    """Write ``batch`` on a thread whose row this transaction read (``lease``: a run begins)."""
-    now = time.time()
+    """Write ``batch`` on a thread whose row was read as ``thread`` (``lease``: a run begins).
+
+    The thread row's update comes first, guarded by its version: the rest is written only with it.
+    """
     first = thread.seq + 1
     events = _numbered(batch.events, first)
     bodies = [event.model_dump_json() for event in events]
+    run = batch.run
+    running = thread.running
+    if run is not None and lease is not None:
+        running = run.run_id
+    elif run is not None and batch.release and running == run.run_id:
+        running = None
+    written = replace(
+        thread,
+        version=_new_version(),
+        seq=first + len(events) - 1,
+        running=running,
+        recent=thread.remember(batch.write_id, first),
+        first_text=thread.first_text if thread.first_text is not None else _first_text(batch.messages),
+    )
+    await tx.guard(
+        _THREAD_WRITTEN,
+        thread_id,
+        written.seq,
+        written.running,
+        written.recent,
+        time.time(),
+        written.first_text,
+        thread.version,
+        written.version,
+    )
     if bodies:
         await tx.put_many(_EVENT, [(thread_id, event.seq, body) for event, body in zip(events, bodies, strict=True)])
-    running = thread.running
-    run = batch.run
     if run is not None:
         record = run.model_dump_json()
         if lease is not None:
             await tx.put(_RUN_BEGUN, run.run_id, thread_id, run.status, record, lease[0], lease[1])
-            running = run.run_id
-        elif batch.release:
-            await tx.put(_RUN_RELEASED, run.run_id, thread_id, run.status, record)
-            if running == run.run_id:
-                running = None
         else:
-            await tx.put(_RUN_SAVED, run.run_id, thread_id, run.status, record)
+            await tx.put(_RUN_RELEASED if batch.release else _RUN_SAVED, run.run_id, thread_id, run.status, record)
         if batch.journal:
             await tx.put_many(_JOURNAL, [(thread_id, run.run_id, entry.model_dump_json()) for entry in batch.journal])
     if batch.messages:
@@ -154,11 +232,9 @@ async def _apply(
     if batch.approvals:
         rows = [(a.tool_call_id, thread_id, a.status, a.expires_ts, a.model_dump_json()) for a in batch.approvals]
         await tx.put_many(_APPROVAL, rows)
-    first_text = thread.first_text if thread.first_text is not None else _first_text(batch.messages)
-    recent = thread.remember(batch.write_id, first)
-    await tx.put(_THREAD_WRITTEN, thread_id, first + len(events) - 1, running, recent, now, first_text)
     if bodies:
         await tx.notify(thread_id, events, bodies)
+    states.put(thread_id, written)  # the store forgets it again if the writes do not land
     return events
 
 
@@ -202,45 +278,47 @@ async def begin_run(
     lease_owner: str,
     lease_ttl: float,
     history_limit: int | None,
+    states: ThreadStates,
 ) -> Begun:
-    """Start ``run`` and apply ``batch``; see ``Store.begin_run``."""
+    """Start ``run`` and apply ``batch`` (``guarded``); see ``Store.begin_run``."""
     thread_id = thread.thread_id
-    row = await tx.fetchrow(_BEGIN_STATE + tx.dialect.lock, thread_id)
-    if row is None and await tx.fetchrow(_NEW_THREAD, thread_id, thread.owner_key, thread.model_dump_json(), 0.0):
-        row = (0, None, "", None, thread.owner_key, False)
-    elif row is None:  # another transaction created it meanwhile: wait for it and read what it did
-        row = await tx.fetchrow(_BEGIN_STATE + tx.dialect.lock, thread_id)
-        if row is None:
-            raise ThreadBusyError(f"Thread {thread_id!r} is being created and erased right now")
-    state = _Thread(seq=row[0], running=row[1], recent=row[2], first_text=row[3])
-    first = state.seen(batch.write_id)
-    if first is not None:  # this very begin, sent again after a lost reply
-        return Begun(events=_numbered(batch.events, first), history=await _history(tx, thread_id, history_limit))
-    if row[4] != thread.owner_key:
-        raise ThreadForbiddenError(f"Thread {thread_id!r} belongs to another actor")
-    if state.running is not None:
-        raise ThreadBusyError(f"A run is already running on thread {thread_id!r}")
-    if row[5]:
-        raise ThreadParkedError(f"A run on thread {thread_id!r} waits for an approval")
-    history = await _history(tx, thread_id, history_limit)
+    row = await tx.fetchrow(_BEGIN_STATE, thread_id)
+    if row is None:  # a new thread: its insertion is guarded too (by its absence)
+        await tx.guard(_NEW_THREAD, thread_id, thread.owner_key, thread.model_dump_json(), time.time())
+        state, owner, parked = ThreadState(version=0, seq=0, running=None, recent="", first_text=None), None, False
+    else:
+        state, owner, parked = _state(row), row[5], bool(row[6])
+        first = state.seen(batch.write_id)
+        if first is not None:  # this very begin, sent again after a lost reply
+            history = await _history(tx, thread_id, history_limit)
+            return Begun(events=_numbered(batch.events, first), history=history)
+        if owner != thread.owner_key:
+            raise ThreadForbiddenError(f"Thread {thread_id!r} belongs to another actor")
+        if state.running is not None:
+            raise ThreadBusyError(f"A run is already running on thread {thread_id!r}")
+        if parked:
+            raise ThreadParkedError(f"A run on thread {thread_id!r} waits for an approval")
+    history = await _history(tx, thread_id, history_limit) if row is not None else []
     history.extend(batch.messages)
     if history_limit:
         history = history[-history_limit:]
     batch.run = run.model_copy(update={"status": "running", "thread_id": thread_id, "first_seq": state.seq + 1})
-    events = await _apply(tx, thread_id, state, batch, lease=(lease_owner, time.time() + lease_ttl))
+    events = await _apply(tx, thread_id, state, batch, states, lease=(lease_owner, time.time() + lease_ttl))
     return Begun(events=events, history=history)
 
 
-async def write(tx: Tx, thread_id: str, batch: Batch) -> list[RunEvent]:
-    """Apply ``batch``; see ``Store.write``."""
-    row = await tx.fetchrow(_STATE + tx.dialect.lock, thread_id)
-    if row is None:
-        raise ThreadNotFoundError(f"no thread {thread_id!r}")
-    state = _Thread(seq=row[0], running=row[1], recent=row[2], first_text=row[3])
+async def write(tx: Tx, thread_id: str, batch: Batch, states: ThreadStates) -> list[RunEvent]:
+    """Apply ``batch`` (``guarded``); see ``Store.write``."""
+    state = states.get(thread_id)
+    if state is None:
+        row = await tx.fetchrow(_STATE, thread_id)
+        if row is None:
+            raise ThreadNotFoundError(f"no thread {thread_id!r}")
+        state = _state(row)
     first = state.seen(batch.write_id)
     if first is not None:  # applied before: the reply was lost
         return _numbered(batch.events, first)
-    return await _apply(tx, thread_id, state, batch)
+    return await _apply(tx, thread_id, state, batch, states)
 
 
 async def get_run(tx: Tx, run_id: str) -> RunRecord | None:
@@ -290,8 +368,10 @@ async def last_seq(tx: Tx, thread_id: str) -> int:
 # -- leases ----------------------------------------------------------------------------------------
 
 
-async def claim_run(tx: Tx, run_id: str, *, owner: str, ttl: float, expect: frozenset[str]) -> RunRecord | None:
-    """Make ``owner`` the run's driver; see ``Store.claim_run``."""
+async def claim_run(
+    tx: Tx, run_id: str, *, owner: str, ttl: float, expect: frozenset[str], states: ThreadStates
+) -> RunRecord | None:
+    """Make ``owner`` the run's driver (``locked``); see ``Store.claim_run``."""
     found = await tx.fetchrow("SELECT thread_id FROM runs WHERE run_id = $1", run_id)
     if found is None:
         return None
@@ -320,7 +400,10 @@ async def claim_run(tx: Tx, run_id: str, *, owner: str, ttl: float, expect: froz
         owner,
         now + ttl,
     )
-    await tx.put("UPDATE threads SET running = $2 WHERE thread_id = $1", thread_id, run_id)
+    await tx.put(
+        "UPDATE threads SET running = $2, version = $3 WHERE thread_id = $1", thread_id, run_id, _new_version()
+    )
+    states.discard(thread_id)
     return run
 
 

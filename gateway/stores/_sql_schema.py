@@ -12,8 +12,9 @@ the store refuses it (``UserError``) rather than misread it.
 Tables (``thread_id`` on every row of a thread, so an erasure is one ``DELETE`` per table)::
 
     meta            name -> value: ``schema_version``
-    threads         one row per thread: owner, the newest seq, the running run, the last writes'
-                    ids (``recent``), its title, the start of its first user message, last activity
+    threads         one row per thread: owner, ``version`` (a new random one at every write of the row), the
+                    newest seq, the running run, the last writes' ids (``recent``), its title, the
+                    start of its first user message, last activity
     events          (thread_id, seq) -> the event's JSON (its ``seq`` inside)
     messages        the history, in ``id`` order
     runs            run id -> its record (status and lease beside it, for the sweeps), ``id`` order
@@ -42,11 +43,10 @@ class Dialect:
 
     name: str
     """``sqlite`` or ``postgresql``."""
-    lock: str
-    """Appended to a ``SELECT`` that locks the rows it reads until the transaction ends
-    (``FOR UPDATE``; empty where the one writer makes locks needless)."""
     skip_locked: str
-    """Like ``lock``, skipping rows another transaction holds (``FOR UPDATE SKIP LOCKED``)."""
+    """Appended to a ``SELECT`` that locks the rows it reads until the transaction ends, skipping
+    rows another transaction holds (``FOR UPDATE SKIP LOCKED``; empty where the one writer makes
+    locks needless)."""
     types: dict[str, str] = field(default_factory=dict)
     """Column types by the names the DDL uses in braces."""
 
@@ -56,6 +56,7 @@ _CONVERSATIONS = [
         thread_id TEXT PRIMARY KEY,
         owner_key TEXT NOT NULL,
         record TEXT NOT NULL,
+        version BIGINT NOT NULL DEFAULT 0,
         seq BIGINT NOT NULL DEFAULT 0,
         running TEXT,
         recent TEXT NOT NULL DEFAULT '',

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..events import now_iso
 from ._records import ApprovalRecord, ApprovalState, ThreadRecord, ThreadSummary
+from ._sql_log import ThreadStates
 from ._sql_tx import Tx, as_iso
 
 __all__ = [
@@ -66,7 +67,7 @@ async def settle_approval(
     reason: str | None,
     remember: bool,
 ) -> ApprovalRecord | None:
-    """Settle a pending approval (compare and set on its status); ``None`` when not pending."""
+    """Settle a pending approval (``locked``; compare and set on its status); ``None`` when not pending."""
     row = await tx.fetchrow("SELECT record FROM approvals WHERE tool_call_id = $1 AND status = 'pending'", tool_call_id)
     if row is None:
         return None
@@ -249,12 +250,13 @@ async def rename_thread(tx: Tx, thread_id: str, title: str | None) -> bool:
     return await tx.execute("UPDATE threads SET title = $2 WHERE thread_id = $1", thread_id, title) > 0
 
 
-async def delete_thread(tx: Tx, thread_id: str) -> bool:
-    """Erase the thread and every row of it, media included."""
+async def delete_thread(tx: Tx, thread_id: str, states: ThreadStates) -> bool:
+    """Erase the thread and every row of it, media included (``locked``)."""
     # The thread's row first: a write in flight holds it, and one after this finds no thread.
     erased = await tx.execute("DELETE FROM threads WHERE thread_id = $1", thread_id)
     for table in _THREAD_TABLES:
         await tx.put(f"DELETE FROM {table} WHERE thread_id = $1", thread_id)
+    states.discard(thread_id)
     return erased > 0
 
 

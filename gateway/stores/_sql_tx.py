@@ -5,28 +5,60 @@ The store logic (``_sql_log``, ``_sql_state``) is written once, as ``async`` fun
 writer thread without an event loop (a ``Tx`` of SQLite never suspends), ``PostgresStore`` awaits
 it on a pooled asyncpg connection. So the logic awaits nothing but its ``Tx``.
 
+A call runs in one of three modes (``Mode``):
+
+- ``autocommit``: each statement commits on its own (reads, and single-statement writes).
+- ``guarded``: the call reads first, then only writes (``put``, ``guard``); the writes apply
+  together or not at all, and each ``guard`` checks that a row is still as the call read it.
+  When one is not, the adapter raises ``Conflict`` and the store runs the whole call again, on
+  fresh reads. On PostgreSQL the writes go in one round trip (one implicit transaction); on
+  SQLite the whole call is one ``BEGIN IMMEDIATE`` transaction, so a guard fails only on a
+  stale cached read.
+- ``locked``: one transaction; rows read with ``Dialect.skip_locked`` stay locked until it ends.
+
 SQL is written with ``$1, $2`` numbered placeholders (SQLite's adapter rewrites them to ``?1``).
 What differs between the dialects is in ``Dialect`` (row locks, column types) and in the adapters
-(``notify``, how ``put`` is sent).
+(``notify``, how writes are sent).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import TypeAdapter
+
+from tools import AgoraError
 
 from ..events import RunEvent
 from ..models import MESSAGE_ADAPTER, AssistantMessage, ToolMessage, UserMessage
 from ._records import JournalEntry
 from ._sql_schema import Dialect
 
-__all__ = ["EVENTS", "JOURNAL", "Row", "Tx", "as_iso", "parse_events", "parse_journal", "parse_messages"]
+__all__ = [
+    "EVENTS",
+    "JOURNAL",
+    "Conflict",
+    "Mode",
+    "Row",
+    "Tx",
+    "as_iso",
+    "parse_events",
+    "parse_journal",
+    "parse_messages",
+]
 
 Row = Sequence[Any]
 """A result row: its columns in the order the ``SELECT`` names them."""
+
+Mode = Literal["autocommit", "guarded", "locked"]
+"""How a call's statements are run (see the module docstring)."""
+
+
+class Conflict(AgoraError):
+    """A ``guard`` found its row changed since the call read it: the call runs again (private signal)."""
+
 
 EVENTS: TypeAdapter[list[RunEvent]] = TypeAdapter(list[RunEvent])
 JOURNAL: TypeAdapter[list[JournalEntry]] = TypeAdapter(list[JournalEntry])
@@ -51,7 +83,15 @@ class Tx(Protocol):
         ...
 
     async def execute(self, sql: str, *args: Any) -> int:
-        """Run a statement now; the number of rows it changed."""
+        """Run a statement now; the number of rows it changed (not in ``guarded`` mode)."""
+        ...
+
+    async def guard(self, sql: str, *args: Any) -> None:
+        """Run a write that must change exactly one row; when it does not, ``Conflict``.
+
+        The statement is an ``INSERT``, ``UPDATE`` or ``DELETE`` without ``RETURNING``, whose
+        ``WHERE`` says what the call read (a row's ``version``, say).
+        """
         ...
 
     async def put(self, sql: str, *args: Any) -> None:

@@ -32,7 +32,7 @@ from .._errors import StoreUnavailableError
 from ..events import RunEvent
 from ._sql import SqlStore, Work
 from ._sql_schema import Dialect
-from ._sql_tx import Row, Tx
+from ._sql_tx import Conflict, Mode, Row, Tx
 
 __all__ = ["SqliteStore"]
 
@@ -40,8 +40,7 @@ T = TypeVar("T")
 
 _DIALECT = Dialect(
     name="sqlite",
-    lock="",  # one writer: a transaction holds the whole database from BEGIN IMMEDIATE on
-    skip_locked="",
+    skip_locked="",  # one writer: a transaction holds the whole database from BEGIN IMMEDIATE on
     types={"id": "INTEGER PRIMARY KEY", "float": "REAL", "blob": "BLOB"},
 )
 
@@ -80,6 +79,10 @@ class _SqliteTx:
 
     async def execute(self, sql: str, *args: Any) -> int:
         return self._connection.execute(_numbered(sql), args).rowcount
+
+    async def guard(self, sql: str, *args: Any) -> None:
+        if self._connection.execute(_numbered(sql), args).rowcount != 1:
+            raise Conflict(sql)
 
     async def put(self, sql: str, *args: Any) -> None:
         self._connection.execute(_numbered(sql), args)
@@ -232,8 +235,9 @@ class SqliteStore(SqlStore):
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
 
-    async def _transact(self, work: Work[T], *, atomic: bool) -> T:
+    async def _transact(self, work: Work[T], *, mode: Mode) -> T:
         notes: Notes = []
+        atomic = mode != "autocommit"  # guarded and locked calls alike: one IMMEDIATE transaction
 
         def job(connection: sqlite3.Connection) -> T:
             if atomic:

@@ -10,7 +10,17 @@ from typing import Any
 
 from gateway import Turn
 from gateway.events import RunEvent, RunStartedEvent, TextDeltaEvent
-from gateway.stores import ApprovalRecord, Batch, MemoryStore, RedisStore, RunRecord, SqliteStore, Store, ThreadRecord
+from gateway.stores import (
+    ApprovalRecord,
+    Batch,
+    MemoryStore,
+    PostgresStore,
+    RedisStore,
+    RunRecord,
+    SqliteStore,
+    Store,
+    ThreadRecord,
+)
 from tools import Actor, Confirmation
 
 
@@ -103,7 +113,7 @@ def live_subscribers(store: Store, thread_id: str) -> int:
     """How many live tails of the thread the store holds."""
     if isinstance(store, RedisStore):
         return store.hub.subscribers(store.channel(thread_id))
-    if isinstance(store, SqliteStore):
+    if isinstance(store, SqliteStore | PostgresStore):
         return store.followers.count(thread_id)
     assert isinstance(store, MemoryStore)
     state = store._threads.get(thread_id)

@@ -1,4 +1,4 @@
-"""Fixtures of the store contract suite: every test runs on ``MemoryStore`` and ``RedisStore``."""
+"""Fixtures of the store contract suite: every test runs on every store (memory, Redis, SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import redis.asyncio as redis
 
 from gateway.stores import MemoryStore, RedisStore, SqliteStore, Store
 
-from ..conftest import drop_prefix, own_redis_store
+from ..conftest import drop_prefix, own_postgres_store, own_redis_store
 from ._server import RedisServer
 
 __all__ = ["drop_prefix"]  # imported from here by the store tests
@@ -28,10 +28,12 @@ def prefix() -> str:
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("redis-text-client", marks=pytest.mark.redis),
         "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
     ]
 )
 async def store(request: pytest.FixtureRequest, prefix: str, tmp_path: Path) -> AsyncIterator[Store]:
-    """Each store under test; ``redis-text-client`` is a caller's client that decodes replies."""
+    """Each store under test; ``redis-text-client`` is a caller's client that decodes replies; ``sqlite`` a
+    file in ``tmp_path``; ``postgres`` a schema of its own in the session's database."""
     if request.param == "memory":
         memory = MemoryStore()
         yield memory
@@ -42,6 +44,11 @@ async def store(request: pytest.FixtureRequest, prefix: str, tmp_path: Path) -> 
         await sqlite.ping()
         yield sqlite
         await sqlite.aclose()
+        return
+    if request.param == "postgres":
+        async with own_postgres_store(request.getfixturevalue("postgres_dsn")) as postgres:
+            await postgres.ping()
+            yield postgres
         return
     url: str = request.getfixturevalue("redis_url")
     client = redis.Redis.from_url(url, decode_responses=True) if request.param == "redis-text-client" else None
