@@ -1,4 +1,4 @@
-"""A gateway process that starts one run on Redis and hangs in its second tool (then gets killed).
+"""A gateway process that starts one run on the test's store and hangs in its second tool (then gets killed).
 
 python -m tests.stores._crash_child THREAD_ID
 """
@@ -6,19 +6,18 @@ python -m tests.stores._crash_child THREAD_ID
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 
 from gateway import Runtime, Turn
 from gateway.models import ScriptedModel
-from gateway.stores import RedisStore
 from tools import Actor
 
+from ._backends import store_from_env
 from ._crash_tools import quick_lookup, script, slow_lookup
 
 
 async def main(thread_id: str) -> None:
-    store = RedisStore(os.environ["AGORA_TEST_REDIS_URL"], prefix=os.environ["AGORA_TEST_PREFIX"])
+    store = store_from_env()
     runtime = Runtime(
         tools=[quick_lookup, slow_lookup], model=ScriptedModel(script), store=store, lease_ttl=0.5, instance_id="doomed"
     )
