@@ -64,7 +64,7 @@ class Settings(BaseSettings):
     ``unix://``, ``redis+sentinel://``). Unset: ``serve`` uses ``sqlite:///.agora/agora.db``,
     ``create_app`` in code an in-process memory store."""
     redis_url: str | None = None
-    """A Redis URL, the older name of ``store_url`` (which wins when both are set)."""
+    """A Redis URL: the older name of ``AGORA_STORE_URL`` (``store_url``), which wins when both are set."""
     model: str = "demo"
     """``demo`` (offline, rule-based) or ``openai:<model>`` (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``)."""
     secret: SecretStr | None = None
