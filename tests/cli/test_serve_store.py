@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -148,3 +149,15 @@ async def test_a_database_of_a_newer_schema_is_refused_in_one_line_and_exit_2(tm
     ]
     with contextlib.closing(sqlite3.connect(database)) as connection:  # refused, not migrated down
         assert connection.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone() == ("999",)
+
+
+async def test_serve_on_postgresql_names_it_without_its_password(tmp_path: Path, postgres_dsn: str) -> None:
+    parts = urlsplit(postgres_dsn)  # trust auth: the password is not checked, only never shown
+    url = parts._replace(netloc=f"postgres:hunter2@{parts.hostname}:{parts.port or 5432}").geturl()
+    async with serving("--store", url, cwd=tmp_path, store=None) as (_, port, line):
+        shown = f"postgres:***@{parts.hostname}:{parts.port or 5432}{parts.path}"
+        assert f"store: postgresql at postgresql://{shown}," in line and "hunter2" not in line, line
+        async with aiohttp.ClientSession() as session:
+            health = await get_json(session, f"http://127.0.0.1:{port}/healthz")
+        assert health["store"] == {"status": "ok", "kind": "postgres"}
+    assert list(tmp_path.iterdir()) == []  # nothing under .agora: the store is the database
