@@ -16,8 +16,11 @@ Each function is one store call over a ``Tx`` (see ``_sql_tx`` for the modes). T
   the same batch again once the store is back: it lands once.
 - The lease of a running run is two columns of its row (``lease_owner``, ``lease_until``, UNIX
   seconds of the writer's clock). A claim is ``locked``: it locks the thread's row, then the
-  run's, skipping rows another transaction holds (``Dialect.skip_locked``), so a run being
-  claimed elsewhere right now is not claimed here too; it moves the thread's version.
+  run's (``Dialect.lock``; the order every writer takes them in, so none waits for another in
+  a circle), decides on what it reads, and moves the thread's version. It waits rather than
+  skips: a claim that skipped a row another claim of the same owner holds would tell a live
+  driver that it lost its run. The sweep's ``expired_leases`` skips locked rows
+  (``Dialect.skip_locked``): a run being claimed right now is not reported.
 """
 
 from __future__ import annotations
@@ -377,11 +380,11 @@ async def claim_run(
         return None
     thread_id = found[0]
     # The thread's row first, as every write locks it: two lockers never wait for each other.
-    slot = await tx.fetchrow("SELECT running FROM threads WHERE thread_id = $1" + tx.dialect.skip_locked, thread_id)
+    slot = await tx.fetchrow("SELECT running FROM threads WHERE thread_id = $1" + tx.dialect.lock, thread_id)
     if slot is None:
-        return None  # being written or claimed by another transaction right now (or erased)
+        return None  # erased
     row = await tx.fetchrow(
-        "SELECT status, record, lease_owner, lease_until FROM runs WHERE run_id = $1" + tx.dialect.skip_locked, run_id
+        "SELECT status, record, lease_owner, lease_until FROM runs WHERE run_id = $1" + tx.dialect.lock, run_id
     )
     if row is None:
         return None

@@ -43,10 +43,11 @@ class Dialect:
 
     name: str
     """``sqlite`` or ``postgresql``."""
+    lock: str
+    """Appended to a ``SELECT`` that locks the rows it reads until the transaction ends
+    (``FOR UPDATE``; empty where the one writer makes locks needless)."""
     skip_locked: str
-    """Appended to a ``SELECT`` that locks the rows it reads until the transaction ends, skipping
-    rows another transaction holds (``FOR UPDATE SKIP LOCKED``; empty where the one writer makes
-    locks needless)."""
+    """Like ``lock``, skipping the rows another transaction holds (``FOR UPDATE SKIP LOCKED``)."""
     types: dict[str, str] = field(default_factory=dict)
     """Column types by the names the DDL uses in braces."""
 

@@ -14,7 +14,8 @@ A call runs in one of three modes (``Mode``):
   fresh reads. On PostgreSQL the writes go in one round trip (one implicit transaction); on
   SQLite the whole call is one ``BEGIN IMMEDIATE`` transaction, so a guard fails only on a
   stale cached read.
-- ``locked``: one transaction; rows read with ``Dialect.skip_locked`` stay locked until it ends.
+- ``locked``: one transaction; rows read with ``Dialect.lock`` (or ``skip_locked``) stay locked
+  until it ends.
 
 SQL is written with ``$1, $2`` numbered placeholders (SQLite's adapter rewrites them to ``?1``).
 What differs between the dialects is in ``Dialect`` (row locks, column types) and in the adapters

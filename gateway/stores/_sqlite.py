@@ -40,7 +40,8 @@ T = TypeVar("T")
 
 _DIALECT = Dialect(
     name="sqlite",
-    skip_locked="",  # one writer: a transaction holds the whole database from BEGIN IMMEDIATE on
+    lock="",  # one writer: a transaction holds the whole database from BEGIN IMMEDIATE on
+    skip_locked="",
     types={"id": "INTEGER PRIMARY KEY", "float": "REAL", "blob": "BLOB"},
 )
 

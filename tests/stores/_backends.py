@@ -6,8 +6,9 @@ test's own key prefix or schema), so a child sees what the parent sees.
 
 An outage of Redis stops a private ``redis-server`` (the shared one is never stopped); an
 outage of PostgreSQL cuts the network between the gateway and the machine's server through a
-``TcpProxy`` (the shared server is never stopped either). Both come back on the same port with
-the same data.
+loopback proxy (``_pg_proxy.PgProxy``: every connection reset, new ones refused), because the
+shared server is never stopped either and a private cluster per test costs an ``initdb``. Both
+come back on the same port with the same data.
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ import os
 import signal
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit, urlunsplit
 
 from gateway.stores import PostgresStore, RedisStore, Store
 
 from ..conftest import drop_prefix, drop_schema
-from ._proxy import TcpProxy
+from ._pg_proxy import PgProxy
 from ._server import RedisServer
 
 Kind = Literal["redis", "postgres"]
@@ -67,14 +67,6 @@ async def drop_store(kind: str, url: str, name: str) -> None:
         await drop_schema(url, schema_of(name))
 
 
-def through(dsn: str, port: int) -> str:
-    """``dsn`` with its host and port replaced by ``127.0.0.1:port`` (the proxy)."""
-    parts = urlsplit(dsn)
-    userinfo = parts.netloc.rpartition("@")[0]
-    netloc = f"{userinfo}@127.0.0.1:{port}" if userinfo else f"127.0.0.1:{port}"
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 class Outage:
     """A shared store that the test can take away (``stop``, ``kill``) and bring back (``start``)."""
 
@@ -82,19 +74,18 @@ class Outage:
         self.kind = kind
         self.redis = RedisServer(directory) if kind == "redis" else None
         self.dsn = dsn
-        self.proxy: TcpProxy | None = None
+        self.proxy: PgProxy | None = None
         if kind == "postgres":
             assert dsn is not None
-            parts = urlsplit(dsn)
-            self.proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+            self.proxy = PgProxy(dsn)
 
     @property
     def url(self) -> str:
-        """Where the gateway connects: the private Redis, or the proxy in front of PostgreSQL."""
+        """Where the gateway connects: the private Redis, or the proxy in front of PostgreSQL (once started)."""
         if self.redis is not None:
             return self.redis.url
-        assert self.proxy is not None and self.dsn is not None
-        return through(self.dsn, self.proxy.port)
+        assert self.proxy is not None and self.proxy.port, "start() first: the proxy's port is chosen then"
+        return self.proxy.dsn
 
     async def start(self) -> None:
         """Up (again), on the same port, with the same data."""
@@ -102,7 +93,7 @@ class Outage:
             await self.redis.start()
         else:
             assert self.proxy is not None
-            await self.proxy.start()
+            await self.proxy.up()
 
     async def stop(self) -> None:
         """Gone, cleanly: Redis stops on SIGTERM (its AOF complete); PostgreSQL's network is cut."""
@@ -113,7 +104,7 @@ class Outage:
             self.redis.process = None
         else:
             assert self.proxy is not None
-            await self.proxy.cut()
+            await self.proxy.down()
 
     async def kill(self) -> None:
         """Gone at once: Redis SIGKILLed (the AOF has every write, appendfsync always); PostgreSQL's network cut."""
@@ -121,10 +112,10 @@ class Outage:
             self.redis.kill()
         else:
             assert self.proxy is not None
-            await self.proxy.cut()
+            await self.proxy.down()
 
     async def aclose(self) -> None:
         if self.redis is not None:
             self.redis.kill()
         if self.proxy is not None:
-            await self.proxy.aclose()
+            await self.proxy.down()

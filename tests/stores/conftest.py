@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as redis
 
-from gateway.stores import MemoryStore, RedisStore, SqliteStore, Store
+from gateway.stores import MemoryStore, PostgresStore, RedisStore, SqliteStore, Store
 
 from ..conftest import drop_prefix, own_postgres_store, own_redis_store
 from ._server import RedisServer
@@ -83,3 +83,17 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
         yield own
     finally:
         own.kill()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqliteStore | PostgresStore]:
+    """Each SQL store (for what only they have: a schema, media and render tables)."""
+    if request.param == "sqlite":
+        sqlite = SqliteStore(tmp_path / "agora.db")
+        try:
+            yield sqlite
+        finally:
+            await sqlite.aclose()
+        return
+    async with own_postgres_store(request.getfixturevalue("postgres_dsn")) as postgres:
+        yield postgres

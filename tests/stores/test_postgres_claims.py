@@ -1,12 +1,12 @@
 """``PostgresStore.claim_run`` while another transaction holds the thread's row: it waits, it does not skip.
 
-Found by the long-outage fault test on PostgreSQL (1-3 of 48 tools ran twice, one run in two):
-after the outage, a process's sweep renews a lease too late (it lapsed), then takes it back with
-``claim_run`` while its own driver is writing the held step, which locks the thread's row.
-``SKIP LOCKED`` makes that claim answer ``None``, which ``Leases.reclaim`` reads as "another
-process took the run": the sweep stops the driver, its held result is dropped, and the run is
-resumed later from its journal, running the tool again. Here the write in flight is a plain
-transaction that locks the row on a connection of the test's own.
+The long-outage fault test on PostgreSQL ran 1-3 tools of 48 twice in about half the runs when
+``claim_run`` read the rows with ``SKIP LOCKED``: after the outage a process's sweep renewed a
+lease too late (it had lapsed) and took it back with ``claim_run`` while its own driver was
+writing the held step, which locks the thread's row. The skipped row answered ``None``, which
+``Leases.reclaim`` reads as "another process took the run": the sweep stopped the driver, its
+held result was dropped, and the run resumed later from its journal, running the tool again.
+Here the write in flight is a plain transaction that locks the row on a connection of the test's.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from gateway.stores import PostgresStore
 from ..conftest import own_postgres_store
 from ._helpers import begin
 
+pytestmark = pytest.mark.postgres
+
 
 async def waiting_on_a_lock(admin: asyncpg.Connection, database: str) -> bool:
     count = await admin.fetchval(
@@ -30,10 +32,6 @@ async def waiting_on_a_lock(admin: asyncpg.Connection, database: str) -> bool:
     return bool(count)
 
 
-@pytest.mark.xfail(
-    reason="PostgresStore.claim_run reads the thread and run rows with SKIP LOCKED: a locked row reads as taken",
-    strict=True,  # passes once claim_run waits for the row (FOR UPDATE): then drop this mark
-)
 async def test_the_holder_reclaiming_its_run_while_its_thread_is_written_gets_it(postgres_dsn: str) -> None:
     async with own_postgres_store(postgres_dsn) as store:
         assert isinstance(store, PostgresStore)

@@ -33,16 +33,7 @@ pytestmark = pytest.mark.redis  # the tools of the SIGKILL test record their eff
 ROOT = Path(__file__).resolve().parents[2]
 
 
-CLAIM_RACE = pytest.mark.xfail(
-    reason="on PostgreSQL a held result is sometimes dropped and its tool run again (held: 3 runs in 10; two "
-    "processes: half the runs, 1-3 tools of 48): after the outage the sweep's take-back claim_run meets the "
-    "thread row its own driver is writing, SKIP LOCKED answers None, and the run is stopped as another's "
-    "(tests/stores/test_postgres_claims.py shows it alone). Drop this mark with that test's",
-    strict=False,  # it passes in the other runs
-)
-
-
-@pytest.fixture(params=["redis", "postgres"])
+@pytest.fixture(params=["redis", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend(request: pytest.FixtureRequest) -> str:
     """The shared store a test runs on."""
     return str(request.param)
@@ -145,8 +136,8 @@ class KeyInput(BaseModel):
     [
         pytest.param("redis", 60.0, id="redis-held"),
         pytest.param("redis", 0.0, id="redis-dropped"),
-        pytest.param("postgres", 60.0, id="postgres-held", marks=CLAIM_RACE),
-        pytest.param("postgres", 0.0, id="postgres-dropped"),
+        pytest.param("postgres", 60.0, id="postgres-held", marks=pytest.mark.postgres),
+        pytest.param("postgres", 0.0, id="postgres-dropped", marks=pytest.mark.postgres),
     ],
 )
 async def test_the_store_stopped_and_started_mid_run(
@@ -234,7 +225,7 @@ async def test_the_store_stopped_and_started_mid_run(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["redis", pytest.param("postgres", marks=CLAIM_RACE)])
+@pytest.mark.parametrize("backend", ["redis", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_an_outage_longer_than_the_lease_runs_no_tool_twice_across_two_processes(
     tmp_path: Path, outage: Outage
 ) -> None:

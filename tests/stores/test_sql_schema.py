@@ -1,0 +1,105 @@
+"""The SQL stores make and migrate their own schema, and refuse one newer than the code."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import pytest
+
+from gateway.stores import Batch, PostgresStore, SqliteStore, ThreadRecord, _sql_schema
+from tools import UserError
+
+from ..conftest import drop_schema
+from ._helpers import begin, delta
+from ._sql_support import SqlStore, execute, reopen, rows
+
+
+async def version(store: SqlStore) -> int:
+    [(value,)] = await rows(store, "SELECT value FROM meta WHERE name = 'schema_version'")
+    return int(value)
+
+
+async def test_an_empty_database_gets_every_table_on_first_use(sql_store: SqlStore, thread_id: str) -> None:
+    await sql_store.ping()
+    assert await version(sql_store) == _sql_schema.SCHEMA_VERSION == len(_sql_schema.MIGRATIONS)
+    run, _ = await begin(sql_store, thread_id)
+    assert [r.run_id for r in await sql_store.thread_runs(thread_id)] == [run.run_id]
+    counts = {"threads": 1, "events": 1, "runs": 1, "messages": 0, "journal": 0, "approvals": 0, "media": 0}
+    for table, count in (counts | {"renders": 0, "channel_state": 0, "confirm_tokens": 0}).items():
+        assert await rows(sql_store, f"SELECT count(*) FROM {table}") == [(count,)], table
+
+
+async def test_a_newer_schema_is_refused_in_one_line_and_left_as_it_is(sql_store: SqlStore, thread_id: str) -> None:
+    await begin(sql_store, thread_id)
+    newer = _sql_schema.SCHEMA_VERSION + 1
+    await execute(sql_store, "UPDATE meta SET value = $1 WHERE name = 'schema_version'", str(newer))
+    later = reopen(sql_store)  # a process of this (older) agora-gateway starting on it
+    try:
+        with pytest.raises(UserError) as refused:
+            await later.ping()
+        message = str(refused.value)
+        assert f"schema version {newer}, newer than this agora-gateway knows ({newer - 1})" in message
+        assert "upgrade agora-gateway" in message and "\n" not in message
+        with pytest.raises(UserError):  # every call, not only the first
+            await later.get_thread(thread_id)
+        with pytest.raises(UserError):
+            await later.write(thread_id, Batch())
+    finally:
+        await later.aclose()
+    assert await version(sql_store) == newer, "the refusing store changed nothing"
+    assert await sql_store.last_seq(thread_id) == 1
+
+
+async def test_an_older_schema_is_migrated_and_keeps_its_data(
+    sql_store: SqlStore, thread_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as older:  # the agora-gateway of migration 1 only
+        older.setattr(_sql_schema, "SCHEMA_VERSION", 1)
+        run, _ = await begin(sql_store, thread_id)
+        await sql_store.write(thread_id, Batch(events=[delta(run, "kept")]))
+        assert await version(sql_store) == 1
+    upgraded = reopen(sql_store)
+    try:
+        await upgraded.ping()
+        assert await version(upgraded) == _sql_schema.SCHEMA_VERSION
+        assert [e.seq for e in await upgraded.read_events(thread_id)] == [1, 2]
+        assert await rows(upgraded, "SELECT count(*) FROM media") == [(0,)]  # migration 2 made it
+    finally:
+        await upgraded.aclose()
+
+
+@pytest.mark.postgres
+async def test_two_processes_starting_on_an_empty_schema_migrate_it_once(postgres_dsn: str) -> None:
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    stores = [PostgresStore(postgres_dsn, schema=schema) for _ in range(4)]
+    try:
+        await asyncio.gather(*(store.ping() for store in stores))
+        assert await rows(stores[0], "SELECT name, value FROM meta") == [
+            ("schema_version", str(_sql_schema.SCHEMA_VERSION))
+        ]
+        await stores[1].ensure_thread(ThreadRecord(thread_id="t", owner_id="u1"))
+        assert await stores[2].get_thread("t") is not None
+    finally:
+        for store in stores:
+            await store.aclose()
+        await drop_schema(postgres_dsn, schema)
+
+
+def test_a_postgres_schema_must_be_a_plain_name() -> None:
+    for bad in ("Agora", "a-b", 'x"; DROP SCHEMA public; --', "", "1abc", "a" * 64):
+        with pytest.raises(UserError, match="schema must be a lower-case name"):
+            PostgresStore("postgresql://postgres@127.0.0.1/agora", schema=bad)
+
+
+async def test_a_sqlite_store_creates_the_folder_of_its_file(tmp_path: Path) -> None:
+    path = tmp_path / ".agora" / "nested" / "agora.db"
+    store = SqliteStore(path)
+    try:
+        await store.ping()
+        assert path.is_file()
+        [(mode,)] = await rows(store, "PRAGMA journal_mode")
+        assert mode == "wal"
+    finally:
+        await store.aclose()

@@ -1,0 +1,194 @@
+"""SQL stores: a write sent again lands once, any text round-trips, SQLite never blocks the loop,
+and what was stored is there after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gateway import StoreUnavailableError
+from gateway.events import RunStartedEvent
+from gateway.models import AssistantMessage, UserMessage
+from gateway.stores import Batch, ModelStepEntry, PostgresStore, SqliteStore, ThreadRecord
+
+from ..conftest import own_postgres_store
+from ._helpers import approval, begin, delta, new_run, thread_of
+from ._pg_proxy import PgProxy
+from ._sql_support import SqlStore, reopen, rows
+
+HOSTILE = [
+    "it's",
+    "'); DROP TABLE threads; --",
+    "\\'; SELECT 1; --",
+    "back\\slash \\x41 \\\\",
+    "$1 $2 $$ $tag$ :name ?1 ?",
+    "E'\\n' \u2028 \r\n\t \x01",
+    "ünïcödé ☀️ 𝄞",
+    "",
+]
+
+
+async def test_a_write_sent_again_lands_once(sql_store: SqlStore, thread_id: str) -> None:
+    run, _ = await begin(sql_store, thread_id)
+    batch = Batch(
+        run=run,
+        events=[delta(run, "a"), delta(run, "b")],
+        journal=[ModelStepEntry(step=0, message_id="m1", text="ab")],
+        messages=[AssistantMessage(content="ab")],
+        approvals=[approval(run)],
+    )
+    first = [e.seq for e in await sql_store.write(thread_id, batch)]
+    again = [e.seq for e in await sql_store.write(thread_id, batch)]  # the same batch: its write id
+    assert first == again == [2, 3]
+    fresh = reopen(sql_store)  # a process that never saw the first reply
+    try:
+        assert [e.seq for e in await fresh.write(thread_id, batch)] == [2, 3]
+    finally:
+        await fresh.aclose()
+    assert [e.seq for e in await sql_store.read_events(thread_id)] == [1, 2, 3]
+    assert len(await sql_store.read_journal(thread_id, run.run_id)) == 1
+    assert await sql_store.get_messages(thread_id) == [AssistantMessage(content="ab")]
+    assert len(await sql_store.pending_approvals(thread_id)) == 1
+    assert [e.seq for e in await sql_store.write(thread_id, Batch(events=[delta(run)]))] == [4]
+
+
+async def test_a_begin_sent_again_is_the_same_begin(sql_store: SqlStore, thread_id: str) -> None:
+    run = new_run(thread_id)
+    batch = Batch(
+        events=[RunStartedEvent(thread_id=thread_id, run_id=run.run_id, agent="default")],
+        messages=[UserMessage(content="hi")],
+    )
+    thread = thread_of(thread_id)
+    began = await sql_store.begin_run(run, thread=thread, batch=batch, lease_owner="p1", lease_ttl=30)
+    again = await sql_store.begin_run(run, thread=thread, batch=batch, lease_owner="p1", lease_ttl=30)
+    assert [e.seq for e in began.events] == [e.seq for e in again.events] == [1]
+    assert again.history == [UserMessage(content="hi")]
+    assert len(await sql_store.thread_runs(thread_id)) == 1
+
+
+@pytest.mark.postgres
+async def test_a_commit_whose_reply_was_lost_is_written_again_once(postgres_dsn: str, thread_id: str) -> None:
+    async with own_postgres_store(postgres_dsn) as direct, PgProxy(postgres_dsn) as proxy:
+        await direct.ping()
+        store = PostgresStore(proxy.dsn, schema=direct.schema, timeout=5)
+        try:
+            run, _ = await begin(store, thread_id)
+            batch = Batch(run=run, events=[delta(run, "once"), delta(run, "only")])
+            proxy.lose_reply_after(b"INSERT INTO events")
+            with pytest.raises(StoreUnavailableError) as lost:
+                await store.write(thread_id, batch)
+            assert proxy.lost.is_set() and "PostgreSQL at" in str(lost.value)
+            assert [e.seq for e in await direct.read_events(thread_id)] == [1, 2, 3], "it was committed"
+
+            written = await store.write(thread_id, batch)  # what a driver does once the store answers
+            assert [e.seq for e in written] == [2, 3]
+            assert [e.seq for e in await direct.read_events(thread_id)] == [1, 2, 3]
+            assert await direct.last_seq(thread_id) == 3
+        finally:
+            await store.aclose()
+
+
+async def test_any_text_round_trips(sql_store: SqlStore) -> None:
+    for index, text in enumerate(HOSTILE):
+        printable = text.isprintable() and text  # ids refuse control characters before any store sees them
+        thread_id = f"t-{index}-{text}" if printable else f"t-{index}"
+        owner = text if printable else "u1"
+        run, _ = await begin(sql_store, thread_id, owner=owner)
+        record = approval(run, tool=f"tool {text}")
+        record.input = {"text": text, text: [text]}
+        events = [delta(run, text)]
+        await sql_store.write(
+            thread_id, Batch(run=run, events=events, messages=[UserMessage(content=text)], approvals=[record])
+        )
+        [_, read] = await sql_store.read_events(thread_id)
+        assert read.delta == text  # type: ignore[attr-defined]
+        assert await sql_store.get_messages(thread_id) == [UserMessage(content=text)]
+        assert await sql_store.get_approval(record.tool_call_id) == record
+        stored = await sql_store.get_thread(thread_id)
+        assert stored is not None and stored.owner_id == owner
+        await sql_store.channel_set(f"key {text}", {"value": text})
+        assert await sql_store.channel_get(f"key {text}") == {"value": text}
+    [(count,)] = await rows(sql_store, "SELECT count(*) FROM threads")
+    assert count == len(HOSTILE)
+
+
+@pytest.mark.postgres
+async def test_a_nul_character_is_refused_by_postgres_and_nothing_is_written(postgres_dsn: str) -> None:
+    async with own_postgres_store(postgres_dsn) as store:
+        run = new_run("t-nul").model_copy(update={"run_id": "run-\x00"})
+        with pytest.raises(ValueError, match="NUL"):  # a guarded write: refused before anything is sent
+            await store.begin_run(run, thread=thread_of("t-nul"), batch=Batch(), lease_owner="p1", lease_ttl=30)
+        with pytest.raises(ValueError, match="PostgreSQL refused a value"):
+            await store.ensure_thread(ThreadRecord(thread_id="t-\x00-nul", owner_id="u1"))  # the server refuses
+        assert await rows(store, "SELECT count(*) FROM threads") == [(0,)]
+        run, _ = await begin(store, "t-fine")
+        with pytest.raises(ValueError):
+            await store.channel_set("key\x00", 1)
+        assert [e.seq for e in await store.write("t-fine", Batch(events=[delta(run, "after")]))] == [2]
+
+
+async def test_the_event_loop_runs_while_sqlite_waits_for_another_process(tmp_path: Path, thread_id: str) -> None:
+    path = tmp_path / "agora.db"
+    store = SqliteStore(path, busy_timeout=10)
+    holding, release = threading.Event(), threading.Event()
+
+    def other_process() -> None:  # another connection holding the write lock
+        connection = sqlite3.connect(path, isolation_level=None)
+        connection.execute("BEGIN IMMEDIATE")
+        holding.set()
+        release.wait(10)
+        connection.execute("COMMIT")
+        connection.close()
+
+    try:
+        await store.ping()
+        holder = threading.Thread(target=other_process)
+        holder.start()
+        await asyncio.to_thread(holding.wait, 10)
+        started = time.perf_counter()
+        waiting = asyncio.create_task(begin(store, thread_id))
+        for _ in range(200):  # loop turns, while the store's thread waits for the lock
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        assert time.perf_counter() - started < 2, "the loop kept turning"
+        release.set()
+        async with asyncio.timeout(10):
+            run, events = await waiting
+        assert [e.seq for e in events] == [1] and run.status == "running"
+        await asyncio.to_thread(holder.join, 10)
+    finally:
+        release.set()
+        await store.aclose()
+
+
+async def test_a_pending_approval_and_its_thread_survive_a_restart(sql_store: SqlStore, thread_id: str) -> None:
+    run, _ = await begin(sql_store, thread_id, batch=Batch(messages=[UserMessage(content="purge it")]))
+    pending = approval(run)
+    parked = run.model_copy(update={"status": "awaiting-approval"})
+    await sql_store.write(thread_id, Batch(run=parked, events=[delta(run)], approvals=[pending], release=True))
+    await sql_store.aclose()
+
+    restarted = reopen(sql_store)
+    try:
+        assert [a.tool_call_id for a in await restarted.pending_approvals(thread_id)] == [pending.tool_call_id]
+        assert await restarted.get_messages(thread_id) == [UserMessage(content="purge it")]
+        assert [e.seq for e in await restarted.read_events(thread_id)] == [1]
+        claimed = await restarted.claim_run(run.run_id, owner="p2", ttl=30, expect=frozenset({"awaiting-approval"}))
+        assert claimed is not None and claimed.status == "running"
+        settled = await restarted.settle_approval(pending.tool_call_id, status="approved", decided_by="u1", via="web")
+        assert settled is not None and settled.status == "approved"
+    finally:
+        await restarted.aclose()
+
+
+async def test_a_closed_store_refuses_calls(sql_store: SqlStore) -> None:
+    await sql_store.ping()
+    await sql_store.aclose()
+    await sql_store.aclose()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        await sql_store.get_thread("t")
