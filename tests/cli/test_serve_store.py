@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+import pytest
 
 from gateway import sign_actor_token
 from gateway.stores import SqliteStore
@@ -151,6 +152,7 @@ async def test_a_database_of_a_newer_schema_is_refused_in_one_line_and_exit_2(tm
         assert connection.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone() == ("999",)
 
 
+@pytest.mark.postgres
 async def test_serve_on_postgresql_names_it_without_its_password(tmp_path: Path, postgres_dsn: str) -> None:
     parts = urlsplit(postgres_dsn)  # trust auth: the password is not checked, only never shown
     url = parts._replace(netloc=f"postgres:hunter2@{parts.hostname}:{parts.port or 5432}").geturl()
