@@ -114,7 +114,8 @@ def _serve(args: argparse.Namespace) -> int:
         for key, value in {
             "host": args.host,
             "port": args.port,
-            "store_url": args.store_url,
+            # An option beats a variable: --redis-url names the store unless --store does.
+            "store_url": args.store_url or args.redis_url,
             "redis_url": args.redis_url,
             "model": args.model,
             "tools_path": args.tools_path,

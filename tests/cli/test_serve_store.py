@@ -163,3 +163,18 @@ async def test_serve_on_postgresql_names_it_without_its_password(tmp_path: Path,
             health = await get_json(session, f"http://127.0.0.1:{port}/healthz")
         assert health["store"] == {"status": "ok", "kind": "postgres"}
     assert list(tmp_path.iterdir()) == []  # nothing under .agora: the store is the database
+
+
+def test_the_redis_url_option_beats_a_store_variable(tmp_path: Path) -> None:
+    closed = f"redis://127.0.0.1:{free_port()}/0"  # so the start says which store it tried
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--port", str(free_port()), "--redis-url", closed],
+        cwd=tmp_path,
+        env=serve_env("memory://"),  # AGORA_STORE_URL=memory:// in the environment
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith(REFUSED) and closed in line, line
