@@ -43,7 +43,7 @@ from ..events import RunEvent
 from ._pg_listen import ListenHub, notification
 from ._sql import SqlStore, Work
 from ._sql_schema import Dialect
-from ._sql_tx import Conflict, Mode, Row, Tx
+from ._sql_tx import Mode, Row, Tx, _Conflict
 from ._tail import Subscriber
 
 __all__ = ["PostgresStore"]
@@ -123,7 +123,7 @@ class _PgTx:
     one multi-statement query: PostgreSQL runs it as one implicit transaction, in one round trip.
     A guard becomes ``WITH g AS (<write> RETURNING 1) SELECT 1 / (SELECT count(*) FROM g)``: when
     its row changed, the division by zero aborts the whole query and ``_transact`` raises
-    ``Conflict``.
+    ``_Conflict``.
     """
 
     __slots__ = ("_channel", "_connection", "_mode", "dialect", "script")
@@ -158,7 +158,7 @@ class _PgTx:
         if self._mode == "guarded":
             self.script.append(f"WITH g AS ({_rendered(sql, args)} RETURNING 1) SELECT 1 / (SELECT count(*) FROM g)")
         elif _changed(await self._connection.execute(sql, *args)) != 1:
-            raise Conflict(sql)
+            raise _Conflict(sql)
 
     async def put(self, sql: str, *args: Any) -> None:
         if self._mode == "guarded":
@@ -339,7 +339,7 @@ class PostgresStore(SqlStore):
                     try:
                         await connection.execute(";\n".join(tx.script))
                     except asyncpg.DivisionByZeroError as exc:  # a guard's row changed: nothing was written
-                        raise Conflict(str(exc)) from exc
+                        raise _Conflict(str(exc)) from exc
                 return result
 
     async def _prepare(self, tx: Tx) -> None:

@@ -166,6 +166,28 @@ async def test_the_event_loop_runs_while_sqlite_waits_for_another_process(tmp_pa
         await store.aclose()
 
 
+async def test_a_lock_held_past_the_busy_timeout_is_an_outage_and_the_write_lands_after(
+    tmp_path: Path, thread_id: str
+) -> None:
+    path = tmp_path / "agora.db"
+    store = SqliteStore(path, busy_timeout=0.1)
+    try:
+        run, _ = await begin(store, thread_id)
+        other = sqlite3.connect(path, isolation_level=None)  # another process, holding the write lock
+        other.execute("BEGIN IMMEDIATE")
+        held = Batch(events=[delta(run, "held")])
+        try:
+            with pytest.raises(StoreUnavailableError, match="database is locked"):
+                await store.write(thread_id, held)
+        finally:
+            other.execute("COMMIT")
+            other.close()
+        assert [e.seq for e in await store.write(thread_id, held)] == [2]
+        assert [e.seq for e in await store.read_events(thread_id)] == [1, 2]
+    finally:
+        await store.aclose()
+
+
 async def test_a_pending_approval_and_its_thread_survive_a_restart(sql_store: SqlStore, thread_id: str) -> None:
     run, _ = await begin(sql_store, thread_id, batch=Batch(messages=[UserMessage(content="purge it")]))
     pending = approval(run)
