@@ -27,9 +27,10 @@ deployments (or tests) can share one database.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
@@ -87,6 +88,28 @@ def _changed(status: str) -> int:
     return int(count) if count.isdigit() else 0
 
 
+def _text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("PostgreSQL cannot store a NUL character in text")
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _bytes(value: bytes | bytearray | memoryview) -> str:
+    return f"'\\x{bytes(value).hex()}'::bytea"
+
+
+_LITERALS: dict[type, Callable[[Any], str]] = {
+    str: _text,
+    int: str,
+    float: lambda value: f"float8 '{value!r}'",  # the shortest text that reads back as the same double
+    bool: lambda value: "TRUE" if value else "FALSE",
+    type(None): lambda value: "NULL",
+    bytes: _bytes,
+    bytearray: _bytes,
+    memoryview: _bytes,
+}
+
+
 def _literal(value: Any) -> str:
     """``value`` as an SQL literal, for the writes a guarded call sends as one script.
 
@@ -94,26 +117,28 @@ def _literal(value: Any) -> str:
     made): inside ``'...'`` only the quote is special, and it is doubled. PostgreSQL text cannot
     hold NUL, so a string with one is refused here as the server would refuse it.
     """
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return f"float8 '{value!r}'"  # the shortest text that reads back as the same double
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ValueError("PostgreSQL cannot store a NUL character in text")
-        return "'" + value.replace("'", "''") + "'"
-    if isinstance(value, bytes | bytearray | memoryview):
-        return f"'\\x{bytes(value).hex()}'::bytea"
-    raise TypeError(f"Cannot send a {type(value).__name__} to PostgreSQL")
+    render = _LITERALS.get(type(value))
+    if render is None:  # a subclass (an enum of str, say): the first base that fits, bool before int
+        render = next(
+            (r for t, r in sorted(_LITERALS.items(), key=lambda i: i[0] is not bool) if isinstance(value, t)), None
+        )
+        if render is None:
+            raise TypeError(f"Cannot send a {type(value).__name__} to PostgreSQL")
+    return render(value)
+
+
+@functools.lru_cache(maxsize=256)
+def _template(sql: str) -> tuple[str | int, ...]:
+    """``sql`` cut at its ``$n`` placeholders: text, then argument indexes (from 0), alternately."""
+    parts: list[str | int] = []
+    for index, piece in enumerate(_PLACEHOLDER.split(sql)):
+        parts.append(piece if index % 2 == 0 else int(piece) - 1)
+    return tuple(parts)
 
 
 def _rendered(sql: str, args: Sequence[Any]) -> str:
-    """``sql`` with each ``$n`` replaced by the literal of ``args[n - 1]`` (in one pass)."""
-    return _PLACEHOLDER.sub(lambda match: _literal(args[int(match.group(1)) - 1]), sql)
+    """``sql`` with each ``$n`` replaced by the literal of ``args[n - 1]``."""
+    return "".join([part if isinstance(part, str) else _literal(args[part]) for part in _template(sql)])
 
 
 class _PgTx:

@@ -4,17 +4,20 @@ and what was stored is there after a restart."""
 from __future__ import annotations
 
 import asyncio
+import math
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from gateway import StoreUnavailableError
 from gateway.events import RunStartedEvent
 from gateway.models import AssistantMessage, UserMessage
 from gateway.stores import Batch, ModelStepEntry, PostgresStore, SqliteStore, ThreadRecord
+from gateway.stores._postgres import _literal
 
 from ..conftest import own_postgres_store
 from ._helpers import approval, begin, delta, new_run, thread_of
@@ -214,3 +217,18 @@ async def test_a_closed_store_refuses_calls(sql_store: SqlStore) -> None:
     await sql_store.aclose()  # idempotent
     with pytest.raises(RuntimeError, match="closed"):
         await sql_store.get_thread("t")
+
+
+@pytest.mark.postgres
+async def test_every_literal_a_guarded_write_sends_reads_back_as_the_value(postgres_dsn: str) -> None:
+    values = [*HOSTILE, 1.5, 1e-300, 0.1 + 0.2, -0.0, math.inf, -math.inf, 2**62, -1, 0, None, True, bytes(range(256))]
+    connection = await asyncpg.connect(postgres_dsn, server_settings={"standard_conforming_strings": "on"})
+    try:
+        for value in values:
+            back = await connection.fetchval(f"SELECT {_literal(value)}")
+            assert back == value and type(back) is type(value), (value, back)
+        assert math.isnan(await connection.fetchval(f"SELECT {_literal(math.nan)}"))
+    finally:
+        await connection.close()
+    with pytest.raises(TypeError, match="Cannot send a dict"):
+        _literal({"a": 1})
