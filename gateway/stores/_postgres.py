@@ -5,11 +5,17 @@ prepared statement per query on each connection, which makes a store call cheap 
 native ``LISTEN``/``NOTIFY`` (a callback per notification on a plain connection), which is how
 live tails follow a thread; and its pool and errors are asyncio-first.
 
-The logic is the SQL stores' shared code (``_sql``): a batch is written in one transaction that
-first locks its thread's row (``SELECT ... FOR UPDATE``), so writers of one thread queue there
-and writers of different threads never wait for each other. Writes are idempotent by
-``Batch.write_id``: when the reply of a ``COMMIT`` is lost with its connection, the driver writes
-the same batch again once the server answers, and it lands once. Leases are columns of the run's
+The logic is the SQL stores' shared code (``_sql``). A batch (``begin_run``, ``write``) is one
+``guarded`` call: its thread's row is read (or known from this store's last write of it), then
+every write of the batch goes in ONE round trip, a multi-statement query with the values as
+literals that PostgreSQL runs as one implicit transaction, its first statement the thread row's
+update guarded by the version that was read (``_sql_tx``). Writers of one thread that raced
+find the guard failed and run again; writers of different threads never wait for each other.
+A write is thus one round trip (two when the thread's row must be read first), where a
+transaction of prepared statements would take one per statement and two more for ``BEGIN`` and
+``COMMIT``: round trips are what a store call costs. Writes are idempotent by
+``Batch.write_id``: when the reply is lost with its connection, the driver writes the same batch
+again once the server answers, and it lands once. Leases are columns of the run's
 row: ``claim_run`` locks the thread's and the run's rows (``FOR UPDATE``), so of two processes
 claiming a run one takes it and the other finds it taken; the sweep's ``expired_leases`` reads
 ``FOR UPDATE SKIP LOCKED``, so it passes over the runs a claim is taking right now. Live tails:
