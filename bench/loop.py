@@ -4,8 +4,14 @@ Scenario (the one the peers were measured on): a user message -> one read tool c
 reply, with a ScriptedModel; then the same with one ui component pushed by the tool. Every turn
 writes its events, journal and history to the store and fills the tool's narration.
 
-    python bench/loop.py [--turns 3000] [--concurrency 50] [--redis redis://127.0.0.1:6379/0]
-                         [--gc default|tuned|both] [--loop asyncio|uvloop]
+    python bench/loop.py [--turns 3000] [--concurrency 50] [--gc default|tuned|both] [--loop asyncio|uvloop]
+                         [--store memory|sqlite|postgres|redis | --stores a,b,c|all]
+                         [--redis redis://127.0.0.1:6379/0] [--postgres postgresql://postgres@127.0.0.1:5432/postgres]
+
+Every store named is measured (memory always, first), then printed side by side: turns/s and this
+process's CPU per turn, each as a share of memory's. A SQLite store is a file in a temporary
+folder, a PostgreSQL store a schema of its own, a Redis store a key prefix of its own: all three
+are removed afterwards. The database server's own CPU (PostgreSQL, Redis) is not counted.
 
 ``--loop uvloop`` runs on the loop ``agora-gateway serve`` picks when uvloop is installed.
 
@@ -18,7 +24,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import shutil
+import statistics
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -124,18 +133,6 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def drop_keys(url: str, prefix: str) -> None:
-    import redis.asyncio as redis
-
-    client = redis.Redis.from_url(url)
-    try:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
-        for start in range(0, len(keys), 1000):
-            await client.delete(*keys[start : start + 1000])
-    finally:
-        await client.aclose()
-
-
 def set_gc(mode: str) -> None:
     gc.unfreeze()
     gc.collect()
@@ -145,15 +142,112 @@ def set_gc(mode: str) -> None:
         gc.set_threshold(700, 10, 10)
 
 
+STORES = ("memory", "sqlite", "postgres", "redis")
+TARGETS = {"sqlite": 0.40, "postgres": 0.35, "redis": 0.50}
+"""Sequential turns/s of each store as a share of memory's (issue 14 for the SQL stores)."""
+
+
+class Stores:
+    """Makes a fresh store of one kind per case and removes what each left (keys, schemas, files)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.folder = Path(tempfile.mkdtemp(prefix="agora-bench-"))
+        self.redis_prefixes: list[str] = []
+        self.schemas: list[str] = []
+
+    def make(self, kind: str) -> Any:
+        name = f"bench_{uuid.uuid4().hex[:8]}"
+        if kind == "memory":
+            return MemoryStore()
+        if kind == "sqlite":
+            from gateway.stores import SqliteStore
+
+            return SqliteStore(self.folder / f"{name}.db")
+        if kind == "postgres":
+            from gateway.stores import PostgresStore
+
+            self.schemas.append(name)
+            return PostgresStore(self.args.postgres, schema=name)
+        from gateway.stores import RedisStore
+
+        self.redis_prefixes.append(name)
+        return RedisStore(self.args.redis, prefix=name)
+
+    async def clean(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.redis_prefixes:
+            import redis.asyncio as redis
+
+            client = redis.Redis.from_url(self.args.redis)
+            try:
+                for prefix in self.redis_prefixes:
+                    keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
+                    for start in range(0, len(keys), 1000):
+                        await client.delete(*keys[start : start + 1000])
+            finally:
+                await client.aclose()
+        if self.schemas:
+            import asyncpg
+
+            connection = await asyncpg.connect(self.args.postgres)
+            try:
+                for schema in self.schemas:
+                    await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            finally:
+                await connection.close()
+
+
+def store_list(value: str) -> list[str]:
+    names = list(STORES) if value == "all" else [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in STORES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"stores are {', '.join(STORES)} or all, not {value!r}")
+    return ["memory", *[name for name in names if name != "memory"]]  # memory first: the others are % of it
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=50)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
-    parser.add_argument("--no-redis", action="store_true")
-    parser.add_argument("--gc", choices=["default", "tuned", "both"], default="both")
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--store", choices=STORES, help="one store (measured beside memory)")
+    chosen.add_argument("--stores", type=store_list, default=list(STORES), help="a,b,c or all (default all)")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0", help="the Redis of --store redis")
+    parser.add_argument(
+        "--postgres",
+        default="postgresql://postgres@127.0.0.1:5432/postgres",
+        help="the PostgreSQL of --store postgres (a schema of its own, dropped afterwards)",
+    )
+    parser.add_argument("--gc", choices=["default", "tuned", "both"], default="tuned")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio", help="the event loop")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.store:
+        args.stores = store_list(args.store)
+    return args
+
+
+Case = tuple[str, str, str, int]
+"""(store, gc mode, scenario, clients)."""
+
+
+async def measure(
+    stores: Stores, name: str, case: Case, *, turns: int, bare: float, with_ui: bool
+) -> tuple[float, float]:
+    """One case on a fresh store of ``name``: its rate and CPU per turn (printed as a row)."""
+    _, mode, scenario, clients = case
+    store = stores.make(name)
+    try:
+        rate, latencies, cpu = await run_case(store, with_ui=with_ui, turns=turns, concurrency=clients)
+    finally:
+        await store.aclose()
+    p50, p99 = pct(latencies, 0.5), pct(latencies, 0.99)
+    print(
+        f"{name:<9} {mode:<8} {scenario:<10} {clients:>7} {rate:>9.0f} {p50 * 1e3:>8.2f}"
+        f" {p99 * 1e3:>8.2f} {(p50 - bare) * 1e3:>13.2f} {(p99 - bare) * 1e3:>13.2f}"
+        f" {cpu * 1e6:>12.0f}"
+    )
+    return rate, cpu
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -162,58 +256,72 @@ async def main(args: argparse.Namespace) -> None:
     bare = await measure_bare()
     print(f"bare model calls per turn (2 ScriptedModel streams): {bare * 1e6:.1f} µs")
     print("gc: 'default' is CPython's (700, 10, 10); 'tuned' is what `agora-gateway serve` sets (gateway.cli.tune_gc)")
+    print("each store's case runs right after a memory run of the same case: its share is of that one")
     print(
-        f"{'store':<7} {'gc':<8} {'scenario':<10} {'clients':>7} {'turns/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
+        f"{'store':<9} {'gc':<8} {'scenario':<10} {'clients':>7} {'turns/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
         f" {'added p50 ms':>13} {'added p99 ms':>13} {'CPU µs/turn':>12}"
     )
-    prefixes: list[str] = []
-    stores: list[tuple[str, Any]] = [("memory", MemoryStore)]
-    if not args.no_redis:
-        from gateway.stores import RedisStore
-
-        def redis_store() -> Any:
-            prefixes.append(f"bench-{uuid.uuid4().hex[:8]}")
-            return RedisStore(args.redis, prefix=prefixes[-1])
-
-        stores.append(("redis", redis_store))
-    results: dict[tuple[str, str, str, int], float] = {}
+    results: dict[Case, tuple[float, float]] = {}
+    memory: dict[Case, tuple[float, float]] = {}
+    """The memory run next to each case: on a shared machine the load drifts between cases."""
     modes = ["default", "tuned"] if args.gc == "both" else [args.gc]
+    stores = Stores(args)
+    others = [name for name in args.stores if name != "memory"] or ["memory"]
     try:
-        for store_name, factory in stores:
-            for mode in modes:
-                set_gc(mode)
-                for scenario, with_ui in (("tool+text", False), ("tool+ui", True)):
-                    for clients in (1, args.concurrency):
-                        store = factory()
-                        rate, latencies, cpu = await run_case(
-                            store, with_ui=with_ui, turns=args.turns, concurrency=clients
-                        )
-                        await store.aclose()
-                        results[(store_name, mode, scenario, clients)] = rate
-                        p50, p99 = pct(latencies, 0.5), pct(latencies, 0.99)
-                        print(
-                            f"{store_name:<7} {mode:<8} {scenario:<10} {clients:>7} {rate:>9.0f} {p50 * 1e3:>8.2f}"
-                            f" {p99 * 1e3:>8.2f} {(p50 - bare) * 1e3:>13.2f} {(p99 - bare) * 1e3:>13.2f}"
-                            f" {cpu * 1e6:>12.0f}"
+        for mode in modes:
+            set_gc(mode)
+            for scenario, with_ui in (("tool+text", False), ("tool+ui", True)):
+                for clients in (1, args.concurrency):
+                    for name in others:
+                        case = (name, mode, scenario, clients)
+                        options = {"turns": args.turns, "bare": bare, "with_ui": with_ui}
+                        memory[case] = await measure(stores, "memory", case, **options)
+                        results[case] = (
+                            memory[case] if name == "memory" else await measure(stores, name, case, **options)
                         )
     finally:
         set_gc("default")
-        for prefix in prefixes:
-            await drop_keys(args.redis, prefix)
+        await stores.clean()
+    print_side_by_side(args, modes, others, results, memory)
+
+
+def print_side_by_side(
+    args: argparse.Namespace,
+    modes: list[str],
+    others: list[str],
+    results: dict[Case, tuple[float, float]],
+    memory: dict[Case, tuple[float, float]],
+) -> None:
+    """Each store beside memory: turns/s and CPU per turn, each with its share of memory's."""
+    print()
+    print(
+        f"{'tool+text':<10} {'gc':<8} {'clients':>7}  {'memory turns/s':>15} {'CPU µs/turn':>11}  "
+        + "  ".join(f"{name + ' turns/s (% mem)':>26} {'CPU µs/turn (x mem)':>19}" for name in others)
+    )
+    for mode in modes:
+        for clients in (1, args.concurrency):
+            cases = [(name, mode, "tool+text", clients) for name in others]
+            mem_rate = statistics.median(memory[case][0] for case in cases)
+            mem_cpu = statistics.median(memory[case][1] for case in cases)
+            cells = []
+            for case in cases:
+                (rate, cpu), (ref_rate, ref_cpu) = results[case], memory[case]
+                cells.append(f"{rate:>17,.0f} ({rate / ref_rate:>4.0%}) {cpu * 1e6:>12,.0f} ({cpu / ref_cpu:>4.1f}x)")
+            print(f"{'':<10} {mode:<8} {clients:>7}  {mem_rate:>15,.0f} {mem_cpu * 1e6:>11,.0f}  " + "  ".join(cells))
     print()
     for mode in modes:
-        mem = results[("memory", mode, "tool+text", 1)]
-        print(f"[gc {mode}] memory, sequential: {mem:,.0f} turns/s (target >= 2,900: 10x the OpenAI Agents SDK's 289)")
-        if ("redis", mode, "tool+text", 1) in results:
-            for clients in (1, args.concurrency):
-                red, mem_c = (
-                    results[("redis", mode, "tool+text", clients)],
-                    results[("memory", mode, "tool+text", clients)],
-                )
-                print(
-                    f"[gc {mode}] redis, {clients} client(s): {red:,.0f} turns/s = {red / mem_c:.0%} of memory's"
-                    f" {mem_c:,.0f} (target >= 50%)"
-                )
+        for name in others:
+            if name == "memory":
+                continue
+            case = (name, mode, "tool+text", 1)
+            (rate, cpu), (ref_rate, ref_cpu) = results[case], memory[case]
+            share = rate / ref_rate
+            verdict = "met" if share >= TARGETS[name] else "MISSED"
+            print(
+                f"[gc {mode}] {name}, sequential: {rate:,.0f} turns/s = {share:.0%} of memory's {ref_rate:,.0f}"
+                f" (target >= {TARGETS[name]:.0%}: {verdict}); CPU {cpu * 1e6:,.0f} µs per turn"
+                f" = {cpu / ref_cpu:.1f}x memory's {ref_cpu * 1e6:,.0f}"
+            )
 
 
 if __name__ == "__main__":

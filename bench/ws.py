@@ -91,7 +91,9 @@ def serve_gateway(port: int, loop: str) -> None:
     tool_step = ScriptStep(tool_calls=[ToolCallRequest(name="get_weather", args={"city": "Lisbon"})])
     text_step = ScriptStep(text="It is 21 °C in Lisbon.")
     model = ScriptedModel(lambda request, index: tool_step if request.step == 0 else text_step)
-    settings = Settings(secret=SECRET, port=port, turn_rate_per_minute=10_000_000, turn_burst=10_000_000)
+    settings = Settings(
+        secret=SECRET, port=port, turn_rate_per_minute=10_000_000, turn_burst=10_000_000, store_url="memory://"
+    )
     runtime = Runtime(tools=[get_weather], model=model)
     app = create_app(settings, runtime=runtime)
     _use_loop(loop)
@@ -279,7 +281,7 @@ def measure_startup(loop: str) -> float:
     import urllib.request
 
     port = free_port()
-    env = {**os.environ, "AGORA_PORT": str(port), "AGORA_SECRET": SECRET}
+    env = {**os.environ, "AGORA_PORT": str(port), "AGORA_SECRET": SECRET, "AGORA_STORE_URL": "memory://"}
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "gateway", "serve"], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:

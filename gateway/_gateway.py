@@ -299,7 +299,10 @@ class Gateway:
     def runtime(self, settings: Settings | None = None) -> Runtime:
         """A runtime of this app's tools, agents and model, on the store ``settings`` names.
 
-        It is yours to ``start()`` and ``aclose()``.
+        It is yours to ``start()`` and ``aclose()``; ``aclose()`` closes the store it built too.
+
+        Raises:
+            StoreUnavailableError: The folder of a SQLite store's file cannot be created.
         """
         from ._runtime import Runtime
         from .app import build_store
@@ -310,6 +313,7 @@ class Gateway:
             agents=self.resolved_agents(),
             model=self.resolved_model(settings),
             store=build_store(settings),
+            owns_store=True,
             approval_policy=self.approval_policy,
             lease_ttl=settings.lease_ttl,
             retention_days=settings.retention_days,

@@ -89,6 +89,7 @@ class Runtime:
         agents: Sequence[Agent] | None = None,
         model: Model | None = None,
         store: Store | None = None,
+        owns_store: bool | None = None,
         approval_policy: ApprovalPolicy | None = None,
         roles_policy: RolesPolicy | None = None,
         registry: ToolRegistry | None = None,
@@ -106,6 +107,8 @@ class Runtime:
             agents: The agents served; the first is the default (one ``"default"`` agent if none).
             model: The model of agents that declare none.
             store: Where everything durable lives (a new ``MemoryStore`` when omitted).
+            owns_store: Whether ``aclose`` closes the store too; by default only a store the
+                runtime made (a store you pass stays yours to close).
             approval_policy: Who approves actions and for how long (the requester, 24 h).
             roles_policy: The roles policy of a registry built here.
             registry: A ready ``ToolRegistry``.
@@ -148,7 +151,7 @@ class Runtime:
             self.agents[agent.name] = agent
         self.default_agent = agent_list[0]
         self.model = model
-        self._owns_store = store is None
+        self._owns_store = store is None if owns_store is None else owns_store
         self.store: Store = store if store is not None else MemoryStore()
         policy = approval_policy or ApprovalPolicy()
         if lease_ttl <= 0:

@@ -7,8 +7,10 @@ import re
 import secrets
 from typing import Any
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ._store_url import REDIS_SCHEMES, parse_store_url
 
 __all__ = ["Settings", "comma_list", "comma_map"]
 
@@ -43,8 +45,9 @@ class Settings(BaseSettings):
     """Everything the gateway reads from its environment, once, at start-up.
 
     Every field may be passed as an argument or set as ``AGORA_<FIELD>`` (upper case) in the
-    environment or a ``.env`` file. With nothing set, the gateway runs embedded: an in-process
-    memory store and the offline demo model on http://127.0.0.1:8000/.
+    environment or a ``.env`` file. With nothing set, the gateway runs embedded: the offline demo
+    model on http://127.0.0.1:8000/ and, in code (``create_app(Settings())``), an in-process memory
+    store; ``agora-gateway serve`` keeps its store in ``./.agora/agora.db`` (SQLite) instead.
     """
 
     model_config = SettingsConfigDict(env_prefix="AGORA_", env_file=".env", extra="ignore")
@@ -55,8 +58,13 @@ class Settings(BaseSettings):
     """The URL people and providers (Twilio, Telegram, Meta) reach this gateway at
     (``https://chat.example.com``); media links and webhook signatures are built from it.
     Defaults to ``http://<host>:<port>``."""
+    store_url: str | None = None
+    """Where threads, runs, approvals and media live: ``memory://``, ``sqlite:///relative.db``
+    (``sqlite:////absolute.db``), ``postgresql://...`` or ``redis://...`` (``rediss://``,
+    ``unix://``, ``redis+sentinel://``). Unset: ``serve`` uses ``sqlite:///.agora/agora.db``,
+    ``create_app`` in code an in-process memory store."""
     redis_url: str | None = None
-    """``redis://...``: share state between processes. None: in-process memory store."""
+    """A Redis URL: the older name of ``AGORA_STORE_URL`` (``store_url``), which wins when both are set."""
     model: str = "demo"
     """``demo`` (offline, rule-based) or ``openai:<model>`` (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``)."""
     secret: SecretStr | None = None
@@ -108,6 +116,16 @@ class Settings(BaseSettings):
             raise ValueError("is a placeholder from an example; make one with: openssl rand -hex 32")
         return secret
 
+    @field_validator("store_url", "redis_url")
+    @classmethod
+    def _store_url(cls, url: str | None, info: ValidationInfo) -> str | None:
+        if url is None or not url.strip():
+            return None  # "AGORA_STORE_URL=" in a .env: not set
+        location = parse_store_url(url)  # a ValueError names the accepted schemes
+        if info.field_name == "redis_url" and location.kind != "redis":
+            raise ValueError(f"names a Redis URL only ({', '.join(REDIS_SCHEMES)}); set AGORA_STORE_URL instead")
+        return url
+
     @model_validator(mode="after")
     def _defaults(self) -> Settings:
         if self.public_base_url:
@@ -120,6 +138,10 @@ class Settings(BaseSettings):
             logger.warning("AGORA_SECRET is not set: using a random per-process secret (fine for one process)")
             self.secret = SecretStr(secrets.token_urlsafe(32))
         return self.secret.get_secret_value().encode("utf-8")
+
+    def resolved_store_url(self) -> str:
+        """The store this configuration names: ``store_url``, else ``redis_url``, else ``memory://``."""
+        return self.store_url or self.redis_url or "memory://"
 
     def base_url(self) -> str:
         """The public base URL (``public_base_url``, else ``listen_url()``)."""

@@ -8,20 +8,29 @@ import os
 import sys
 import weakref
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings
 
-from renderers import Catalog, MediaStore, RedisMediaBackend, Renderer, default_catalog
+from renderers import (
+    Catalog,
+    MediaBackend,
+    MediaStore,
+    MemoryRenderCache,
+    RedisMediaBackend,
+    RenderCache,
+    Renderer,
+    TieredRenderCache,
+    default_catalog,
+)
 from tools import UserError
 
 from ._access import access_log, channel_routes
 from ._agents import Agent
 from ._channel import CHANNEL_SERVICES, CHANNELS, Channel
-from ._errors import StoreUnavailableError
 from ._gateway import Branding, Gateway
 from ._guard import AddressCounter, ProtocolLog, body_deadline, connection_limit
 from ._http import add_routes, error_middleware
@@ -32,11 +41,13 @@ from ._ratelimit import RateLimiter
 from ._runtime import Runtime
 from ._services import SERVICES, GatewayServices
 from ._settings import Settings
+from ._store_url import open_store, parse_store_url
 from .models import Model
-from .stores import MemoryStore, Store
+from .stores import Store
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
+    "RENDER_CACHE_TTL",
     "assemble",
     "build_model",
     "build_store",
@@ -60,12 +71,16 @@ DEFAULT_INSTRUCTIONS = (
 
 
 def build_store(settings: Settings) -> Store:
-    """``RedisStore`` when ``redis_url`` is set, else an in-process ``MemoryStore``."""
-    if settings.redis_url:
-        from .stores import RedisStore
+    """The store ``settings.resolved_store_url()`` names (``gateway._store_url`` has the URL forms).
 
-        return RedisStore(settings.redis_url)
-    return MemoryStore()
+    ``memory://`` (the default in code) is an in-process ``MemoryStore``; ``sqlite:///...`` a
+    ``SqliteStore`` (its folder created when missing), ``postgresql://...`` a ``PostgresStore``,
+    ``redis://...`` a ``RedisStore``. None is connected yet: the app's start pings it.
+
+    Raises:
+        StoreUnavailableError: The folder of a SQLite file cannot be created.
+    """
+    return open_store(parse_store_url(settings.resolved_store_url()))
 
 
 def build_model(name: str, *, where: str = "AGORA_MODEL") -> Model:
@@ -188,17 +203,38 @@ def load_gateway(settings: Settings) -> Gateway:
     )
 
 
-def _media_store(settings: Settings, secret: bytes) -> tuple[MediaStore, list[Any]]:
-    """The media store, and the Redis clients it owns (none in memory).
+RENDER_CACHE_TTL = 86_400.0
+"""Seconds a render stays in a store's shared render cache (a render is recomputed, never wrong)."""
 
-    The client is made like the store's, so a Sentinel URL works here too.
+
+@runtime_checkable
+class _CacheStore(Protocol):
+    """A store that also keeps media and renders on its database (``SqliteStore``, ``PostgresStore``)."""
+
+    def media_backend(self) -> MediaBackend: ...
+
+    def render_cache(self, *, ttl: float) -> RenderCache: ...
+
+
+def _caches(settings: Settings, secret: bytes, store: Store) -> tuple[MediaStore, RenderCache, list[Any]]:
+    """The media store and the render cache, following the store; and the Redis clients they own.
+
+    A SQL store keeps both in its database (renders behind this process's memory cache), so
+    every process on it serves ``/media`` and shares renders; closing the store closes them. A
+    Redis URL keeps media in Redis, on a client made like the store's (a Sentinel URL works here
+    too), and renders in memory; memory keeps both in this process.
     """
-    if settings.redis_url:
+    if isinstance(store, _CacheStore):
+        media = MediaStore(secret, ttl=settings.media_ttl, backend=store.media_backend())
+        return media, TieredRenderCache(MemoryRenderCache(), store.render_cache(ttl=RENDER_CACHE_TTL)), []
+    location = parse_store_url(settings.resolved_store_url())
+    if location.kind == "redis":
         from .stores._redis_client import connect
 
-        client, sentinels = connect(settings.redis_url, max_connections=16, options={})
-        return MediaStore(secret, ttl=settings.media_ttl, backend=RedisMediaBackend(client)), [client, *sentinels]
-    return MediaStore(secret, ttl=settings.media_ttl), []
+        client, sentinels = connect(location.url, max_connections=16, options={})
+        media = MediaStore(secret, ttl=settings.media_ttl, backend=RedisMediaBackend(client))
+        return media, MemoryRenderCache(), [client, *sentinels]
+    return MediaStore(secret, ttl=settings.media_ttl), MemoryRenderCache(), []
 
 
 async def _close_models(runtime: Runtime) -> None:
@@ -344,11 +380,11 @@ def assemble(
     served = runtime  # for the lifecycle's closure (mypy narrows the parameter only here)
     metrics = Metrics()
     served.observers.append(metrics)
-    media, media_redis = _media_store(settings, secret)
+    media, render_cache, media_redis = _caches(settings, secret, served.store)
     services = GatewayServices(
         settings=settings,
         runtime=served,
-        renderer=Renderer(catalog, assets_dir=gateway.static_dir),
+        renderer=Renderer(catalog, assets_dir=gateway.static_dir, cache=render_cache),
         catalog=catalog,
         media=media,
         identity=ChainResolver(resolvers),
@@ -375,29 +411,27 @@ def assemble(
     served.threads.erasers.append(services)  # an erased thread's rendered media go with it
     add_routes(app, static_dir=gateway.static_dir)
 
+    async def close() -> None:
+        # The runtime closes the store it owns (once); a SQL store's media and render cache go with it.
+        await services.renderer.aclose()
+        for client in media_redis:
+            await client.aclose()
+        if owns_runtime:
+            await served.aclose()
+            await _close_models(served)
+
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:
             # Fail at start-up, with the store's own words, rather than on the first turn.
             await served.store.ping()
-        except StoreUnavailableError:
-            logger.error("cannot start: the store is unavailable (check AGORA_REDIS_URL)")
-            await services.renderer.aclose()
-            for client in media_redis:
-                await client.aclose()
-            if owns_runtime:
-                await served.aclose()
-                await _close_models(served)
+        except BaseException:
+            await close()
             raise
         await served.start()
         try:
             yield
         finally:
-            await services.renderer.aclose()
-            for client in media_redis:
-                await client.aclose()
-            if owns_runtime:
-                await served.aclose()
-                await _close_models(served)
+            await close()
             served.observers.remove(metrics)
             served.threads.erasers.remove(services)
 

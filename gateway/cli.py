@@ -26,7 +26,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", help="interface to listen on (AGORA_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (AGORA_PORT, default 8000)")
-    serve.add_argument("--redis-url", help="share state through Redis (AGORA_REDIS_URL); default: in-process memory")
+    serve.add_argument(
+        "--store",
+        dest="store_url",
+        metavar="URL",
+        help="where conversations live (AGORA_STORE_URL): sqlite:///path.db, sqlite:////abs/path.db, "
+        "postgresql://..., redis://..., memory://; default sqlite:///.agora/agora.db",
+    )
+    serve.add_argument("--redis-url", help="a Redis URL: the older name of --store (which wins over it)")
     serve.add_argument("--model", help="'demo' (offline) or 'openai:<model>' (AGORA_MODEL, default demo)")
     serve.add_argument(
         "--app", help="your app: pkg.module:attribute naming a gateway.Gateway (AGORA_APP); default: the demo"
@@ -99,6 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
     from ._server import serve_app
     from ._services import SERVICES
     from ._settings import Settings
+    from ._store_url import SERVE_DEFAULT, parse_store_url
     from .app import assemble, load_gateway
 
     overrides: dict[str, Any] = {
@@ -106,6 +114,8 @@ def _serve(args: argparse.Namespace) -> int:
         for key, value in {
             "host": args.host,
             "port": args.port,
+            # An option beats a variable: --redis-url names the store unless --store does.
+            "store_url": args.store_url or args.redis_url,
             "redis_url": args.redis_url,
             "model": args.model,
             "tools_path": args.tools_path,
@@ -117,6 +127,9 @@ def _serve(args: argparse.Namespace) -> int:
     }
     loop_name = _event_loop_name(args.loop)
     settings = Settings(**overrides)
+    if settings.store_url is None and settings.redis_url is None:
+        settings.store_url = SERVE_DEFAULT  # conversations and approvals outlive a restart
+    store = parse_store_url(settings.resolved_store_url()).display()
     gateway = load_gateway(settings)
     app = assemble(settings, gateway)
     runtime = app[SERVICES].runtime
@@ -125,7 +138,6 @@ def _serve(args: argparse.Namespace) -> int:
         import uvloop
 
         loop_factory = uvloop.new_event_loop
-    store = "redis" if settings.redis_url else "memory"
 
     async def settle_memory(_: web.Application) -> None:
         tune_gc()
@@ -198,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from tools import AgoraError
 
+        from ._errors import StoreUnavailableError
+
         try:
             return _serve(args)
         except ValidationError as exc:
@@ -209,6 +223,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 name = field if field.startswith("AGORA_") else prefix + field
                 message = str(error["msg"]).removeprefix("Value error, ")
                 print(f"agora-gateway: cannot start: {name}: {message}", file=sys.stderr)
+            return 2
+        except StoreUnavailableError as exc:
+            # Down, unreachable, not creatable or of a newer schema: the store's own words, one line.
+            logging.getLogger("gateway.cli").debug("start-up failed", exc_info=True)
+            reason = " ".join(str(exc).split())
+            print(
+                f"agora-gateway: cannot start: the store (AGORA_STORE_URL, --store) is unavailable: {reason}",
+                file=sys.stderr,
+            )
             return 2
         except (AgoraError, OSError, ValueError) as exc:
             # A configuration mistake deserves one clear line, not a traceback (--log-level

@@ -12,6 +12,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,6 +26,29 @@ from gateway import Channel, Gateway, Runtime, Settings, create_app
 from gateway.app import assemble, default_channels
 from gateway.stores import MemoryStore, PostgresStore, RedisStore, Store
 from tests.models.fake_openai import FakeOpenAI
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _files_under(folder: Path) -> dict[str, int]:
+    return {str(path): path.stat().st_mtime_ns for path in folder.rglob("*")} if folder.is_dir() else {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_store_in_the_checkout() -> Iterator[None]:
+    """The suite leaves ``./.agora`` of the checkout as it found it (absent, or untouched).
+
+    ``serve`` keeps its store in ``./.agora/agora.db`` unless told otherwise: a test that starts
+    it in the checkout chooses ``memory://`` (``tests.cli.test_serve.serve_env``) or a SQLite
+    file under its ``tmp_path``.
+    """
+    folder = ROOT / ".agora"
+    before = _files_under(folder)
+    existed = folder.exists()
+    yield
+    assert folder.exists() == existed and _files_under(folder) == before, (
+        f"a test wrote {folder}: give its serve AGORA_STORE_URL=memory:// or a SQLite file in its tmp_path"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -62,7 +62,7 @@ def test_compose_runs_two_gateways_on_one_redis_with_one_secret() -> None:
         context = (DEPLOY / build["context"]).resolve()
         assert context == ROOT and (context / build["dockerfile"]).resolve() == DEPLOY / "Dockerfile"
         assert service["env_file"] == "agora.env" and (DEPLOY / "agora.env.example").is_file()
-        assert service["environment"]["AGORA_REDIS_URL"] == "redis://redis:6379/0"  # the redis service, by name
+        assert service["environment"]["AGORA_STORE_URL"] == "redis://redis:6379/0"  # the redis service, by name
         assert service["depends_on"] == {"redis": {"condition": "service_healthy"}}
         [port] = service["ports"]
         assert port.startswith("127.0.0.1:") and port.endswith(":8000")
@@ -127,7 +127,13 @@ async def test_the_health_check_passes_on_a_running_gateway_and_fails_without_on
 
 def test_every_documented_setting_is_a_real_one() -> None:
     known = setting_names()
-    assert {"AGORA_SECRET", "AGORA_REDIS_URL", "AGORA_LOG_FORMAT", "AGORA_TWILIO_AUTH_TOKEN"} <= known
+    assert {
+        "AGORA_SECRET",
+        "AGORA_STORE_URL",
+        "AGORA_REDIS_URL",
+        "AGORA_LOG_FORMAT",
+        "AGORA_TWILIO_AUTH_TOKEN",
+    } <= known
     files = [*sorted(DEPLOY.iterdir()), ROOT / "docs" / "operations.md"]
     named = {name for path in files for name in re.findall(r"\bAGORA_[A-Z0-9_]*[A-Z0-9]\b", path.read_text())}
     assert "AGORA_SECRET" in named

@@ -5,11 +5,17 @@ prepared statement per query on each connection, which makes a store call cheap 
 native ``LISTEN``/``NOTIFY`` (a callback per notification on a plain connection), which is how
 live tails follow a thread; and its pool and errors are asyncio-first.
 
-The logic is the SQL stores' shared code (``_sql``): a batch is written in one transaction that
-first locks its thread's row (``SELECT ... FOR UPDATE``), so writers of one thread queue there
-and writers of different threads never wait for each other. Writes are idempotent by
-``Batch.write_id``: when the reply of a ``COMMIT`` is lost with its connection, the driver writes
-the same batch again once the server answers, and it lands once. Leases are columns of the run's
+The logic is the SQL stores' shared code (``_sql``). A batch (``begin_run``, ``write``) is one
+``guarded`` call: its thread's row is read (or known from this store's last write of it), then
+every write of the batch goes in ONE round trip, a multi-statement query with the values as
+literals that PostgreSQL runs as one implicit transaction, its first statement the thread row's
+update guarded by the version that was read (``_sql_tx``). Writers of one thread that raced
+find the guard failed and run again; writers of different threads never wait for each other.
+A write is thus one round trip (two when the thread's row must be read first), where a
+transaction of prepared statements would take one per statement and two more for ``BEGIN`` and
+``COMMIT``: round trips are what a store call costs. Writes are idempotent by
+``Batch.write_id``: when the reply is lost with its connection, the driver writes the same batch
+again once the server answers, and it lands once. Leases are columns of the run's
 row: ``claim_run`` locks the thread's and the run's rows (``FOR UPDATE``), so of two processes
 claiming a run one takes it and the other finds it taken; the sweep's ``expired_leases`` reads
 ``FOR UPDATE SKIP LOCKED``, so it passes over the runs a claim is taking right now. Live tails:
@@ -27,9 +33,10 @@ deployments (or tests) can share one database.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
@@ -43,7 +50,7 @@ from ..events import RunEvent
 from ._pg_listen import ListenHub, notification
 from ._sql import SqlStore, Work
 from ._sql_schema import Dialect
-from ._sql_tx import Conflict, Mode, Row, Tx
+from ._sql_tx import Mode, Row, Tx, _Conflict
 from ._tail import Subscriber
 
 __all__ = ["PostgresStore"]
@@ -87,6 +94,28 @@ def _changed(status: str) -> int:
     return int(count) if count.isdigit() else 0
 
 
+def _text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("PostgreSQL cannot store a NUL character in text")
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _bytes(value: bytes | bytearray | memoryview) -> str:
+    return f"'\\x{bytes(value).hex()}'::bytea"
+
+
+_LITERALS: dict[type, Callable[[Any], str]] = {
+    str: _text,
+    int: str,
+    float: lambda value: f"float8 '{value!r}'",  # the shortest text that reads back as the same double
+    bool: lambda value: "TRUE" if value else "FALSE",
+    type(None): lambda value: "NULL",
+    bytes: _bytes,
+    bytearray: _bytes,
+    memoryview: _bytes,
+}
+
+
 def _literal(value: Any) -> str:
     """``value`` as an SQL literal, for the writes a guarded call sends as one script.
 
@@ -94,26 +123,28 @@ def _literal(value: Any) -> str:
     made): inside ``'...'`` only the quote is special, and it is doubled. PostgreSQL text cannot
     hold NUL, so a string with one is refused here as the server would refuse it.
     """
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return f"float8 '{value!r}'"  # the shortest text that reads back as the same double
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ValueError("PostgreSQL cannot store a NUL character in text")
-        return "'" + value.replace("'", "''") + "'"
-    if isinstance(value, bytes | bytearray | memoryview):
-        return f"'\\x{bytes(value).hex()}'::bytea"
-    raise TypeError(f"Cannot send a {type(value).__name__} to PostgreSQL")
+    render = _LITERALS.get(type(value))
+    if render is None:  # a subclass (an enum of str, say): the first base that fits, bool before int
+        render = next(
+            (r for t, r in sorted(_LITERALS.items(), key=lambda i: i[0] is not bool) if isinstance(value, t)), None
+        )
+        if render is None:
+            raise TypeError(f"Cannot send a {type(value).__name__} to PostgreSQL")
+    return render(value)
+
+
+@functools.lru_cache(maxsize=256)
+def _template(sql: str) -> tuple[str | int, ...]:
+    """``sql`` cut at its ``$n`` placeholders: text, then argument indexes (from 0), alternately."""
+    parts: list[str | int] = []
+    for index, piece in enumerate(_PLACEHOLDER.split(sql)):
+        parts.append(piece if index % 2 == 0 else int(piece) - 1)
+    return tuple(parts)
 
 
 def _rendered(sql: str, args: Sequence[Any]) -> str:
-    """``sql`` with each ``$n`` replaced by the literal of ``args[n - 1]`` (in one pass)."""
-    return _PLACEHOLDER.sub(lambda match: _literal(args[int(match.group(1)) - 1]), sql)
+    """``sql`` with each ``$n`` replaced by the literal of ``args[n - 1]``."""
+    return "".join([part if isinstance(part, str) else _literal(args[part]) for part in _template(sql)])
 
 
 class _PgTx:
@@ -123,7 +154,7 @@ class _PgTx:
     one multi-statement query: PostgreSQL runs it as one implicit transaction, in one round trip.
     A guard becomes ``WITH g AS (<write> RETURNING 1) SELECT 1 / (SELECT count(*) FROM g)``: when
     its row changed, the division by zero aborts the whole query and ``_transact`` raises
-    ``Conflict``.
+    ``_Conflict``.
     """
 
     __slots__ = ("_channel", "_connection", "_mode", "dialect", "script")
@@ -158,7 +189,7 @@ class _PgTx:
         if self._mode == "guarded":
             self.script.append(f"WITH g AS ({_rendered(sql, args)} RETURNING 1) SELECT 1 / (SELECT count(*) FROM g)")
         elif _changed(await self._connection.execute(sql, *args)) != 1:
-            raise Conflict(sql)
+            raise _Conflict(sql)
 
     async def put(self, sql: str, *args: Any) -> None:
         if self._mode == "guarded":
@@ -339,7 +370,7 @@ class PostgresStore(SqlStore):
                     try:
                         await connection.execute(";\n".join(tx.script))
                     except asyncpg.DivisionByZeroError as exc:  # a guard's row changed: nothing was written
-                        raise Conflict(str(exc)) from exc
+                        raise _Conflict(str(exc)) from exc
                 return result
 
     async def _prepare(self, tx: Tx) -> None:

@@ -41,7 +41,7 @@ from ._records import (
 )
 from ._sql_log import ThreadStates
 from ._sql_schema import META, Dialect, check_version, migration
-from ._sql_tx import Conflict, Mode, Tx
+from ._sql_tx import Mode, Tx, _Conflict
 from ._tail import Followers, Subscriber, follow
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class SqlStore(ABC):
         """Run ``work`` in ``mode`` (see ``_sql_tx``) and answer its result.
 
         Raises:
-            Conflict: A guard of a ``guarded`` call found its row changed (nothing was written).
+            _Conflict: A guard of a ``guarded`` call found its row changed (nothing was written).
             StoreUnavailableError: The database cannot be reached (or failed).
         """
 
@@ -126,7 +126,7 @@ class SqlStore(ABC):
         for _ in range(_TRIES):
             try:
                 return await self._transact(work, mode=mode)
-            except Conflict:
+            except _Conflict:
                 if thread_id is not None:
                     self._states.discard(thread_id)
             except BaseException:

@@ -107,6 +107,27 @@ class SqlMediaBackend(MediaBackend):
             raise MediaUnavailableError(f"the media backend (the store's database) is unavailable: {exc}") from exc
         return MediaItem(bytes(row[0]), row[1], row[2]) if row is not None else None
 
+    async def forget_thread(self, thread_id: str) -> int:
+        """Delete every item put for ``thread_id`` now; answer how many had not expired yet.
+
+        (``SqlStore.delete_thread`` erases them too, in the erasure's transaction.)
+
+        Raises:
+            MediaUnavailableError: The database cannot be reached.
+        """
+
+        async def forget(tx: Tx) -> Any:
+            return await tx.fetch("DELETE FROM media WHERE thread_id = $1 RETURNING expires_ts", thread_id)
+
+        try:
+            rows = await self._run(forget)
+        except (AgoraError, OSError) as exc:
+            if isinstance(exc, UserError):
+                raise
+            raise MediaUnavailableError(f"the media backend (the store's database) is unavailable: {exc}") from exc
+        now = time.time()
+        return sum(1 for row in rows if row[0] > now)
+
 
 class SqlRenderCache(RenderCache):
     """Renders kept in the store's ``renders`` table, each for ``ttl`` seconds.

@@ -10,7 +10,7 @@ A call runs in one of three modes (``Mode``):
 - ``autocommit``: each statement commits on its own (reads, and single-statement writes).
 - ``guarded``: the call reads first, then only writes (``put``, ``guard``); the writes apply
   together or not at all, and each ``guard`` checks that a row is still as the call read it.
-  When one is not, the adapter raises ``Conflict`` and the store runs the whole call again, on
+  When one is not, the adapter raises ``_Conflict`` and the store runs the whole call again, on
   fresh reads. On PostgreSQL the writes go in one round trip (one implicit transaction); on
   SQLite the whole call is one ``BEGIN IMMEDIATE`` transaction, so a guard fails only on a
   stale cached read.
@@ -40,7 +40,6 @@ from ._sql_schema import Dialect
 __all__ = [
     "EVENTS",
     "JOURNAL",
-    "Conflict",
     "Mode",
     "Row",
     "Tx",
@@ -57,7 +56,7 @@ Mode = Literal["autocommit", "guarded", "locked"]
 """How a call's statements are run (see the module docstring)."""
 
 
-class Conflict(AgoraError):
+class _Conflict(AgoraError):
     """A ``guard`` found its row changed since the call read it: the call runs again (private signal)."""
 
 
@@ -88,7 +87,7 @@ class Tx(Protocol):
         ...
 
     async def guard(self, sql: str, *args: Any) -> None:
-        """Run a write that must change exactly one row; when it does not, ``Conflict``.
+        """Run a write that must change exactly one row; when it does not, ``_Conflict``.
 
         The statement is an ``INSERT``, ``UPDATE`` or ``DELETE`` without ``RETURNING``, whose
         ``WHERE`` says what the call read (a row's ``version``, say).

@@ -32,7 +32,7 @@ from .._errors import StoreUnavailableError
 from ..events import RunEvent
 from ._sql import SqlStore, Work
 from ._sql_schema import Dialect
-from ._sql_tx import Conflict, Mode, Row, Tx
+from ._sql_tx import Mode, Row, Tx, _Conflict
 
 __all__ = ["SqliteStore"]
 
@@ -83,7 +83,7 @@ class _SqliteTx:
 
     async def guard(self, sql: str, *args: Any) -> None:
         if self._connection.execute(_numbered(sql), args).rowcount != 1:
-            raise Conflict(sql)
+            raise _Conflict(sql)
 
     async def put(self, sql: str, *args: Any) -> None:
         self._connection.execute(_numbered(sql), args)

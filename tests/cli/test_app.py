@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from tests.models.fake_openai import FakeOpenAI, finish, role, text, tool
 
-from .test_serve import ROOT, SECRET_ENV, free_port, serving
+from .test_serve import ROOT, free_port, serve_env, serving
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ def _refused(*options: str, cwd: Path = ROOT, env: dict[str, str] | None = None)
     return subprocess.run(
         [sys.executable, "-m", "gateway", "serve", "--port", str(free_port()), *options],
         cwd=cwd,
-        env={**os.environ, **SECRET_ENV, **(env or {})},
+        env=serve_env(**(env or {})),
         capture_output=True,
         text=True,
         timeout=60,
@@ -175,6 +175,7 @@ def test_a_bad_app_is_one_clear_line_and_exit_2(starter: Path, spec: str, said: 
 
 def test_a_bad_branding_variable_is_one_line_and_exit_2(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if key != "AGORA_SECRET"}
+    env["AGORA_STORE_URL"] = "memory://"
     env["AGORA_BRAND_ACCENT"] = "red;} body{display:none"
     result = subprocess.run(
         # An app without branding in its code: the gateway reads AGORA_BRAND_* as it assembles.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from gateway import sign_actor_token
 from gateway._logs import actor_hash
 from tools import Actor
 
-from .test_serve import ROOT, SECRET_ENV, free_port, serving
+from .test_serve import ROOT, SECRET_ENV, free_port, serve_env, serving
 
 QUERY_SECRET = "query-secret-never-logged-Z8"
 
@@ -55,11 +54,13 @@ async def test_serve_logs_json_lines_with_access_lines_and_no_secret(tmp_path: P
 
 def test_serve_refuses_an_unknown_log_format_in_one_line() -> None:
     command = [sys.executable, "-m", "gateway", "serve", "--port", str(free_port())]
-    env = {**os.environ, **SECRET_ENV, "AGORA_LOG_FORMAT": "xml"}
+    env = serve_env(AGORA_LOG_FORMAT="xml")
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     said = "agora-gateway: cannot start: AGORA_LOG_FORMAT: use json or text\n"
     assert (result.returncode, result.stderr) == (2, said)
-    flag = subprocess.run([*command, "--log-format", "yaml"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    flag = subprocess.run(
+        [*command, "--log-format", "yaml"], cwd=ROOT, env=serve_env(), capture_output=True, text=True, timeout=60
+    )
     assert flag.returncode == 2 and "--log-format: invalid choice: 'yaml'" in flag.stderr
 
 

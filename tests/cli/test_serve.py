@@ -36,14 +36,33 @@ def fetch(url: str) -> tuple[int, bytes]:
 SECRET_ENV = {"AGORA_SECRET": "a-test-secret-for-the-cli-test"}
 
 
+def serve_env(store: str | None = "memory://", **extra: str) -> dict[str, str]:
+    """The environment of a ``serve`` under test: this one's, the test secret, ``store``, then ``extra``.
+
+    ``serve`` keeps its store in ``./.agora/`` unless told, so a test says which: ``memory://``
+    by default, ``None`` for serve's own default (in a ``cwd`` of the test's).
+    """
+    env = {**os.environ, **SECRET_ENV, **extra}
+    for name in ("AGORA_STORE_URL", "AGORA_REDIS_URL"):
+        env.pop(name, None)
+    if store is not None:
+        env["AGORA_STORE_URL"] = store
+    return env
+
+
 @contextlib.asynccontextmanager
 async def serving(
-    *options: str, env: dict[str, str] | None = None, cwd: Path = ROOT, log: Path | None = None
+    *options: str,
+    env: dict[str, str] | None = None,
+    cwd: Path = ROOT,
+    log: Path | None = None,
+    store: str | None = "memory://",
 ) -> AsyncIterator[tuple[subprocess.Popen[str], int, str]]:
     """``python -m gateway serve`` on a free port: the process, the port and its start-up line.
 
-    Its log (stderr) goes to ``log`` when given. On exit the process is stopped (SIGTERM) and
-    must have exited cleanly.
+    It runs on ``store`` (``None``: serve's default, a SQLite file in ``cwd/.agora``; ``env``
+    may set ``AGORA_STORE_URL`` too). Its log (stderr) goes to ``log`` when given. On exit the
+    process is stopped (SIGTERM) and must have exited cleanly.
     """
     port = free_port()
     with contextlib.ExitStack() as files:
@@ -51,7 +70,7 @@ async def serving(
         process = subprocess.Popen(
             [sys.executable, "-m", "gateway", "serve", "--port", str(port), *options],
             cwd=cwd,
-            env={**os.environ, **SECRET_ENV, **(env or {})},
+            env=serve_env(store, **(env or {})),
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
@@ -89,6 +108,7 @@ def test_serve_refuses_an_unknown_model() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "gateway", "serve", "--port", str(free_port()), "--model", "llama"],
         cwd=ROOT,
+        env=serve_env(),
         capture_output=True,
         text=True,
         timeout=60,
@@ -101,7 +121,7 @@ def test_serve_refuses_a_tools_folder_whose_tools_all_failed(tmp_path: Path) -> 
     result = subprocess.run(
         [sys.executable, "-m", "gateway", "serve", "--port", str(free_port()), "--tools", str(tmp_path)],
         cwd=ROOT,
-        env={**os.environ, "AGORA_SECRET": "a-test-secret-for-the-cli-test"},
+        env=serve_env(),
         capture_output=True,
         text=True,
         timeout=60,
@@ -115,7 +135,7 @@ def test_serve_refuses_a_short_secret_by_its_variable_and_never_echoes_it() -> N
     result = subprocess.run(
         [sys.executable, "-m", "gateway", "serve", "--port", str(free_port())],
         cwd=ROOT,
-        env={**os.environ, "AGORA_SECRET": "hunter2-short"},
+        env=serve_env(AGORA_SECRET="hunter2-short"),
         capture_output=True,
         text=True,
         timeout=60,
@@ -154,12 +174,10 @@ async def test_stopping_serve_closes_open_web_sockets_at_once() -> None:
 
 
 def test_serve_names_a_channel_setting_by_its_own_prefix() -> None:
-    env = {
-        **os.environ,
-        "AGORA_SECRET": "a-test-secret-for-the-cli-test",
-        "AGORA_TELEGRAM_BOT_TOKEN": "123456789:AAHfakeFAKEfake_fake-FAKEfakefake12345",
-        "AGORA_TELEGRAM_WEBHOOK_SECRET": "not a valid secret!",
-    }
+    env = serve_env(
+        AGORA_TELEGRAM_BOT_TOKEN="123456789:AAHfakeFAKEfake_fake-FAKEfakefake12345",
+        AGORA_TELEGRAM_WEBHOOK_SECRET="not a valid secret!",
+    )
     result = subprocess.run(
         [sys.executable, "-m", "gateway", "serve", "--port", str(free_port())],
         cwd=ROOT,

@@ -1,32 +1,23 @@
-"""A gateway process that starts one run and hangs in its second tool (then gets killed).
+"""A gateway process that starts one run on the test's store and hangs in its second tool (then gets killed).
 
 python -m tests.stores._crash_child THREAD_ID
-
-The run is on Redis (``AGORA_TEST_REDIS_URL``, ``AGORA_TEST_PREFIX``), or on PostgreSQL when
-``AGORA_TEST_POSTGRES_DSN`` and ``AGORA_TEST_SCHEMA`` are set; the tools record their effects in
-Redis either way.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 
 from gateway import Runtime, Turn
 from gateway.models import ScriptedModel
-from gateway.stores import PostgresStore, RedisStore, Store
 from tools import Actor
 
+from ._backends import store_from_env
 from ._crash_tools import quick_lookup, script, slow_lookup
 
 
 async def main(thread_id: str) -> None:
-    store: Store
-    if "AGORA_TEST_POSTGRES_DSN" in os.environ:
-        store = PostgresStore(os.environ["AGORA_TEST_POSTGRES_DSN"], schema=os.environ["AGORA_TEST_SCHEMA"])
-    else:
-        store = RedisStore(os.environ["AGORA_TEST_REDIS_URL"], prefix=os.environ["AGORA_TEST_PREFIX"])
+    store = store_from_env()
     runtime = Runtime(
         tools=[quick_lookup, slow_lookup], model=ScriptedModel(script), store=store, lease_ttl=0.5, instance_id="doomed"
     )

@@ -1,10 +1,10 @@
-"""A gateway process for the long-outage test: starts runs whose tool is in flight when Redis dies.
+"""A gateway process for the long-outage test: starts runs whose tool is in flight when the store goes away.
 
 python -m tests.stores._outage_child NAME COUNT
 
 It starts COUNT runs on its own threads and prints their ids, one line each. Their tool records
-each attempt (``NAME key``) in the file ``AGORA_TEST_ATTEMPTS`` (a file: Redis is down while the
-tools finish), waits ``AGORA_TEST_TOOL_SECONDS`` and returns. The parent stops the process.
+each attempt (``NAME key``) in the file ``AGORA_TEST_ATTEMPTS`` (a file: the store is away while
+the tools finish), waits ``AGORA_TEST_TOOL_SECONDS`` and returns. The parent stops the process.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from pydantic import BaseModel
 
 from gateway import Runtime, Turn
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest
-from gateway.stores import RedisStore
 from tools import Actor, ToolContext, define_tool
+
+from ._backends import store_from_env
 
 
 class KeyInput(BaseModel):
@@ -33,7 +34,7 @@ def _record(line: str) -> None:
 @define_tool(name="charge", description="Charges once per idempotency key.", input=KeyInput)
 async def charge(input: KeyInput, ctx: ToolContext) -> dict[str, str]:
     await asyncio.to_thread(_record, f"{sys.argv[1]} {ctx.idempotency_key}")
-    await asyncio.sleep(float(os.environ["AGORA_TEST_TOOL_SECONDS"]))  # Redis dies meanwhile
+    await asyncio.sleep(float(os.environ["AGORA_TEST_TOOL_SECONDS"]))  # the store goes away meanwhile
     return {"charged": input.key}
 
 
@@ -44,7 +45,7 @@ def plan(request: ModelRequest, index: int) -> ScriptStep:
 
 
 async def main(name: str, count: int) -> None:
-    store = RedisStore(os.environ["AGORA_TEST_REDIS_URL"], prefix="outage", timeout=1.0)
+    store = store_from_env(timeout=1.0)
     runtime = Runtime(
         tools=[charge],
         model=ScriptedModel(plan),

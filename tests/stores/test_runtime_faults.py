@@ -1,5 +1,9 @@
-"""Faults at the runtime level, with real processes and a real Redis: a gateway process killed
-mid-run, and Redis stopped and started under a running run."""
+"""Faults at the runtime level, with real processes and real servers, on Redis and on PostgreSQL:
+a gateway process killed mid-run, and the store going away and coming back under running runs.
+
+Each test runs once per shared store (``backend``). Redis goes away by stopping a private
+``redis-server``; PostgreSQL by cutting the network to the machine's server (``_backends.Outage``).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +23,37 @@ from pydantic import BaseModel
 
 from gateway import Runtime, Turn
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest
-from gateway.stores import RedisStore
+from gateway.stores import Store
 from tools import Actor, ToolContext, define_tool
 
+from ._backends import Outage, drop_store, make_store, store_env
 from ._crash_tools import quick_lookup, script, slow_lookup
-from ._server import RedisServer
-from .conftest import drop_prefix
 
-pytestmark = pytest.mark.redis
+pytestmark = pytest.mark.redis  # the tools of the SIGKILL test record their effects in Redis
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=["redis", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest) -> str:
+    """The shared store a test runs on."""
+    return str(request.param)
+
+
+@pytest.fixture
+def shared_url(backend: str, request: pytest.FixtureRequest) -> str:
+    """The shared Redis, or the session's PostgreSQL database."""
+    return str(request.getfixturevalue("redis_url" if backend == "redis" else "postgres_dsn"))
+
+
+@pytest.fixture
+async def outage(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Outage]:
+    """A store the test takes away and brings back (not started yet)."""
+    dsn = str(request.getfixturevalue("postgres_dsn")) if backend == "postgres" else None
+    own = Outage(backend, tmp_path, dsn)  # type: ignore[arg-type]
+    try:
+        yield own
+    finally:
+        await own.aclose()
 
 
 async def effects(url: str, prefix: str, kind: str) -> list[str]:
@@ -38,14 +65,19 @@ async def effects(url: str, prefix: str, kind: str) -> list[str]:
 
 
 async def test_a_killed_process_run_is_resumed_elsewhere_without_rerunning_settled_tools(
-    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+    backend: str, shared_url: str, redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     thread_id = f"t-{uuid.uuid4().hex[:10]}"
-    env = {**os.environ, "AGORA_TEST_REDIS_URL": redis_url, "AGORA_TEST_PREFIX": prefix, "AGORA_TEST_HANG": "1"}
+    env = {
+        **os.environ,
+        **store_env(backend, shared_url, prefix),
+        "AGORA_TEST_REDIS_URL": redis_url,  # where the tools record their effects
+        "AGORA_TEST_HANG": "1",
+    }
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.stores._crash_child", thread_id], cwd=ROOT, env=env, stdout=subprocess.PIPE
     )
-    store = RedisStore(redis_url, prefix=prefix)
+    store = make_store(backend, shared_url, prefix)
     monkeypatch.setenv("AGORA_TEST_REDIS_URL", redis_url)
     monkeypatch.setenv("AGORA_TEST_PREFIX", prefix)
     survivor = Runtime(
@@ -85,12 +117,13 @@ async def test_a_killed_process_run_is_resumed_elsewhere_without_rerunning_settl
     quick, slow = await effects(redis_url, prefix, "quick"), await effects(redis_url, prefix, "slow")
     assert len(quick) == 1, "a settled tool never runs twice"
     assert len(slow) == 2 and slow[0] == slow[1] == f"{run_id}:{slow[0].split(':', 1)[1]}", "same idempotency key"
-    check = RedisStore(redis_url, prefix=prefix)
+    check = make_store(backend, shared_url, prefix)
     try:
         kinds = [e.type for e in await check.read_events(thread_id)]
     finally:
         await check.aclose()
-        await drop_prefix(redis_url, prefix)
+        await drop_store(backend, shared_url, prefix)
+        await drop_store("redis", redis_url, prefix)  # the effects
     assert kinds.count("tool-completed") == 2 and kinds[-1] == "run-finished"
 
 
@@ -98,18 +131,25 @@ class KeyInput(BaseModel):
     key: str
 
 
-@pytest.mark.parametrize("store_retry", [60.0, 0.0], ids=["held", "dropped"])
-async def test_redis_stopped_and_started_mid_run(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, store_retry: float
+@pytest.mark.parametrize(
+    ("backend", "store_retry"),
+    [
+        pytest.param("redis", 60.0, id="redis-held"),
+        pytest.param("redis", 0.0, id="redis-dropped"),
+        pytest.param("postgres", 60.0, id="postgres-held", marks=pytest.mark.postgres),
+        pytest.param("postgres", 0.0, id="postgres-dropped", marks=pytest.mark.postgres),
+    ],
+)
+async def test_the_store_stopped_and_started_mid_run(
+    outage: Outage, caplog: pytest.LogCaptureFixture, store_retry: float
 ) -> None:
-    """A tool finishes while Redis is away, for longer than the run's lease.
+    """A tool finishes while the store is away, for longer than the run's lease.
 
-    With ``store_retry`` the driver holds the result, takes its lapsed lease back when Redis
+    With ``store_retry`` the driver holds the result, takes its lapsed lease back when the store
     returns, and writes it: the tool ran once. Without, the run stops and resumes from its
     journal: the unsettled call runs again, with the same idempotency key.
     """
-    server = RedisServer(tmp_path)
-    await server.start()
+    await outage.start()
     attempts: list[str] = []
     effects_by_key: dict[str, int] = {}
     started, release = asyncio.Event(), asyncio.Event()
@@ -134,7 +174,8 @@ async def test_redis_stopped_and_started_mid_run(
             return ScriptStep(tool_calls=[ToolCallRequest(name="charge", args={"key": "a"})])
         return ScriptStep(text="Charged.")
 
-    store = RedisStore(server.url, prefix="faults")
+    name = f"faults_{uuid.uuid4().hex[:8]}"
+    store = make_store(outage.kind, outage.url, name)
     lease_ttl = 0.5
     runtime = Runtime(
         tools=[charge, look],
@@ -148,10 +189,8 @@ async def test_redis_stopped_and_started_mid_run(
         run_id = await runtime.start_turn(Turn(thread_id="t-outage", actor=Actor(id="u1"), text="charge"))
         async with asyncio.timeout(10):
             await started.wait()
-        server.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]  # a clean stop: the AOF is complete
-        await asyncio.to_thread(server.process.wait, 10)  # type: ignore[union-attr]
-        server.process = None
-        release.set()  # the tool finishes while Redis is away: its result cannot be written
+        await outage.stop()
+        release.set()  # the tool finishes while the store is away: its result cannot be written
         async with asyncio.timeout(10):
             if store_retry:
                 while "holding a step" not in caplog.text:
@@ -160,7 +199,7 @@ async def test_redis_stopped_and_started_mid_run(
                 while run_id in runtime._tasks:
                     await asyncio.sleep(0.02)
         await asyncio.sleep(lease_ttl * 2)  # the outage outlasts the lease: it lapses
-        await server.start()  # same port, same data
+        await outage.start()  # same port, same data
         async with asyncio.timeout(20):
             while True:
                 run = await store.get_run(run_id)
@@ -172,12 +211,13 @@ async def test_redis_stopped_and_started_mid_run(
         release.set()
         await runtime.aclose()
         await store.aclose()
-        server.kill()
+        if outage.dsn is not None:
+            await drop_store("postgres", outage.dsn, name)
     looks = [a for a in attempts if a.startswith("look:")]
     charges = [a for a in attempts if not a.startswith("look:")]
     assert len(looks) == 1, "the call settled before the outage did not run again"
     if store_retry:
-        assert len(charges) == 1, "the result was held and written when Redis came back"
+        assert len(charges) == 1, "the result was held and written when the store came back"
     else:
         assert len(charges) == 2 and charges[0] == charges[1], "the unsettled call ran again with the same key"
     assert len(effects_by_key) == 1, "so an idempotent tool charged once"
@@ -185,26 +225,28 @@ async def test_redis_stopped_and_started_mid_run(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["redis", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_an_outage_longer_than_the_lease_runs_no_tool_twice_across_two_processes(
-    tmp_path: Path, server: RedisServer
+    tmp_path: Path, outage: Outage
 ) -> None:
-    """Two gateway processes, 48 runs inside a tool, Redis SIGKILLed for longer than the lease.
+    """Two gateway processes, 48 runs inside a tool, the store gone for longer than the lease.
 
-    Every tool finishes while Redis is away, so each holder keeps an unwritten result while its
-    lease lapses. When Redis is back, the other process's sweep sees lapsed leases; it must not
-    take a run whose holder is alive and holding (before: 9 of 48 ran twice, on two processes).
+    Every tool finishes while the store is away, so each holder keeps an unwritten result while
+    its lease lapses. When the store is back, the other process's sweep sees lapsed leases; it must
+    not take a run whose holder is alive and holding (before: 9 of 48 ran twice, on two processes).
     """
-    await server.start()
+    await outage.start()
+    name = f"outage_{uuid.uuid4().hex[:8]}"
     attempts = tmp_path / "attempts.txt"
     attempts.touch()
     env = {
         **os.environ,
-        "AGORA_TEST_REDIS_URL": server.url,
+        **store_env(outage.kind, outage.url, name),
         "AGORA_TEST_ATTEMPTS": str(attempts),
         "AGORA_TEST_TOOL_SECONDS": "1.0",
         "AGORA_TEST_LEASE": "3.0",
     }
-    per_process, lease, outage = 24, 3.0, 5.0
+    per_process, lease, away = 24, 3.0, 5.0
     children = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.stores._outage_child", name, str(per_process)],
@@ -215,7 +257,7 @@ async def test_an_outage_longer_than_the_lease_runs_no_tool_twice_across_two_pro
         )
         for name in ("alpha", "beta")
     ]
-    store: RedisStore | None = None
+    store: Store | None = None
     try:
         run_ids: list[str] = []
         for child in children:
@@ -226,11 +268,11 @@ async def test_an_outage_longer_than_the_lease_runs_no_tool_twice_across_two_pro
         async with asyncio.timeout(30):
             while len(attempts.read_text().splitlines()) < 2 * per_process:  # every tool is in flight
                 await asyncio.sleep(0.02)
-        server.kill()  # SIGKILL: the AOF (appendfsync always) has every write so far
-        await asyncio.sleep(outage)  # the fault itself: an outage longer than the lease
-        assert outage > lease
-        await server.start()
-        store = RedisStore(server.url, prefix="outage")
+        await outage.kill()
+        await asyncio.sleep(away)  # the fault itself: an outage longer than the lease
+        assert away > lease
+        await outage.start()
+        store = make_store(outage.kind, outage.url, name)
         async with asyncio.timeout(60):
             while True:
                 runs = [await store.get_run(run_id) for run_id in run_ids]
@@ -252,6 +294,8 @@ async def test_an_outage_longer_than_the_lease_runs_no_tool_twice_across_two_pro
                 child.stdout.close()
         if store is not None:
             await store.aclose()
+        if outage.dsn is not None:
+            await drop_store("postgres", outage.dsn, name)
     lines = attempts.read_text().splitlines()
     by_key: dict[str, list[str]] = {}
     for line in lines:

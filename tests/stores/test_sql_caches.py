@@ -62,6 +62,10 @@ async def test_erasing_a_thread_erases_its_media(sql_store: SqlStore, thread_id:
     assert await backend.get("2" * 32) is not None and await backend.get("3" * 32) is not None
     assert await sql_store.get_thread(thread_id) is None
     assert await sql_store.delete_thread(thread_id) is False
+    await backend.put("4" * 32, MediaItem(b"gone", "text/plain"), time.time() - 1, thread_id="t-x")
+    await backend.put("5" * 32, MediaItem(b"live", "text/plain"), expires, thread_id="t-x")
+    assert await backend.forget_thread("t-x") == 1  # the one not expired yet
+    assert await backend.get("5" * 32) is None and await backend.forget_thread("t-x") == 0
 
 
 async def test_renders_are_kept_for_their_ttl_then_missed_and_swept(sql_store: SqlStore) -> None:

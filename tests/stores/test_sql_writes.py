@@ -4,17 +4,20 @@ and what was stored is there after a restart."""
 from __future__ import annotations
 
 import asyncio
+import math
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from gateway import StoreUnavailableError
 from gateway.events import RunStartedEvent
 from gateway.models import AssistantMessage, UserMessage
 from gateway.stores import Batch, ModelStepEntry, PostgresStore, SqliteStore, ThreadRecord
+from gateway.stores._postgres import _literal
 
 from ..conftest import own_postgres_store
 from ._helpers import approval, begin, delta, new_run, thread_of
@@ -166,6 +169,28 @@ async def test_the_event_loop_runs_while_sqlite_waits_for_another_process(tmp_pa
         await store.aclose()
 
 
+async def test_a_lock_held_past_the_busy_timeout_is_an_outage_and_the_write_lands_after(
+    tmp_path: Path, thread_id: str
+) -> None:
+    path = tmp_path / "agora.db"
+    store = SqliteStore(path, busy_timeout=0.1)
+    try:
+        run, _ = await begin(store, thread_id)
+        other = sqlite3.connect(path, isolation_level=None)  # another process, holding the write lock
+        other.execute("BEGIN IMMEDIATE")
+        held = Batch(events=[delta(run, "held")])
+        try:
+            with pytest.raises(StoreUnavailableError, match="database is locked"):
+                await store.write(thread_id, held)
+        finally:
+            other.execute("COMMIT")
+            other.close()
+        assert [e.seq for e in await store.write(thread_id, held)] == [2]
+        assert [e.seq for e in await store.read_events(thread_id)] == [1, 2]
+    finally:
+        await store.aclose()
+
+
 async def test_a_pending_approval_and_its_thread_survive_a_restart(sql_store: SqlStore, thread_id: str) -> None:
     run, _ = await begin(sql_store, thread_id, batch=Batch(messages=[UserMessage(content="purge it")]))
     pending = approval(run)
@@ -192,3 +217,18 @@ async def test_a_closed_store_refuses_calls(sql_store: SqlStore) -> None:
     await sql_store.aclose()  # idempotent
     with pytest.raises(RuntimeError, match="closed"):
         await sql_store.get_thread("t")
+
+
+@pytest.mark.postgres
+async def test_every_literal_a_guarded_write_sends_reads_back_as_the_value(postgres_dsn: str) -> None:
+    values = [*HOSTILE, 1.5, 1e-300, 0.1 + 0.2, -0.0, math.inf, -math.inf, 2**62, -1, 0, None, True, bytes(range(256))]
+    connection = await asyncpg.connect(postgres_dsn, server_settings={"standard_conforming_strings": "on"})
+    try:
+        for value in values:
+            back = await connection.fetchval(f"SELECT {_literal(value)}")
+            assert back == value and type(back) is type(value), (value, back)
+        assert math.isnan(await connection.fetchval(f"SELECT {_literal(math.nan)}"))
+    finally:
+        await connection.close()
+    with pytest.raises(TypeError, match="Cannot send a dict"):
+        _literal({"a": 1})
