@@ -178,8 +178,12 @@ class SignedTokenResolver:
     async def resolve(self, request: web.Request) -> Actor | None:
         """The token's actor; ``None`` without a token."""
         auth = request.headers.get("Authorization", "")
-        token = auth[7:].strip() if auth[:7].lower() == "bearer " else request.query.get("token")
+        bearer = auth[:7].lower() == "bearer " or auth.strip().lower() == "bearer"
+        token = auth[7:].strip() if bearer else request.query.get("token")
         if not token:
+            if bearer or "token" in request.query:
+                # A credential sent empty (an unset $TOKEN in a script) is a failed sign-in, never a visitor.
+                raise InvalidTokenError("The actor token is empty")
             return None
         return verify_actor_token(token, self.secret)
 

@@ -26,7 +26,9 @@ A refused URL is named by its scheme only: the rest may hold a password.
 
 from __future__ import annotations
 
+import logging
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -37,9 +39,21 @@ from ._errors import StoreUnavailableError
 if TYPE_CHECKING:
     from .stores import Store
 
-__all__ = ["ACCEPTED", "REDIS_SCHEMES", "SERVE_DEFAULT", "StoreKind", "StoreUrl", "open_store", "parse_store_url"]
+__all__ = [
+    "ACCEPTED",
+    "REDIS_SCHEMES",
+    "SECRET_FILE",
+    "SERVE_DEFAULT",
+    "StoreKind",
+    "StoreUrl",
+    "kept_secret",
+    "open_store",
+    "parse_store_url",
+]
 
 StoreKind = Literal["memory", "sqlite", "postgresql", "redis"]
+
+logger = logging.getLogger("gateway.store_url")
 
 SERVE_DEFAULT = "sqlite:///.agora/agora.db"
 """``agora-gateway serve``'s store when none is set: a SQLite file in ``./.agora/``.
@@ -147,6 +161,44 @@ def open_store(location: StoreUrl) -> Store:
     from .stores import MemoryStore
 
     return MemoryStore()
+
+
+SECRET_FILE = "secret"
+"""The file beside a SQLite store where ``serve`` keeps the secret it made (no ``AGORA_SECRET``)."""
+
+
+def kept_secret(location: StoreUrl) -> str:
+    """The signing secret kept beside a SQLite store's file, made (mode 0600) on the first start.
+
+    ``serve`` uses it when ``AGORA_SECRET`` is not set, so the visitors' cookies and actor tokens
+    outlive a restart as their conversations do: a new secret each start would make every visitor
+    a stranger to threads the file still holds.
+
+    Raises:
+        StoreUnavailableError: The folder cannot be made, or the file cannot be read or written.
+    """
+    if location.path is None:
+        raise ValueError("only a SQLite store keeps a secret beside it")
+    folder = location.path.parent
+    _make_folder(folder)
+    path = folder / SECRET_FILE
+    try:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            value = path.read_text(encoding="ascii").strip()
+            if len(value) < 32:
+                raise StoreUnavailableError(f"{path} holds no secret (delete it to make a new one)") from None
+            logger.info("AGORA_SECRET is not set: signing with the secret kept in %s", path)
+            return value
+        value = secrets.token_urlsafe(32)
+        with os.fdopen(fd, "w", encoding="ascii") as out:
+            out.write(value + "\n")
+        logger.info("AGORA_SECRET is not set: made a secret and kept it in %s (sign-ins outlive restarts)", path)
+        return value
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or type(exc).__name__
+        raise StoreUnavailableError(f"cannot keep the secret in {path}: {reason}") from exc
 
 
 def _make_folder(folder: Path) -> None:

@@ -102,11 +102,12 @@ def _serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from aiohttp import web
+    from pydantic import SecretStr
 
     from ._server import serve_app
     from ._services import SERVICES
     from ._settings import Settings
-    from ._store_url import SERVE_DEFAULT, parse_store_url
+    from ._store_url import SERVE_DEFAULT, kept_secret, parse_store_url
     from .app import assemble, load_gateway
 
     overrides: dict[str, Any] = {
@@ -129,7 +130,11 @@ def _serve(args: argparse.Namespace) -> int:
     settings = Settings(**overrides)
     if settings.store_url is None and settings.redis_url is None:
         settings.store_url = SERVE_DEFAULT  # conversations and approvals outlive a restart
-    store = parse_store_url(settings.resolved_store_url()).display()
+    location = parse_store_url(settings.resolved_store_url())
+    store = location.display()
+    if settings.secret is None and location.kind == "sqlite":
+        # One process per SQLite file: the secret can live beside it, so sign-ins outlive a restart.
+        settings.secret = SecretStr(kept_secret(location))
     gateway = load_gateway(settings)
     app = assemble(settings, gateway)
     runtime = app[SERVICES].runtime

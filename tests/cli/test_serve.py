@@ -36,15 +36,22 @@ def fetch(url: str) -> tuple[int, bytes]:
 SECRET_ENV = {"AGORA_SECRET": "a-test-secret-for-the-cli-test"}
 
 
-def serve_env(store: str | None = "memory://", **extra: str) -> dict[str, str]:
+def serve_env(store: str | None = "memory://", **extra: str | None) -> dict[str, str]:
     """The environment of a ``serve`` under test: this one's, the test secret, ``store``, then ``extra``.
+
+    A ``None`` in ``extra`` removes that variable (``AGORA_SECRET=None``: serve makes its own).
 
     ``serve`` keeps its store in ``./.agora/`` unless told, so a test says which: ``memory://``
     by default, ``None`` for serve's own default (in a ``cwd`` of the test's).
     """
-    env = {**os.environ, **SECRET_ENV, **extra}
+    env = {**os.environ, **SECRET_ENV}
     for name in ("AGORA_STORE_URL", "AGORA_REDIS_URL"):
         env.pop(name, None)
+    for name, value in extra.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     if store is not None:
         env["AGORA_STORE_URL"] = store
     return env
@@ -53,7 +60,7 @@ def serve_env(store: str | None = "memory://", **extra: str) -> dict[str, str]:
 @contextlib.asynccontextmanager
 async def serving(
     *options: str,
-    env: dict[str, str] | None = None,
+    env: dict[str, str | None] | None = None,
     cwd: Path = ROOT,
     log: Path | None = None,
     store: str | None = "memory://",

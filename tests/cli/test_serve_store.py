@@ -178,3 +178,44 @@ def test_the_redis_url_option_beats_a_store_variable(tmp_path: Path) -> None:
     assert result.returncode == 2
     [line] = result.stderr.splitlines()
     assert line.startswith(REFUSED) and closed in line, line
+
+
+async def test_a_visitor_without_a_configured_secret_finds_their_conversation_after_a_restart(tmp_path: Path) -> None:
+    """No AGORA_SECRET: serve keeps the secret it made beside the SQLite file, so the cookie still signs in."""
+    env: dict[str, str | None] = {"AGORA_SECRET": None}
+    jar = aiohttp.CookieJar(unsafe=True)  # the cookie of a browser on 127.0.0.1
+    async with serving(cwd=tmp_path, store=None, env=env) as (_, port, _line):
+        async with (
+            aiohttp.ClientSession(cookie_jar=jar) as session,
+            session.ws_connect(f"http://127.0.0.1:{port}/agent/ws") as ws,
+        ):
+            await ws.send_json({"type": "hello"})
+            thread_id = (await frames_until(ws, "welcome"))[-1]["thread_id"]
+            await ws.send_json({"type": "send", "text": "refund order 1042"})
+            assert (await frames_until(ws, "run-finished"))[-1]["status"] == "awaiting-approval"
+    kept = tmp_path / ".agora" / "secret"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    first = kept.read_text()
+
+    async with serving(cwd=tmp_path, store=None, env=env) as (_, port, _line):
+        async with aiohttp.ClientSession(cookie_jar=jar) as session:
+            parked = await get_json(session, f"http://127.0.0.1:{port}/agent/threads/{thread_id}")
+            assert len(parked["pending_approvals"]) == 1, "the visitor still owns the parked thread"
+    assert kept.read_text() == first, "the secret is made once, then read"
+
+
+def test_a_kept_secret_file_that_holds_no_secret_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / ".agora").mkdir(mode=0o700)
+    (tmp_path / ".agora" / "secret").write_text("short\n")
+    env = serve_env(None, AGORA_SECRET=None)
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--port", str(free_port())],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    [line] = [text for text in done.stderr.splitlines() if "cannot start" in text]
+    assert line == f"{REFUSED}{tmp_path / '.agora' / 'secret'} holds no secret (delete it to make a new one)"

@@ -105,6 +105,19 @@ async def test_identity_on_http(make_client: Any, monkeypatch: Any) -> None:
     assert expired.status == 401 and "expired" in (await expired.json())["message"]
 
 
+@pytest.mark.parametrize(
+    ("headers", "query"), [({"Authorization": "Bearer "}, ""), ({"Authorization": "Bearer"}, ""), ({}, "?token=")]
+)
+async def test_an_empty_credential_is_a_failed_sign_in_not_a_visitor(
+    make_client: Any, headers: dict[str, str], query: str
+) -> None:
+    """An unset ``$TOKEN`` in a script sends ``Bearer `` : 401, no cookie, never the anonymous visitor."""
+    client = await make_client()
+    answer = await client.get(f"/agent/threads{query}", headers=headers)
+    assert answer.status == 401 and (await answer.json())["code"] == "invalid_token"
+    assert "agora_anon" not in answer.headers.get("Set-Cookie", "")
+
+
 async def test_anonymous_visitors_get_a_stable_signed_cookie(make_client: Any) -> None:
     client = await make_client()
     page = await client.get("/")
