@@ -210,6 +210,22 @@ CASES = [
     refused("unparseable", "SELECT * FROM orders WHERE", NOT_PARSED),
     refused("only_a_comment", "-- nothing", "the SQL is empty"),
     refused("nested_too_deep", "SELECT " + "(" * 3000 + "1" + ")" * 3000, "nested too deeply"),
+    # -- values made to a size in one step, which no time limit stops (memory bombs) ----------------
+    refused(
+        "randomblob_bomb",
+        "SELECT randomblob(1000000000) AS b, randomblob(1000000000) AS c FROM products",
+        r"randomblob\(\) may make at most 10,000 characters, not 1,000,000,000",
+    ),
+    refused("zeroblob_of_a_column", "SELECT zeroblob(id * 1000000000) FROM products", r"zeroblob\(\) takes its length"),
+    refused(
+        "repeat_bomb",
+        "SELECT repeat(name, 500000000) FROM products",
+        r"repeat\(\) may make at most 10,000 characters",
+        sqlite=("sql_refused", r"repeat\(\) may make at most 10,000 characters"),
+    ),
+    refused("lpad_bomb", "SELECT lpad(name, 900000000, 'x') FROM products", r"lpad\(\) may make at most 10,000"),
+    refused("printf_star_width", "SELECT printf('%.*c', 900000000, 'x') FROM products", r"printf\(\) widths"),
+    refused("printf_wide", "SELECT printf('%900000000d', 1) FROM products", r"printf\(\) widths"),
     # -- past the time limit (pg_sleep is denied: a slow query of allowed tables instead) ------------
     Case(
         id="cross_join_past_timeout",

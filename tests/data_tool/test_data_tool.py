@@ -136,7 +136,7 @@ async def test_tenant_scoping_returns_only_the_actors_rows(db: Db) -> None:
         assert [row[0] for row in output["rows"]] == names
     totals = await call(tool, "SELECT tenant_id, SUM(total) AS total FROM order_totals GROUP BY tenant_id", T2)
     assert totals["rows"] == [["t2", 100.99]]
-    with pytest.raises(tools.SqlRefusedError, match="belongs to none"):
+    with pytest.raises(tools.ToolNotFoundError, match="not available"):  # not offered to them: never runs
         await call(tool, "SELECT name FROM products", tools.Actor("nobody", ["analyst"]))
 
 
@@ -175,6 +175,22 @@ async def test_roles_select_the_groups(db: Db) -> None:
     both = tools.Actor("b", ["support", "analyst"], "t1")
     description = (await registry.definitions_for(both))[0].description
     assert "service:\n- customers (" in description and "sales:\n- orders (" in description
+
+
+async def test_a_caller_without_a_tenant_is_not_offered_per_tenant_data(db: Db) -> None:
+    """Every call would be refused (even of shared tables only): the tool is not listed for them at all."""
+    registry = tools.ToolRegistry([make(db)], transient_retry=None)
+    assert await registry.definitions_for(tools.Actor("nobody", ["analyst"])) == []
+    assert [d.name for d in await registry.definitions_for(T1)] == ["execute_sql"]
+    unscoped = tools.ToolRegistry([make(db, tenant_column=None, shared_tables=[])], transient_retry=None)
+    assert [d.name for d in await unscoped.definitions_for(tools.Actor("nobody", ["analyst"]))] == ["execute_sql"]
+
+
+async def test_a_small_made_value_still_runs(db: Db) -> None:
+    padded = "printf('%8s', name)" if db.kind == "sqlite" else "lpad(name, 8, ' ')"  # SQLite has no lpad
+    answer = await call(make(db), f"SELECT {padded} AS padded FROM products ORDER BY id LIMIT 1", T1)
+    [[value]] = answer["rows"]
+    assert len(value) == 8 and value.startswith(" ") and value.strip(), value
 
 
 async def test_the_description_lists_the_schema_of_the_callers_tables(db: Db) -> None:

@@ -163,9 +163,15 @@ class _DataTool:
     # -- the hooks ----------------------------------------------------------------------------------
 
     async def describe(self, scope: DescribeScope) -> ToolDescription:
-        """Offered to a caller whose roles open a group, with those tables' schema."""
+        """Offered, with those tables' schema, to a caller whose roles open a group.
+
+        When the data is kept per tenant, only to a caller who belongs to one.
+        """
         groups = self.access.groups_for(scope.actor.roles)
         if not groups:
+            return ToolDescription(available=False)
+        if self.tenant_column is not None and scope.actor.tenant_ref is None:
+            # Every call of theirs would be refused: not offered at all (as without a group).
             return ToolDescription(available=False)
         try:
             schema = await self.schema()

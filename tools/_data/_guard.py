@@ -294,11 +294,60 @@ def function_names(node: exp.Func) -> set[str]:
     return {name.lower() for name in node.sql_names()}
 
 
+MAX_MADE_SIZE = 10_000
+"""The largest length a function that makes a value of a given size may be asked for."""
+
+_SIZED = {"randomblob": 0, "zeroblob": 0}
+"""Functions (as ``exp.Anonymous``) whose argument at this index is the size of what they make."""
+
+_PRINTF_WIDTH = re.compile(r"%[-+ 0#,!']*(\*|\d+)?(?:\.(\*|\d+))?")
+
+
+def _made_size(node: exp.Func) -> tuple[str, exp.Expression | None] | None:
+    """``(name, size argument)`` of a call that makes a value of a size it is given, else ``None``."""
+    if isinstance(node, exp.Repeat):
+        return "repeat", node.args.get("times")
+    if isinstance(node, exp.Pad):
+        return ("lpad" if node.args.get("is_left") else "rpad"), node.args.get("expression")
+    if type(node).__name__ == "Space":
+        return "space", node.args.get("this")
+    if isinstance(node, exp.Anonymous) and node.name.lower() in _SIZED:
+        arguments = node.expressions
+        index = _SIZED[node.name.lower()]
+        return node.name.lower(), arguments[index] if len(arguments) > index else None
+    return None
+
+
+def _check_sizes(node: exp.Func) -> None:
+    """Refuse a value made to a size the query does not bound (``randomblob(1e9)``, ``repeat(x, 1e9)``).
+
+    Such a value is a memory bomb in one step, which no time limit stops: its size must be a
+    number written in the query, at most ``MAX_MADE_SIZE``.
+    """
+    made = _made_size(node)
+    if made is not None:
+        name, size = made
+        if not (isinstance(size, exp.Literal) and not size.is_string and size.name.isdigit()):
+            raise SqlRefusedError(f"{name}() takes its length as a number written in the query")
+        if int(size.name) > MAX_MADE_SIZE:
+            raise SqlRefusedError(f"{name}() may make at most {MAX_MADE_SIZE:,} characters, not {int(size.name):,}")
+    names = function_names(node)
+    if names & {"printf", "format"}:
+        template = node.this if isinstance(node, exp.Format) else (node.expressions or [None])[0]
+        if not (isinstance(template, exp.Literal) and template.is_string):
+            raise SqlRefusedError("printf() takes its format as a string written in the query")
+        for width, precision in _PRINTF_WIDTH.findall(template.name):
+            for part in (width, precision):
+                if part == "*" or (part and int(part) > MAX_MADE_SIZE):
+                    raise SqlRefusedError(f"printf() widths may be at most {MAX_MADE_SIZE:,}, written in the format")
+
+
 def _check_function(node: exp.Func, policy: GuardPolicy) -> None:
     names = function_names(node)
     denied = sorted(name for name in names if is_denied_function(name, policy.denied_functions))
     if denied:
         raise SqlRefusedError(f"the function {denied[0]}() is not allowed")
+    _check_sizes(node)
     parent = node.parent
     if isinstance(parent, exp.Dot) and node.arg_key == "expression":
         raise SqlRefusedError(f"schema-qualified function calls are not allowed ({_one_line(parent.sql(), 80)})")

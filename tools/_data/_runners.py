@@ -18,6 +18,7 @@ and do nothing else. A slip of the guard (or of sqlglot) would end there, in the
 from __future__ import annotations
 
 import abc
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -141,9 +142,23 @@ class SqliteRunner(Runner):
                 finally:
                     await driver.set_authorizer(None)
                     await driver.set_progress_handler(None, 0)
+            except BaseException:
+                # Cancelled (the caller's last-resort timeout) or failed mid-way: the connection may
+                # still hold our authorizer and query_only, so it never goes back to the app's pool.
+                await _discard(conn)
+                raise
             finally:
-                await conn.rollback()
-                await conn.exec_driver_sql(f"PRAGMA query_only = {1 if previous else 0}")
+                if not conn.invalidated:
+                    await conn.rollback()
+                    await conn.exec_driver_sql(f"PRAGMA query_only = {1 if previous else 0}")
+
+
+async def _discard(conn: AsyncConnection) -> None:
+    """Invalidate ``conn`` (closed, not pooled again), whatever state its driver is in."""
+    try:
+        await conn.invalidate()
+    except Exception as exc:  # already gone: nothing of it goes back to the pool either
+        logging.getLogger("tools.data").debug("invalidating a data tool connection failed: %s", exc)
 
 
 def _milliseconds(timeout: float) -> int:
