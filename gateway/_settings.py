@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     media_ttl: int = Field(default=3600, ge=60)
     """Seconds a rendered media URL stays valid."""
     lease_ttl: float = Field(default=15.0, gt=0)
-    retention_days: float | None = Field(default=None, gt=0)
+    retention_days: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Erase conversations nobody wrote to for this many days (fractions allowed), in the
     background, never one with a run running or waiting for an approval. None: keep them."""
 

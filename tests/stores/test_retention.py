@@ -115,7 +115,7 @@ async def test_the_setting_reaches_the_runtime_and_refuses_what_is_not_a_duratio
     runtime = Gateway().runtime(settings)
     assert runtime.threads.retention_days == 0.5
     await runtime.aclose()
-    for bad in ("0", "-1", "soon"):
+    for bad in ("0", "-1", "soon", "inf", "nan"):
         monkeypatch.setenv("AGORA_RETENTION_DAYS", bad)
         with pytest.raises(ValidationError, match="retention_days"):
             Settings(_env_file=None)  # type: ignore[call-arg]
