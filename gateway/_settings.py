@@ -50,7 +50,8 @@ class Settings(BaseSettings):
     store; ``agora-gateway serve`` keeps its store in ``./.agora/agora.db`` (SQLite) instead.
     """
 
-    model_config = SettingsConfigDict(env_prefix="AGORA_", env_file=".env", extra="ignore")
+    # A refused value is never repeated in the error (a store URL holds its password, a secret is one).
+    model_config = SettingsConfigDict(env_prefix="AGORA_", env_file=".env", extra="ignore", hide_input_in_errors=True)
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)

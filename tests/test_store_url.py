@@ -96,6 +96,10 @@ def test_a_refused_store_setting_names_its_variable_and_not_its_value() -> None:
     [error] = refused.value.errors(include_input=False)
     assert error["loc"] == ("store_url",) and "unknown store scheme 'mysql'" in error["msg"]
     assert "hunter2" not in error["msg"]
+    assert "hunter2" not in str(refused.value), "the error's text (a traceback) does not repeat the URL either"
+    with pytest.raises(ValidationError) as placeholder:
+        settings(secret="changeme-placeholder")
+    assert "changeme-placeholder" not in str(placeholder.value)
     with pytest.raises(ValidationError, match="names a Redis URL only"):
         settings(redis_url="postgresql://db/agora")  # the alias is Redis's: AGORA_STORE_URL takes the rest
 
