@@ -93,6 +93,11 @@ def test_the_dockerfile_copies_what_the_wheel_is_built_from() -> None:
     assert set(copied) <= kept  # nothing copied is ignored out of the context
     [cmd] = [line for line in instructions if line.startswith("CMD ")]
     assert cmd == 'CMD ["agora-gateway", "serve"]' and "agora-gateway" in project["project"]["scripts"]
+    # The default store's folder, where examples/deploy/README.md mounts a volume, is the user's own.
+    user, workdir, folder = (
+        instructions.index(line) for line in ("USER agora", "WORKDIR /home/agora", "RUN mkdir -m 0700 .agora")
+    )
+    assert user < workdir < folder and "/home/agora/.agora" in (DEPLOY / "README.md").read_text()
     env = next(line for line in instructions if line.startswith("ENV "))
     assert "AGORA_HOST=0.0.0.0" in env and "AGORA_PORT=8000" in env and "AGORA_LOG_FORMAT=json" in env
 
