@@ -413,6 +413,10 @@ def assemble(
 
     async def close() -> None:
         # The runtime closes the store it owns (once); a SQL store's media and render cache go with it.
+        # A runtime passed in is left as it came, also after a failed start: no observer, no eraser
+        # of this app's (its media backend is closed here).
+        served.observers.remove(metrics)
+        served.threads.erasers.remove(services)
         await services.renderer.aclose()
         for client in media_redis:
             await client.aclose()
@@ -432,8 +436,6 @@ def assemble(
             yield
         finally:
             await close()
-            served.observers.remove(metrics)
-            served.threads.erasers.remove(services)
 
     app.cleanup_ctx.append(lifecycle)
 

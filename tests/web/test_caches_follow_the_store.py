@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 
-from gateway import Runtime, Settings, create_app
+from gateway import Runtime, Settings, StoreUnavailableError, create_app
 from gateway._services import SERVICES
 from gateway.demo import DemoModel
-from gateway.stores import MemoryStore, SqliteStore
+from gateway.stores import MemoryStore, PostgresStore, SqliteStore
 from gateway.stores._sql_caches import SqlMediaBackend, SqlRenderCache
 from renderers import MemoryMediaBackend, MemoryRenderCache, TieredRenderCache
 
@@ -72,6 +73,21 @@ async def test_a_runtime_passed_in_keeps_its_store_open_and_its_caches_follow_it
     await runtime.aclose()
     await store.ping()  # a store passed to a Runtime stays the caller's to close
     await store.aclose()
+
+
+async def test_a_failed_start_leaves_a_runtime_passed_in_as_it_came(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on: the store's ping is refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store = PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/agora", connect_timeout=1)
+    runtime = Runtime(model=DemoModel(), store=store)
+    try:
+        with pytest.raises(StoreUnavailableError):
+            await started(create_app(settings(store_url="memory://"), runtime=runtime))
+        assert runtime.observers == [] and runtime.threads.erasers == [], "nothing of the app that did not start"
+    finally:
+        await runtime.aclose()
+        await store.aclose()
 
 
 async def test_create_app_in_code_without_a_store_setting_keeps_everything_in_memory(
