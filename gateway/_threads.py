@@ -12,8 +12,9 @@ erasers once more (for a render that was in flight). A failure before the store'
 the thread in place, so the request can be repeated.
 
 Retention (``retention_days``) erases threads nobody wrote to for that long, in the runtime's
-background passes (at most every minute), never one with a run running or waiting for an
-approval: such a thread is passed over until it is idle. A turn that begins on a thread in the
+background passes (at most every minute, each erasing for ``retention_budget`` seconds at
+most), never one with a run running or waiting for an approval: such a thread is passed over
+until it is idle. A turn that begins on a thread in the
 instant between that check and the erasure is erased with it.
 """
 
@@ -78,6 +79,10 @@ class Threads:
     runs: RunControl
     retention_days: float | None = None
     """Erase threads idle for this many days (fractions allowed); ``None`` keeps them for good."""
+    retention_budget: float = 1.0
+    """Seconds one retention pass may spend erasing (at least one thread); the rest waits for the
+    next maintenance pass. The pass shares its turn with lease renewals: a long one would let this
+    process's leases lapse."""
     stop_timeout: float = 30.0
     """Seconds an erasure waits for a cancelled run to stop before it answers ``ThreadBusyError``."""
     erasers: list[ThreadEraser] = field(default_factory=list)
@@ -210,7 +215,12 @@ class Threads:
             return 0
         keep = self.retention_days * DAY
         self._next_retention = now + min(_RETENTION_EVERY, keep / 10)
-        cutoff = now - keep
+        erased = await self._erase_idle(now - keep, deadline=time.monotonic() + self.retention_budget)
+        if erased:
+            logger.info("retention erased %d thread(s) idle for more than %g day(s)", erased, self.retention_days)
+        return erased
+
+    async def _erase_idle(self, cutoff: float, *, deadline: float) -> int:
         erased = 0
         passed: set[str] = set()
         limit = 100
@@ -221,19 +231,20 @@ class Threads:
                     continue
                 if await self._busy(thread_id):
                     passed.add(thread_id)
-                    continue
-                try:
-                    erased += await self._erase(thread_id)
-                except StoreUnavailableError:
-                    raise  # the whole pass waits for the store (the runtime says so)
-                except Exception as exc:  # an eraser (the media backend) is away: next pass
-                    logger.warning("retention could not erase thread %s now: %s", thread_id, exc)
-                    passed.add(thread_id)
+                else:
+                    try:
+                        erased += await self._erase(thread_id)
+                    except StoreUnavailableError:
+                        raise  # the whole pass waits for the store (the runtime says so)
+                    except Exception as exc:  # an eraser (the media backend) is away: next pass
+                        logger.warning("retention could not erase thread %s now: %s", thread_id, exc)
+                        passed.add(thread_id)
+                if time.monotonic() >= deadline:
+                    self._next_retention = 0.0  # more may be idle: the next pass goes on
+                    return erased
             if len(idle) < limit:
                 break
             limit = len(passed) + 100  # the threads passed over come first again: reach past them
-        if erased:
-            logger.info("retention erased %d thread(s) idle for more than %g day(s)", erased, self.retention_days)
         return erased
 
     async def _busy(self, thread_id: str) -> bool:

@@ -91,6 +91,26 @@ async def test_idle_threads_go_and_busy_ones_stay_until_they_are_idle(store: Sto
         await runtime.aclose()
 
 
+async def test_a_retention_pass_stops_at_its_budget_and_the_next_goes_on(store: Store) -> None:
+    """Retention shares the maintenance pass with lease renewals: a pass erases for its budget at most."""
+    runtime = Runtime(
+        model=ScriptedModel(lambda request, index: ScriptStep(text="ok")),
+        store=store,
+        retention_days=1e-12,  # every thread is idle as soon as its turn ended
+        maintenance_interval=3600,  # the test makes the passes itself
+    )
+    runtime.threads.retention_budget = 0.0  # one thread a pass
+    threads = [f"old-{uuid.uuid4().hex[:8]}-{index}" for index in range(3)]
+    try:
+        for thread_id in threads:
+            run_id = await runtime.start_turn(Turn(thread_id=thread_id, actor=ALICE, text="hi"))
+            assert await runtime.wait(run_id, timeout=10) == "completed"
+        assert [await runtime.threads.sweep() for _ in range(4)] == [1, 1, 1, 0]
+        assert [await store.get_thread(thread_id) for thread_id in threads] == [None, None, None]
+    finally:
+        await runtime.aclose()
+
+
 async def test_without_retention_nothing_is_erased(store: Store) -> None:
     runtime = Runtime(model=ScriptedModel([ScriptStep(text="ok")]), store=store, maintenance_interval=0.05)
     try:
