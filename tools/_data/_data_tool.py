@@ -252,7 +252,10 @@ class _DataTool:
                 raise self._timed_out() from None
             raise self._failure(exc) from exc
         except Exception as exc:
-            raise self._failure(exc) from exc
+            failure = self._failure(exc)
+            if failure is exc:
+                raise  # not the database's: as it was (``raise exc from exc`` would make it its own cause)
+            raise failure from exc
 
     def _timed_out(self) -> ToolFailed:
         logger.info("data tool %s stopped a query at its time limit of %g s", self.name, self.timeout)
