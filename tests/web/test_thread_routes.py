@@ -1,4 +1,4 @@
-"""Threads as data their owner controls over HTTP: list, rename, erase, export (memory and Redis)."""
+"""Threads as data their owner controls over HTTP: list, rename, erase, export, on every store."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import base64
 import json
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,10 +19,10 @@ from pydantic import BaseModel
 
 from gateway import SERVICES, Runtime, Turn
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
-from gateway.stores import Store
+from gateway.stores import MemoryStore, SqliteStore, Store
 from tools import Actor, ConfirmTemplate, ToolPresentation, define_tool
 
-from ..conftest import RefusalLog
+from ..conftest import RefusalLog, own_postgres_store, own_redis_store
 from ..stores._helpers import eventually
 from .conftest import ALICE, BOB, connect, token_for
 
@@ -83,9 +84,34 @@ def gates() -> Gates:
     return Gates()
 
 
+@pytest.fixture(
+    params=[
+        "memory",
+        pytest.param("redis", marks=pytest.mark.redis),
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
+async def thread_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """Each store, of this test's own (asked for before the client: it closes after the app)."""
+    if request.param == "redis":
+        async with own_redis_store(request.getfixturevalue("redis_url")) as redis_store:
+            yield redis_store
+        return
+    if request.param == "postgres":
+        async with own_postgres_store(request.getfixturevalue("postgres_dsn")) as postgres_store:
+            yield postgres_store
+        return
+    store: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "agora.db")
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
 @pytest.fixture
-async def client(make_client: Any, any_store: Store, gates: Gates) -> Client:
-    made: Client = await make_client(make_runtime(any_store, gates))
+async def client(thread_store: Store, make_client: Any, gates: Gates) -> Client:
+    made: Client = await make_client(make_runtime(thread_store, gates))
     return made
 
 
@@ -344,8 +370,8 @@ async def test_the_export_is_everything_of_the_thread_as_a_json_file(client: Cli
     assert exported["tool_call_id"] == pending.tool_call_id and exported["status"] == "approved"
 
 
-async def test_retention_erases_a_threads_media_too(make_client: Any, any_store: Store, gates: Gates) -> None:
-    runtime = make_runtime(any_store, gates)
+async def test_retention_erases_a_threads_media_too(thread_store: Store, make_client: Any, gates: Gates) -> None:
+    runtime = make_runtime(thread_store, gates)
     runtime.maintenance_interval = 0.05
     client: Client = await make_client(runtime)
     ws = await connect(client, token=token_for(ALICE))
