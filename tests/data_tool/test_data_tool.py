@@ -7,6 +7,7 @@ Every test runs on PostgreSQL, SQLite and MariaDB (the ``db`` fixture), through 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -50,6 +51,24 @@ async def call(tool: tools.Tool, sql: str, actor: tools.Actor = T1) -> dict[str,
 
 def qualified(db: Db, table: str) -> str:
     return f"`{db.default_schema}`.`{table}`" if db.kind == "mariadb" else f'"{db.default_schema}"."{table}"'
+
+
+# -- the guard off the loop ---------------------------------------------------------------------------
+
+
+async def test_a_long_query_is_checked_off_the_event_loop(db: Db) -> None:
+    registry = tools.ToolRegistry([make(db)], transient_retry=None)
+    assert [d.name for d in await registry.definitions_for(T1)] == ["execute_sql"]  # reflected: nothing else awaits
+    cases = ", ".join(f"CASE WHEN id = {i} THEN {i} END" for i in range(400))
+    sql = f"SELECT {cases} FROM secret_table"  # parsed to its end, then refused: it never reaches the database
+    invoked = asyncio.ensure_future(registry.invoke("execute_sql", {"sql": sql}, tools.ToolContext(actor=T1)))
+    turns = 0
+    while not invoked.done():  # the loop turns while sqlglot works (on the loop, the call was done in one turn)
+        turns += 1
+        await asyncio.sleep(0)
+    with pytest.raises(tools.ToolFailed, match="secret_table is not one you may query"):
+        await invoked
+    assert turns > 1
 
 
 # -- rows -------------------------------------------------------------------------------------------

@@ -198,7 +198,9 @@ class _DataTool:
             if self.tenant_column is not None and ctx.actor.tenant_ref is None:
                 raise SqlRefusedError("the data is kept per tenant, and this caller belongs to none")
             policy = self.policy_for(schema, groups)
-            guarded = guard(input.sql, policy)
+            # In a thread: sqlglot parses, rewrites and parses again in pure Python, up to a few
+            # hundred milliseconds for a long query (MAX_SQL_CHARS), which would stall the loop.
+            guarded = await asyncio.to_thread(guard, input.sql, policy)
         except SqlRefusedError as exc:
             logger.info("data tool %s refused a query: %.300r", self.name, exc.reason)  # repr: one line
             raise
