@@ -183,18 +183,23 @@ def kept_secret(location: StoreUrl) -> str:
     _make_folder(folder)
     path = folder / SECRET_FILE
     try:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            value = path.read_text(encoding="ascii").strip()
-            if len(value) < 32:
-                raise StoreUnavailableError(f"{path} holds no secret (delete it to make a new one)") from None
-            logger.info("AGORA_SECRET is not set: signing with the secret kept in %s", path)
-            return value
-        value = secrets.token_urlsafe(32)
-        with os.fdopen(fd, "w", encoding="ascii") as out:
-            out.write(value + "\n")
-        logger.info("AGORA_SECRET is not set: made a secret and kept it in %s (sign-ins outlive restarts)", path)
+        if not path.exists():
+            # Written aside, then linked into place: two processes starting at once agree on one
+            # secret, and neither ever reads a half-written file.
+            made = folder / f".{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+            fd = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="ascii") as out:
+                out.write(secrets.token_urlsafe(32) + "\n")
+            try:
+                os.link(made, path)
+                logger.info("AGORA_SECRET is not set: made a secret, kept in %s (sign-ins outlive restarts)", path)
+            except FileExistsError:
+                pass  # another process made it first: theirs it is
+            finally:
+                made.unlink()
+        value = path.read_text(encoding="ascii").strip()
+        if len(value) < 32:
+            raise StoreUnavailableError(f"{path} holds no secret (delete it to make a new one)")
         return value
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or type(exc).__name__

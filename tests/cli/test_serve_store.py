@@ -219,3 +219,15 @@ def test_a_kept_secret_file_that_holds_no_secret_is_one_line_and_exit_2(tmp_path
     assert done.returncode == 2, done.stderr
     [line] = [text for text in done.stderr.splitlines() if "cannot start" in text]
     assert line == f"{REFUSED}{tmp_path / '.agora' / 'secret'} holds no secret (delete it to make a new one)"
+
+
+def test_processes_starting_together_agree_on_one_kept_secret(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gateway._store_url import kept_secret, parse_store_url
+
+    location = parse_store_url("sqlite:///.agora/agora.db", cwd=tmp_path)
+    with ThreadPoolExecutor(8) as pool:
+        secrets = set(pool.map(lambda _: kept_secret(location), range(32)))
+    assert len(secrets) == 1 and len(secrets.pop()) >= 32
+    assert sorted(p.name for p in (tmp_path / ".agora").iterdir()) == ["secret"], "nothing left aside"
