@@ -1,4 +1,4 @@
-"""Running a guarded query on each database: read-only, and stopped when its time is up.
+r"""Running a guarded query on each database: read-only, and stopped when its time is up.
 
 | database | read-only | time limit (stops the query on the server) |
 |---|---|---|
@@ -6,6 +6,11 @@
 | MariaDB | ``SET TRANSACTION READ ONLY`` | ``SET STATEMENT max_statement_time=... FOR <query>`` |
 | MySQL | ``SET TRANSACTION READ ONLY`` | ``SET SESSION max_execution_time`` (reset after) |
 | SQLite | ``PRAGMA query_only = ON`` (restored after) | a progress handler that aborts the statement |
+
+PostgreSQL also reads the statement with ``standard_conforming_strings`` on (``SET LOCAL``),
+whatever the server, the role or the database says: sqlglot writes strings for that setting
+(``'x\'`` is an x and a backslash), and with it off the same text reads the backslash as an
+escape, so that what the guard checked as a string would run as SQL.
 
 Every transaction is rolled back, whatever happened: the tool has nothing to commit. The caller
 adds an ``asyncio.timeout`` a little longer than the database's own limit as a last resort.
@@ -27,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+_PG_SETTINGS = "SELECT current_setting('transaction_read_only'), current_setting('standard_conforming_strings')"
+"""What a PostgreSQL transaction must hold (``on``, ``on``) before the query runs in it."""
 _SQLITE_STEPS = 1_000
 """Virtual-machine steps between two looks at the SQLite deadline (a few microseconds)."""
 
@@ -86,14 +93,16 @@ class PostgresRunner(Runner):
     async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
         """See ``Runner.run``."""
         async with engine.connect() as conn:
-            # A real transaction even on an AUTOCOMMIT engine: outside one, both SETs do nothing.
+            # A real transaction even on an AUTOCOMMIT engine: outside one, the SETs do nothing.
             await conn.execution_options(isolation_level="READ COMMITTED")
             try:
                 await conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                 await conn.exec_driver_sql(f"SET LOCAL statement_timeout = {_milliseconds(timeout)}")
-                held = (await conn.exec_driver_sql("SELECT current_setting('transaction_read_only')")).scalar()
-                if held != "on":
-                    raise RuntimeError("the data tool could not open a read-only transaction")
+                # The quoting the guard's SQL was written for (see the module docstring).
+                await conn.exec_driver_sql("SET LOCAL standard_conforming_strings = on")
+                held = (await conn.exec_driver_sql(_PG_SETTINGS)).one()
+                if tuple(held) != ("on", "on"):
+                    raise RuntimeError("the data tool could not open a read-only transaction with standard strings")
                 return await _execute(conn, sql, params)
             finally:
                 await conn.rollback()
