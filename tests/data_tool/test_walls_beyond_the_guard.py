@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -49,3 +50,35 @@ async def test_postgres_reads_the_sql_as_the_guard_wrote_it_even_without_standar
         assert await pg.fingerprint() == before
     finally:
         await engine.dispose()
+
+
+@pytest.fixture
+async def contrib(data_pg_url: str) -> None:
+    """The session database with pg_surgery and pageinspect installed (contrib, as Debian ships them)."""
+    connection = await asyncpg.connect(data_pg_url.replace("+asyncpg", ""))
+    try:
+        for extension in ("pg_surgery", "pageinspect"):
+            await connection.execute(f"CREATE EXTENSION IF NOT EXISTS {extension}")
+    finally:
+        await connection.close()
+
+
+@pytest.mark.usefixtures("contrib")
+@pytest.mark.parametrize(
+    ("sql", "name"),
+    [
+        # Kills rows of any table in place: neither READ ONLY nor the rollback brings them back.
+        ("SELECT heap_force_kill('canary', '{\"(0,1)\"}')", "heap_force_kill"),
+        ("SELECT heap_force_freeze('canary', '{\"(0,2)\"}')", "heap_force_freeze"),
+        # Reads the raw pages (and index entries) of any table, listed or not.
+        ("SELECT encode(get_raw_page('secret', 0), 'escape')", "get_raw_page"),
+        ("SELECT bt_page_items('secret_pkey', 1)", "bt_page_items"),
+        ("SELECT * FROM orders WHERE note = (SELECT encode(get_raw_page('secret', 0), 'hex'))", "get_raw_page"),
+    ],
+)
+async def test_extension_functions_that_read_raw_pages_or_kill_rows_are_refused(pg: Db, sql: str, name: str) -> None:
+    before = await pg.fingerprint()
+    with pytest.raises(tools.ToolFailed, match=rf"the function {name}\(\) is not allowed") as refused:
+        await call(_tool(pg.engine), sql)
+    assert refused.value.code == "sql_refused"
+    assert await pg.fingerprint() == before
