@@ -40,7 +40,7 @@ from tools import (
 )
 
 from ._collector import UiCollector
-from ._errors import GatewayError, ModelError, StoreUnavailableError
+from ._errors import GatewayError, ModelError, StoreUnavailableError, ThreadNotFoundError
 from ._logs import log_scope
 from ._transcript import error_value, jsonable, transcript_of
 from ._unicode import valid_text, valid_tree
@@ -279,6 +279,11 @@ class RunDriver:
                 # Wherever it came from (a step, or the end a failure or a Stop tried to write).
                 logger.error("run %s failed: the store refused a step: %s", self.run.run_id, exc)
                 return await self._fail_unstored()
+            except ThreadNotFoundError:
+                # Erased under the run (a turn that began while its thread was being erased, see
+                # Threads): it goes with its thread, and there is nothing left to write its end to.
+                logger.info("run %s stopped: its thread was erased", self.run.run_id)
+                return "cancelled"
 
     def _log_scope(self) -> contextlib.AbstractContextManager[None]:
         """Lines logged while this driver works name its run, thread, channel and actor."""
@@ -301,6 +306,8 @@ class RunDriver:
             # The store is gone or this process is stopping: leave the run as it is. Its lease
             # lapses and a process that can reach the store resumes it from the journal.
             raise
+        except ThreadNotFoundError:
+            raise  # the thread was erased: see drive
         except Exception as exc:
             if isinstance(exc, GatewayError) and exc.status == 503:
                 raise
