@@ -332,6 +332,24 @@ async def test_a_turn_that_begins_while_its_thread_is_erased_goes_with_it_quietl
     assert faults == []
 
 
+async def test_a_socket_left_on_an_erased_thread_never_shows_who_takes_the_id_next(client: Client) -> None:
+    # An app may name its threads (order-42): Alice reserves the id, erases the thread with her
+    # socket still open on it, and waits for the id's next owner.
+    named = f"order-{uuid.uuid4().hex[:8]}"
+    alice = await connect(client, token=token_for(ALICE))
+    assert (await alice.hello(thread_id=named))["thread_id"] == named
+    assert (await client.delete(f"/agent/threads/{named}", headers=auth())).status == 204
+    bob = await connect(client, token=token_for(BOB))
+    assert (await bob.hello(thread_id=named))["thread_id"] == named  # free again: Bob's now
+    frames = await bob.turn("my card ends in 4242")
+    assert frames[-1]["status"] == "completed"
+
+    refused = await alice.recv()
+    assert refused["type"] == "error" and refused["code"] == "thread_forbidden", refused
+    assert (await alice.closed()).data == 4403
+    assert "4242" not in json.dumps(alice.frames)
+
+
 async def test_an_erased_threads_media_are_gone(client: Client) -> None:
     ws = await connect(client, token=token_for(ALICE))
     thread_id = (await ws.hello(ui_capabilities={"formats": ["image", "text"]}))["thread_id"]
