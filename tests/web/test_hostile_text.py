@@ -7,33 +7,15 @@ character, and the start of a thread's first message is kept as text (its title)
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gateway import Runtime
 from gateway.models import ScriptedModel, ScriptStep, UserMessage
-from gateway.stores import MemoryStore, SqliteStore, Store
+from gateway.stores import Store
 
-from ..conftest import own_postgres_store
 from .conftest import ALICE, connect, token_for
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        memory = MemoryStore()
-        yield memory
-        await memory.aclose()
-    elif request.param == "sqlite":
-        sqlite = SqliteStore(tmp_path / "agora.db")
-        yield sqlite
-        await sqlite.aclose()
-    else:
-        async with own_postgres_store(request.getfixturevalue("postgres_dsn")) as postgres:
-            yield postgres
 
 
 def _echo(request: Any, index: int) -> ScriptStep:
@@ -41,9 +23,9 @@ def _echo(request: Any, index: int) -> ScriptStep:
 
 
 async def test_a_message_with_a_nul_character_is_a_turn_on_every_store(
-    make_client: Any, store: Store, caplog: pytest.LogCaptureFixture
+    make_client: Any, each_store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    client = await make_client(Runtime(tools=[], model=ScriptedModel(_echo), store=store))
+    client = await make_client(Runtime(tools=[], model=ScriptedModel(_echo), store=each_store))
     ws = await connect(client, token=token_for(ALICE))
     thread_id = (await ws.hello())["thread_id"]
     with caplog.at_level(logging.INFO):
@@ -51,7 +33,7 @@ async def test_a_message_with_a_nul_character_is_a_turn_on_every_store(
     assert frames[-1]["type"] == "run-finished" and frames[-1]["status"] == "completed", frames[-1]
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info] == []
     # Kept as a lone surrogate is: the replacement character in its place, on every store alike.
-    assert (await store.get_messages(thread_id))[0] == UserMessage(content="before\ufffdafter")
+    assert (await each_store.get_messages(thread_id))[0] == UserMessage(content="before\ufffdafter")
     listed = await client.get("/agent/threads", headers={"Authorization": f"Bearer {token_for(ALICE)}"})
     assert [line["title"] for line in (await listed.json())["threads"]] == ["before\ufffdafter"]
     assert (await ws.turn("and again"))[-1]["status"] == "completed"  # the socket and the thread go on
