@@ -40,7 +40,8 @@ from tools import (
 )
 
 from ._collector import UiCollector
-from ._errors import GatewayError, ModelError, StoreUnavailableError
+from ._errors import GatewayError, ModelError, StoreUnavailableError, ThreadNotFoundError
+from ._json import within_depth
 from ._logs import log_scope
 from ._transcript import error_value, jsonable, transcript_of
 from ._unicode import valid_text, valid_tree
@@ -166,7 +167,7 @@ class RunDriver:
             id=item.id or f"{call_id}:ui:{os.urandom(4).hex()}",
             component=item.component,
             version=item.version,
-            props=valid_tree(item.props),
+            props=within_depth(valid_tree(item.props)),
             fallback_text=valid_text(item.fallback_text) if item.fallback_text else item.fallback_text,
             tool_call_id=call_id,
         )
@@ -279,6 +280,11 @@ class RunDriver:
                 # Wherever it came from (a step, or the end a failure or a Stop tried to write).
                 logger.error("run %s failed: the store refused a step: %s", self.run.run_id, exc)
                 return await self._fail_unstored()
+            except ThreadNotFoundError:
+                # Erased under the run (a turn that began while its thread was being erased, see
+                # Threads): it goes with its thread, and there is nothing left to write its end to.
+                logger.info("run %s stopped: its thread was erased", self.run.run_id)
+                return "cancelled"
 
     def _log_scope(self) -> contextlib.AbstractContextManager[None]:
         """Lines logged while this driver works name its run, thread, channel and actor."""
@@ -301,6 +307,8 @@ class RunDriver:
             # The store is gone or this process is stopping: leave the run as it is. Its lease
             # lapses and a process that can reach the store resumes it from the journal.
             raise
+        except ThreadNotFoundError:
+            raise  # the thread was erased: see drive
         except Exception as exc:
             if isinstance(exc, GatewayError) and exc.status == 503:
                 raise
@@ -429,18 +437,22 @@ class RunDriver:
 
     @staticmethod
     def _plan(request: ToolCallRequest) -> PlannedCall:
-        """The call as journaled: its arguments' strings made valid (a model may send lone surrogates)."""
+        """The call as journaled: its arguments' strings made valid (a model may send lone surrogates).
+
+        Nested at most ``MAX_JSON_DEPTH`` levels: deeper parts are kept as their JSON text, which a
+        store can read back.
+        """
         args: dict[str, Any] | None
         if isinstance(request.args, dict):
-            args = valid_tree(request.args)
+            args = within_depth(valid_tree(request.args))
             arguments = request.arguments_json() if args is request.args else json.dumps(args, separators=(",", ":"))
         else:
             arguments = valid_text(request.args)
             try:
                 parsed = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
+            except (ValueError, RecursionError):
                 parsed = None
-            args = valid_tree(parsed) if isinstance(parsed, dict) else None
+            args = within_depth(valid_tree(parsed)) if isinstance(parsed, dict) else None
         return PlannedCall(id=new_id("tc"), name=valid_text(request.name), arguments=arguments, args=args)
 
     # -- ending -------------------------------------------------------------------------------------

@@ -7,6 +7,11 @@ here, so all of them answer such input as the malformed JSON it is.
 
 JSON may also escape half of a surrogate pair alone (``"\ud83d"``), which no UTF-8 store or socket
 can carry: every such string (keys too) comes back with U+FFFD in its place (``gateway._unicode``).
+
+What a run makes itself (a tool's output, a model's arguments, a component's props) is held to the
+same depth by ``within_depth`` before it is stored: a durable store writes what pydantic
+serializes (about 250 levels) but reads back only what pydantic parses (200 levels), so deeper
+data would be written once and never read again, its thread's log broken for good.
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ from typing import Any
 
 from ._unicode import valid_tree
 
-__all__ = ["MAX_JSON_DEPTH", "parse_json"]
+__all__ = ["MAX_JSON_DEPTH", "parse_json", "within_depth"]
 
 MAX_JSON_DEPTH = 64
-"""Levels of arrays and objects a body or frame may nest."""
+"""Levels of arrays and objects a body or frame may nest (and what a run stores)."""
+_TOO_DEEP = "[nested too deeply to keep]"
 
 
 def parse_json(data: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
@@ -76,3 +82,38 @@ def _deeper_than(value: Any, limit: int) -> bool:
             return True
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
+
+
+def within_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> Any:
+    """``value`` with each dict, list or tuple nested deeper than ``limit`` as its JSON text.
+
+    For JSON data and the Python values a run makes (before or after they become JSON). The same
+    object when nothing is that deep (one walk, no copy), so clean data costs nothing. A part too
+    deep even for ``json.dumps`` becomes a short placeholder.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return _flattened(value, 1, limit)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
+    return value
+
+
+def _flattened(value: Any, depth: int, limit: int) -> Any:
+    if not isinstance(value, dict | list | tuple):
+        return value
+    if depth > limit:
+        try:
+            return json.dumps(value, separators=(",", ":"), default=str)
+        except (RecursionError, ValueError):
+            return _TOO_DEEP
+    if isinstance(value, dict):
+        return {key: _flattened(item, depth + 1, limit) for key, item in value.items()}
+    return [_flattened(item, depth + 1, limit) for item in value]

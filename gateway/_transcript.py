@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from ._json import within_depth
 from ._unicode import valid_text, valid_tree
 from .models import AssistantMessage, ToolCall, ToolMessage
 from .stores import ModelStepEntry, ToolSettledEntry
@@ -18,14 +19,18 @@ _MAX_ERROR_TEXT = 500
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` as JSON data (a model's fields, dates as text...), its strings valid UTF-8."""
+    """``value`` as JSON data (a model's fields, dates as text...), its strings valid UTF-8.
+
+    Nested at most ``MAX_JSON_DEPTH`` levels: deeper parts are kept as their JSON text, which a
+    store can read back (``within_depth``).
+    """
     try:
         # The serializer passes lone surrogates in values through (the walk replaces them)...
-        return valid_tree(to_jsonable_python(value, fallback=str))
+        return within_depth(valid_tree(to_jsonable_python(within_depth(value), fallback=str)))
     except (PydanticSerializationError, UnicodeEncodeError):
         # ...but stops at one in a key: clean the Python form first (a model's as its dump).
         plain = value.model_dump() if isinstance(value, BaseModel) else value
-        return valid_tree(to_jsonable_python(valid_tree(plain), fallback=str))
+        return within_depth(valid_tree(to_jsonable_python(within_depth(valid_tree(plain)), fallback=str)))
 
 
 def error_value(code: str, message: str) -> dict[str, str]:

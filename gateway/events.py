@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from tools import Actor, Confirmation, UiCapabilities
 
+from ._unicode import REPLACEMENT
 from ._unicode import valid_tree as _valid_tree
 
 __all__ = [
@@ -89,7 +90,7 @@ class Turn(BaseModel):
     actor: Actor
     """Who speaks; resolved and authenticated by the channel."""
     text: str = Field(max_length=32_000)
-    """What they said."""
+    """What they said (a lone surrogate or a NUL character becomes U+FFFD)."""
     ui_capabilities: UiCapabilities | None = None
     """What their client can show."""
     page_context: dict[str, Any] = Field(default_factory=dict)
@@ -104,6 +105,13 @@ class Turn(BaseModel):
     def _valid_unicode(cls, value: Any) -> Any:
         # A lone surrogate has no UTF-8 form: stored as is, it would break every later read.
         return _valid_tree(value)
+
+    @field_validator("text")
+    @classmethod
+    def _no_nul(cls, value: str) -> str:
+        # PostgreSQL's text cannot hold NUL, and the start of a thread's first message is kept as
+        # text (its title): replaced as a lone surrogate is, on every store alike.
+        return value.replace("\x00", REPLACEMENT) if "\x00" in value else value
 
     @field_validator("thread_id")
     @classmethod

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from gateway import Settings
+from gateway import Settings, StoreUnavailableError
 from gateway._store_url import SERVE_DEFAULT, parse_store_url
 from gateway.app import build_store
 from gateway.stores import MemoryStore, RedisStore
@@ -112,3 +112,32 @@ async def test_build_store_makes_the_store_the_url_names(tmp_path: Path) -> None
     finally:
         await memory.aclose()
         await redis.aclose()
+
+
+_NO_SSL_PASSWORD = pytest.mark.xfail(
+    strict=True,
+    reason="PostgresStore's redact() (gateway/stores/_postgres.py) hides password= but not sslpassword= "
+    "(the client key's passphrase), so every store error names it: its _QUERY_PASSWORD should take any "
+    "*password item, as the Redis one does: (?i)((?:^|[?&\\s])[^=&#\\s]*password=)[^&#\\s]*",
+)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://agora:hunter2@127.0.0.1:1/agora",
+        "postgresql://agora@127.0.0.1:1/agora?password=hunter2",
+        pytest.param("postgresql://agora@127.0.0.1:1/agora?sslpassword=hunter2", marks=_NO_SSL_PASSWORD),
+        "redis://:hunter2@127.0.0.1:1/0",
+        "redis://127.0.0.1:1/0?password=hunter2",
+    ],
+)
+async def test_a_store_that_is_down_is_named_without_its_passwords(url: str) -> None:
+    store = build_store(settings(store_url=url))  # nothing answers on port 1
+    try:
+        with pytest.raises(StoreUnavailableError) as down:
+            await store.ping()
+        assert "127.0.0.1" in str(down.value)
+        assert "hunter2" not in str(down.value) and "hunter2" not in repr(store)
+    finally:
+        await store.aclose()

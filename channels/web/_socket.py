@@ -353,11 +353,17 @@ class WebSession:
         event: RunEvent,
         kind: type[RunStartedEvent] | type[ApprovalSettledEvent],
     ) -> bool:
-        """True when ``event`` is of ``kind`` and ``approver`` may no longer read the thread."""
-        if approver is None or not isinstance(event, kind):
+        """True when ``event`` is of ``kind`` and this socket's actor may no longer read the thread.
+
+        An approver's reading ends with their last decision. An owner's with their thread: erased
+        while this socket followed it, its id may be taken by someone else, whose first run
+        starts with a ``RunStartedEvent`` this socket must never show.
+        """
+        if not isinstance(event, kind) or (approver is None and kind is not RunStartedEvent):
             return False
+        assert self.actor is not None  # a socket follows only after its hello
         try:
-            await self.services.runtime.check_thread_access(thread_id, approver)
+            await self.services.runtime.check_thread_access(thread_id, approver or self.actor)
         except GatewayError:
             return True
         return False
@@ -373,6 +379,10 @@ class WebSession:
                 if await self._reading_ends(thread_id, approver, event, ApprovalSettledEvent):
                     break
             else:
+                return
+            if approver is None:
+                await self.error("thread_forbidden", "This conversation was erased")
+                await self.ws.close(code=CLOSE_FORBIDDEN, message=b"thread erased")
                 return
             await self.error("thread_forbidden", "Nothing on this thread waits for your decision any more")
             await self.ws.close(code=CLOSE_FORBIDDEN, message=b"no pending decision")

@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import time
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -134,13 +135,33 @@ async def test_results_are_cut_to_the_byte_budget_with_a_note(db: Db) -> None:
     assert len(json.dumps(output)) <= 1_000
     assert 10 < output["row_count"] < 100 and output["truncated"] is True
     assert output["rows"] == [[n, 2 * n] for n in range(1, output["row_count"] + 1)]
-    assert f"Only the first {output['row_count']} of the 500 rows fetched" in output["note"]
+    assert f"Only the first {output['row_count']} rows are included" in output["note"]
     assert "cut to fit 1,000 bytes" in output["note"]
     long = await call(
         make(db, max_cell_chars=20), "SELECT 'abcdefghijklmnopqrstuvwxyz0123456789' AS long FROM products"
     )
     assert long["rows"] == [["abcdefghijklmnopqrs…"], ["abcdefghijklmnopqrs…"]]
     assert long["truncated"] is True and "longer than 20 characters were cut" in long["note"]
+
+
+PAD = {"postgresql": "repeat('x', 100000)", "sqlite": "hex(zeroblob(50000))", "mariadb": "REPEAT('x', 100000)"}
+"""A value of 100,000 characters, in each dialect."""
+
+
+async def test_rows_past_the_byte_budget_are_not_read_into_memory(db: Db) -> None:
+    # 2,000 rows of 100 kB (200 MB) for an answer of 16 kB: only what fits (and the database's
+    # last batch of rows) is ever held, whatever max_rows allows.
+    tool = make(db, max_rows=2_000)
+    tracemalloc.start()
+    try:
+        output = await call(tool, f"SELECT n, {PAD[db.kind]} AS pad FROM big ORDER BY n")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 30 * 2**20, f"{peak / 2**20:.0f} MB held for an answer of 16 kB"
+    assert output["truncated"] is True and len(json.dumps(output)) <= 16_000
+    assert [row[0] for row in output["rows"]] == list(range(1, output["row_count"] + 1))
+    assert f"Only the first {output['row_count']} rows are included" in output["note"]
 
 
 # -- tenants and roles ------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,9 +13,10 @@ from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestClient
 
 from gateway import Gateway, Runtime, Settings, sign_actor_token
+from gateway.stores import MemoryStore, SqliteStore, Store
 from tools import Actor
 
-from ..conftest import channels_for, serve
+from ..conftest import channels_for, own_postgres_store, serve
 
 SECRET = "test-secret-for-the-web-tests"
 ALICE = Actor(id="alice", roles=["member"])
@@ -78,6 +80,22 @@ class Socket:
 
 
 Connect = Callable[..., Awaitable[Socket]]
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def each_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """The test once on a ``MemoryStore``, a ``SqliteStore`` file and a ``PostgresStore`` schema of its own."""
+    if request.param == "memory":
+        memory = MemoryStore()
+        yield memory
+        await memory.aclose()
+    elif request.param == "sqlite":
+        sqlite = SqliteStore(tmp_path / "agora.db")
+        yield sqlite
+        await sqlite.aclose()
+    else:
+        async with own_postgres_store(request.getfixturevalue("postgres_dsn")) as postgres:
+            yield postgres
 
 
 @pytest.fixture

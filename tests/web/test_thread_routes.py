@@ -330,6 +330,52 @@ async def test_erasing_a_running_thread_stops_its_run_first(client: Client, gate
     assert [m.content for m in await runtime.store.get_messages(again)][:1] == ["hello again"]
 
 
+async def test_a_turn_that_begins_while_its_thread_is_erased_goes_with_it_quietly(
+    client: Client, gates: Gates, caplog: pytest.LogCaptureFixture
+) -> None:
+    runtime = runtime_of(client)
+    thread_id, _ = await talk(client, "hello")
+    began: list[str] = []
+
+    class NextMessageMeanwhile:
+        """The person's next message (another tab) arrives while the erasure runs, after its runs were stopped."""
+
+        async def forget_thread(self, erased: str) -> None:
+            if not began:
+                turn = Turn(thread_id=erased, actor=ALICE, text="wait k1", channel="web")
+                began.append(await runtime.start_turn(turn))
+                async with asyncio.timeout(10):
+                    await gates.started.wait()
+
+    runtime.threads.erasers.insert(0, NextMessageMeanwhile())
+    caplog.set_level(logging.INFO)
+    assert (await client.delete(f"/agent/threads/{thread_id}", headers=auth())).status == 204
+    gates.release.set()  # the tool returns into a run whose thread is gone
+    assert await runtime.wait(began[0], timeout=10) == "cancelled"
+    assert await runtime.store.get_thread(thread_id) is None and await runtime.store.get_run(began[0]) is None
+    assert await runtime.store.read_events(thread_id) == [] and await runtime.store.get_messages(thread_id) == []
+    faults = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+    assert faults == []
+
+
+async def test_a_socket_left_on_an_erased_thread_never_shows_who_takes_the_id_next(client: Client) -> None:
+    # An app may name its threads (order-42): Alice reserves the id, erases the thread with her
+    # socket still open on it, and waits for the id's next owner.
+    named = f"order-{uuid.uuid4().hex[:8]}"
+    alice = await connect(client, token=token_for(ALICE))
+    assert (await alice.hello(thread_id=named))["thread_id"] == named
+    assert (await client.delete(f"/agent/threads/{named}", headers=auth())).status == 204
+    bob = await connect(client, token=token_for(BOB))
+    assert (await bob.hello(thread_id=named))["thread_id"] == named  # free again: Bob's now
+    frames = await bob.turn("my card ends in 4242")
+    assert frames[-1]["status"] == "completed"
+
+    refused = await alice.recv()
+    assert refused["type"] == "error" and refused["code"] == "thread_forbidden", refused
+    assert (await alice.closed()).data == 4403
+    assert "4242" not in json.dumps(alice.frames)
+
+
 async def test_an_erased_threads_media_are_gone(client: Client) -> None:
     ws = await connect(client, token=token_for(ALICE))
     thread_id = (await ws.hello(ui_capabilities={"formats": ["image", "text"]}))["thread_id"]

@@ -3,8 +3,9 @@
 A call runs, in order: the roles of ``ctx.actor`` pick the groups of the allow-list; the guard
 checks and rewrites the model's SQL (``_guard``); the tenant filter is bound from
 ``ctx.actor.tenant_ref`` (never from the model's text); the runner executes it read-only under a
-time limit (``_runners``); the rows are cut to the byte budget (``_results``). A refusal is a
-``SqlRefusedError`` the model reads, logged as one line, and nothing reached the database.
+time limit (``_runners``); its rows are taken as they come, while they fit the byte budget
+(``_results``), and the rest are never read. A refusal is a ``SqlRefusedError`` the model reads,
+logged as one line, and nothing reached the database.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .._presentation import ElsewhereView, ToolPresentation
 from .._tool import DescribeScope, Tool, ToolDescription, _check_presentation, define_tool
 from .._ui import UiComponent
 from ._dialects import PARAM_MARKS, SqlDialect, dialect_for, is_denied_function
-from ._results import data_table, shape
+from ._results import Rows, data_table, shape
 from ._runners import Fetched, Reads, Runner, runner_for
 
 if TYPE_CHECKING:
@@ -206,15 +207,9 @@ class _DataTool:
             raise
         value = self._tenant_value(schema, guarded.tables, ctx.actor.tenant_ref)
         sql, params = guarded.bind(self.paramstyle, value)
-        fetched = await self._run(sql, params, self._reads(policy))
-        return shape(
-            fetched,
-            sql=guarded.shown(self.paramstyle),
-            max_rows=self.max_rows,
-            limited=guarded.limited,
-            max_bytes=self.max_bytes,
-            max_cell_chars=self.max_cell_chars,
-        )
+        rows = Rows(sql=guarded.shown(self.paramstyle), max_bytes=self.max_bytes, max_cell_chars=self.max_cell_chars)
+        fetched = await self._run(sql, params, self._reads(policy), rows)
+        return shape(rows, columns=fetched.columns, max_rows=self.max_rows, limited=guarded.limited)
 
     def present(self, output: Any, ctx: ToolContext) -> UiComponent | None:
         """The rows as a ``DataTable``."""
@@ -244,11 +239,11 @@ class _DataTool:
             denied_function=lambda name: is_denied_function(name, denied),
         )
 
-    async def _run(self, sql: str, params: Any, reads: Reads) -> Fetched:
+    async def _run(self, sql: str, params: Any, reads: Reads, rows: Rows) -> Fetched:
         scope = asyncio.timeout(self.timeout + _GRACE)
         try:
             async with scope:
-                return await self.runner.run(self.engine, sql, params, self.timeout, reads)
+                return await self.runner.run(self.engine, sql, params, self.timeout, reads, rows)
         except TimeoutError as exc:
             if scope.expired():
                 raise self._timed_out() from None

@@ -44,15 +44,28 @@ _POSTGRES_DENIED = frozenset(
         "schema_to_xml", "schema_to_xmlschema", "schema_to_xml_and_xmlschema", "database_to_xml",
         "database_to_xmlschema", "database_to_xml_and_xmlschema", "pgrowlocks", "pgstattuple",
         "has_table_privilege", "has_column_privilege", "has_database_privilege",
+        # contrib (shipped with the server): pageinspect reads the raw pages of any table,
+        # pgstattuple measures any table, xml2's xpath_table runs SQL given as text.
+        "get_raw_page", "page_header", "page_checksum", "tuple_data_split", "fsm_page_contents",
+        "hash_page_type", "hash_page_stats", "hash_page_items", "hash_bitmap_info", "hash_metapage_info",
+        "pgstatindex", "pgstatginindex", "pgstathashindex", "pgstattuple_approx", "verify_heapam",
+        "xpath_table",
     }
 )  # fmt: skip
-"""PostgreSQL functions refused by name: settings, sequences (writes), server identity, and every
+"""PostgreSQL functions refused by name: settings, sequences (writes), server identity, every
 function that runs SQL given as text (``query_to_xml('select * from secret', ...)``, ``ts_stat``,
-``crosstab``) and would read around the allow-list."""
+``crosstab``, ``xpath_table``) and would read around the allow-list, and the contrib functions
+that read any table's pages whatever the allow-list says."""
 
-_POSTGRES_DENIED_PREFIXES = ("pg_", "lo_", "dblink", "postgres_fdw", "txid_", "xid_")
+_POSTGRES_DENIED_PREFIXES = (
+    "pg_", "lo_", "dblink", "postgres_fdw", "txid_", "xid_", "heap_", "bt_", "brin_", "gin_", "gist_",
+)  # fmt: skip
 """Every ``pg_*`` function (sleeping, files, backends, advisory locks, WAL, replication, stats
-resets...), large objects, other connections and transaction ids."""
+resets...), large objects, other connections and transaction ids; and the page, index and repair
+functions of contrib and core (pageinspect's ``heap_page_items``, ``bt_page_items``...,
+pg_surgery's ``heap_force_kill``, which destroys rows of any table in place, past ``READ ONLY``
+and the rollback, amcheck's ``bt_index_check``, ``brin_summarize_range``, ``gin_clean_pending_list``,
+which write indexes in a read-only transaction)."""
 
 _MYSQL_DENIED = frozenset(
     {

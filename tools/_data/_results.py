@@ -4,6 +4,9 @@ The model reads the tool's output as JSON text, so that is what the budget measu
 kept, first to last, while the whole output (SQL, columns, rows and the note) fits ``max_bytes``.
 Every value becomes JSON (numbers stay numbers, dates become ISO text, bytes become hex), and a
 value longer than ``max_cell_chars`` is cut. The note says what was cut and why.
+
+``Rows`` takes the rows as the database hands them over (a ``RowSink``): each becomes JSON at
+once, and once the budget is spent no further row is read.
 """
 
 from __future__ import annotations
@@ -13,16 +16,18 @@ import json
 import math
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from .._ui import UiComponent
-from ._runners import Fetched
 
 _TABLE_ROWS = 500
 _TABLE_COLUMNS = 12
 _TABLE_CELL_CHARS = 1_000
 _TABLE_KEY_CHARS = 200
+_NOTE_BYTES = 450
+"""Room kept for the note while rows are taken (``shape`` trims the rest)."""
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:
@@ -40,7 +45,8 @@ def json_cell(value: Any, limit: int) -> tuple[Any, bool]:
     if isinstance(value, str):
         return _cut(value, limit)
     if isinstance(value, bytes | bytearray | memoryview):
-        return _cut("0x" + bytes(value).hex(), limit)
+        # Only what can be shown is turned into hex (two characters a byte), never the whole value.
+        return _cut("0x" + bytes(value[: limit // 2 + 1]).hex(), limit)
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat(), False
     if isinstance(value, dt.timedelta | uuid.UUID):
@@ -70,70 +76,84 @@ def _size(value: Any) -> int:
     return len(json.dumps(value))
 
 
-def shape(
-    fetched: Fetched,
-    *,
-    sql: str,
-    max_rows: int,
-    limited: bool,
-    max_bytes: int,
-    max_cell_chars: int,
-) -> dict[str, Any]:
-    """The tool's output: ``{sql, columns, rows, row_count, truncated, note}`` within ``max_bytes``."""
-    cells_cut = False
-    rows: list[list[Any]] = []
-    for row in fetched.rows:
-        values = []
+@dataclass(kw_only=True)
+class Rows:
+    """A query's rows as the model reads them, taken one by one while they fit ``max_bytes``."""
+
+    sql: str
+    max_bytes: int
+    max_cell_chars: int
+    rows: list[list[Any]] = field(default_factory=list)
+    cells_cut: bool = False
+    """Whether a value was cut to ``max_cell_chars``."""
+    overflow: bool = False
+    """Whether a row came that did not fit: it and the rows after it were left unread."""
+    _used: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        skeleton = {"sql": self.sql, "columns": [], "rows": [], "row_count": 0, "truncated": True}
+        self._used = _size(skeleton) + _NOTE_BYTES
+
+    def take(self, row: Sequence[Any]) -> bool:
+        """Keep ``row`` as JSON cells while the output fits; ``False`` once it does not (a ``RowSink``)."""
+        values, cut = [], False
         for value in row:
-            cell, cut = json_cell(value, max_cell_chars)
-            cells_cut = cells_cut or cut
+            cell, cut_here = json_cell(value, self.max_cell_chars)
+            cut = cut or cut_here
             values.append(cell)
-        rows.append(values)
-    fetched_count = len(rows)
-    kept = _within_budget(rows, sql, fetched.columns, max_bytes)
+        self._used += _size(values) + 2
+        if self._used > self.max_bytes:
+            self.overflow = True
+            return False
+        self.rows.append(values)
+        self.cells_cut = self.cells_cut or cut
+        return True
+
+
+def shape(rows: Rows, *, columns: list[str], max_rows: int, limited: bool) -> dict[str, Any]:
+    """The tool's output: ``{sql, columns, rows, row_count, truncated, note}`` within ``rows.max_bytes``."""
+    taken = len(rows.rows)
+    kept = taken
     while True:
-        note = _note(kept, fetched_count, max_rows=max_rows, limited=limited, max_bytes=max_bytes,
-                     max_cell_chars=max_cell_chars, cells_cut=cells_cut)  # fmt: skip
+        note = _note(
+            cut=kept < taken or rows.overflow,
+            kept=kept,
+            at_limit=limited and taken >= max_rows,
+            max_rows=max_rows,
+            max_bytes=rows.max_bytes,
+            max_cell_chars=rows.max_cell_chars,
+            cells_cut=rows.cells_cut,
+        )
         output = {
-            "sql": sql,
-            "columns": list(fetched.columns),
-            "rows": rows[:kept],
+            "sql": rows.sql,
+            "columns": list(columns),
+            "rows": rows.rows[:kept],
             "row_count": kept,
-            "truncated": kept < fetched_count or cells_cut,
+            "truncated": kept < taken or rows.overflow or rows.cells_cut,
             "note": note,
         }
-        if kept == 0 or _size(output) <= max_bytes:
+        if kept == 0 or _size(output) <= rows.max_bytes:
             return output
         kept -= 1
 
 
-def _within_budget(rows: list[list[Any]], sql: str, columns: list[str], max_bytes: int) -> int:
-    # A first pass by the rows' own sizes (the note is at most ~400 bytes); shape() trims the rest.
-    used = _size({"sql": sql, "columns": columns, "rows": [], "row_count": 0, "truncated": True}) + 450
-    for index, row in enumerate(rows):
-        used += _size(row) + 2
-        if used > max_bytes:
-            return index
-    return len(rows)
-
-
 def _note(
-    kept: int,
-    fetched: int,
     *,
+    cut: bool,
+    kept: int,
+    at_limit: bool,
     max_rows: int,
-    limited: bool,
     max_bytes: int,
     max_cell_chars: int,
     cells_cut: bool,
 ) -> str | None:
     notes = []
-    if kept < fetched:
+    if cut:
         notes.append(
-            f"Only the first {kept} of the {fetched} rows fetched are included: the result was cut to fit "
-            f"{max_bytes:,} bytes. Select fewer columns, filter or aggregate to see the rest."
+            f"Only the first {kept} rows are included: the result was cut to fit {max_bytes:,} bytes. "
+            "Select fewer columns, filter or aggregate to see the rest."
         )
-    if limited and fetched >= max_rows:
+    if at_limit:
         notes.append(
             f"The query stopped at the limit of {max_rows} rows, so there may be more rows than these; "
             "filter or aggregate to narrow it."

@@ -1,4 +1,4 @@
-"""Running a guarded query on each database: read-only, and stopped when its time is up.
+r"""Running a guarded query on each database: read-only, and stopped when its time is up.
 
 | database | read-only | time limit (stops the query on the server) |
 |---|---|---|
@@ -7,12 +7,23 @@
 | MySQL | ``SET TRANSACTION READ ONLY`` | ``SET SESSION max_execution_time`` (reset after) |
 | SQLite | ``PRAGMA query_only = ON`` (restored after) | a progress handler that aborts the statement |
 
+PostgreSQL also reads the statement with ``standard_conforming_strings`` on (``SET LOCAL``),
+whatever the server, the role or the database says: sqlglot writes strings for that setting
+(``'x\'`` is an x and a backslash), and with it off the same text reads the backslash as an
+escape, so that what the guard checked as a string would run as SQL.
+
 Every transaction is rolled back, whatever happened: the tool has nothing to commit. The caller
 adds an ``asyncio.timeout`` a little longer than the database's own limit as a last resort.
 
 SQLite also checks the statement itself, through an authorizer set for the one statement: it
 may read the allowed tables (or through an allowed view) and call functions off the deny-list,
 and do nothing else. A slip of the guard (or of sqlglot) would end there, in the database.
+
+Rows are read through a server-side cursor, ``_BATCH`` at a time (asyncpg's own cursor on
+PostgreSQL, SQLAlchemy's elsewhere), and handed to a ``RowSink`` as they come; once it wants no
+more, the rest are never read into memory. A query answering 2,000 rows of 100 kB for an answer
+of 16 kB holds a batch of them, not 200 MB. One value is still read whole: its size is bounded
+by the database only (1 GB on PostgreSQL and SQLite, ``max_allowed_packet`` on MariaDB).
 """
 
 from __future__ import annotations
@@ -23,21 +34,34 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+_PG_SETTINGS = "SELECT current_setting('transaction_read_only'), current_setting('standard_conforming_strings')"
+"""What a PostgreSQL transaction must hold (``on``, ``on``) before the query runs in it."""
 _SQLITE_STEPS = 1_000
 """Virtual-machine steps between two looks at the SQLite deadline (a few microseconds)."""
+_BATCH = 8
+"""Rows asked of the database at a time."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class Fetched:
-    """What a query answered: its column names and its rows."""
+    """What a query answered: its column names, and its rows unless a ``RowSink`` took them."""
 
     columns: list[str]
     rows: list[Sequence[Any]]
+
+
+class RowSink(Protocol):
+    """Where the rows of a query go as the database hands them over."""
+
+    def take(self, row: Sequence[Any]) -> bool:
+        """Keep ``row``; ``False`` when no more rows are wanted (the rest are never read)."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,34 +92,91 @@ class Reads:
         return authorize
 
 
-async def _execute(conn: AsyncConnection, sql: str, params: Any) -> Fetched:
-    result = await (conn.exec_driver_sql(sql) if params is None else conn.exec_driver_sql(sql, params))
-    return Fetched(columns=[str(key) for key in result.keys()], rows=[tuple(row) for row in result.fetchall()])
+def _keep(row: Sequence[Any], rows: list[Sequence[Any]], sink: RowSink | None) -> bool:
+    """Hand ``row`` on (to ``sink``, else to ``rows``); ``False`` once no more are wanted."""
+    if sink is None:
+        rows.append(tuple(row))
+        return True
+    return sink.take(tuple(row))
+
+
+async def _execute(conn: AsyncConnection, sql: str, params: Any, sink: RowSink | None) -> Fetched:
+    """Run ``sql`` through a server-side cursor, ``_BATCH`` rows at a time, while ``sink`` takes them."""
+
+    def read(sync: Connection) -> Fetched:
+        rows: list[Sequence[Any]] = []
+        options = {"stream_results": True, "max_row_buffer": _BATCH}
+        result = sync.exec_driver_sql(sql, params, execution_options=options)
+        try:
+            columns = [str(key) for key in result.keys()]
+            for row in result:  # from a buffer of at most _BATCH rows, refilled as it empties
+                if not _keep(row, rows, sink):
+                    break
+            return Fetched(columns=columns, rows=rows)
+        finally:
+            result.close()  # MySQL's unbuffered cursor reads (and drops) the rows left
+
+    return await conn.run_sync(read)
+
+
+async def _execute_asyncpg(conn: AsyncConnection, sql: str, params: Any, sink: RowSink | None) -> Fetched:
+    """``_execute`` on asyncpg's own cursor (SQLAlchemy's reads 50 rows at a time, whatever their size).
+
+    It runs in the transaction SQLAlchemy opened on the connection. asyncpg's errors are given
+    as SQLAlchemy's ``DBAPIError``, as every other path gives them.
+    """
+    from sqlalchemy.exc import DBAPIError
+
+    raw = await conn.get_raw_connection()
+    connection: Any = raw.driver_connection  # the asyncpg.Connection
+    rows: list[Sequence[Any]] = []
+    try:
+        statement = await connection.prepare(sql)
+        columns = [attribute.name for attribute in statement.get_attributes()]
+        async for record in statement.cursor(*(params or ()), prefetch=_BATCH):
+            if not _keep(record, rows, sink):
+                break
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] != "asyncpg":
+            raise
+        raise DBAPIError.instance(sql, params, exc, Exception) from exc
+    return Fetched(columns=columns, rows=rows)
 
 
 class Runner(abc.ABC):
     """Runs one guarded statement read-only, within ``timeout`` seconds."""
 
     @abc.abstractmethod
-    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
-        """Run ``sql`` (in the driver's paramstyle) with ``params`` and fetch every row."""
+    async def run(
+        self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads, sink: RowSink | None = None
+    ) -> Fetched:
+        """Run ``sql`` (in the driver's paramstyle) with ``params``; its rows go to ``sink`` while it takes them.
+
+        Without a sink, every row is answered in ``Fetched.rows``.
+        """
 
 
 class PostgresRunner(Runner):
     """PostgreSQL: a read-only transaction with a local statement timeout, rolled back."""
 
-    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
+    async def run(
+        self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads, sink: RowSink | None = None
+    ) -> Fetched:
         """See ``Runner.run``."""
         async with engine.connect() as conn:
-            # A real transaction even on an AUTOCOMMIT engine: outside one, both SETs do nothing.
+            # A real transaction even on an AUTOCOMMIT engine: outside one, the SETs do nothing.
             await conn.execution_options(isolation_level="READ COMMITTED")
             try:
                 await conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                 await conn.exec_driver_sql(f"SET LOCAL statement_timeout = {_milliseconds(timeout)}")
-                held = (await conn.exec_driver_sql("SELECT current_setting('transaction_read_only')")).scalar()
-                if held != "on":
-                    raise RuntimeError("the data tool could not open a read-only transaction")
-                return await _execute(conn, sql, params)
+                # The quoting the guard's SQL was written for (see the module docstring).
+                await conn.exec_driver_sql("SET LOCAL standard_conforming_strings = on")
+                held = (await conn.exec_driver_sql(_PG_SETTINGS)).one()
+                if tuple(held) != ("on", "on"):
+                    raise RuntimeError("the data tool could not open a read-only transaction with standard strings")
+                if conn.dialect.driver == "asyncpg":
+                    return await _execute_asyncpg(conn, sql, params, sink)
+                return await _execute(conn, sql, params, sink)
             finally:
                 await conn.rollback()
 
@@ -103,7 +184,9 @@ class PostgresRunner(Runner):
 class MysqlRunner(Runner):
     """MySQL and MariaDB: the next transaction read-only, the statement's own time limit, rolled back."""
 
-    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
+    async def run(
+        self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads, sink: RowSink | None = None
+    ) -> Fetched:
         """See ``Runner.run``."""
         async with engine.connect() as conn:
             # A real transaction even on an AUTOCOMMIT engine (SET TRANSACTION names the next one).
@@ -112,10 +195,11 @@ class MysqlRunner(Runner):
                 await conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                 # Known once the dialect has met the server (its first connection).
                 if getattr(conn.dialect, "is_mariadb", False):
-                    return await _execute(conn, f"SET STATEMENT max_statement_time={timeout:.3f} FOR {sql}", params)
+                    statement = f"SET STATEMENT max_statement_time={timeout:.3f} FOR {sql}"
+                    return await _execute(conn, statement, params, sink)
                 await conn.exec_driver_sql(f"SET SESSION max_execution_time = {_milliseconds(timeout)}")
                 try:
-                    return await _execute(conn, sql, params)
+                    return await _execute(conn, sql, params, sink)
                 finally:
                     await conn.exec_driver_sql("SET SESSION max_execution_time = DEFAULT")
             finally:
@@ -125,7 +209,9 @@ class MysqlRunner(Runner):
 class SqliteRunner(Runner):
     """SQLite (aiosqlite): ``query_only`` on the connection and a deadline in its progress handler."""
 
-    async def run(self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads) -> Fetched:
+    async def run(
+        self, engine: AsyncEngine, sql: str, params: Any, timeout: float, reads: Reads, sink: RowSink | None = None
+    ) -> Fetched:
         """See ``Runner.run``."""
         async with engine.connect() as conn:
             raw = await conn.get_raw_connection()
@@ -138,7 +224,7 @@ class SqliteRunner(Runner):
                 await driver.set_progress_handler(lambda: int(time.monotonic() > deadline), _SQLITE_STEPS)
                 await driver.set_authorizer(reads.authorizer())
                 try:
-                    return await _execute(conn, sql, params)
+                    return await _execute(conn, sql, params, sink)
                 finally:
                     await driver.set_authorizer(None)
                     await driver.set_progress_handler(None, 0)
