@@ -224,6 +224,11 @@ CASES = [
         sqlite=("sql_refused", r"repeat\(\) may make at most 10,000 characters"),
     ),
     refused("lpad_bomb", "SELECT lpad(name, 900000000, 'x') FROM products", r"lpad\(\) may make at most 10,000"),
+    refused(
+        "repeat_of_repeat",
+        "SELECT repeat(repeat(name, 10000), 10000) FROM products",
+        r"repeat\(\) may not make a value of another sized value \(repeat\(\)\)",
+    ),
     refused("printf_star_width", "SELECT printf('%.*c', 900000000, 'x') FROM products", r"printf\(\) widths"),
     refused("printf_wide", "SELECT printf('%900000000d', 1) FROM products", r"printf\(\) widths"),
     # -- past the time limit (pg_sleep is denied: a slow query of allowed tables instead) ------------

@@ -331,6 +331,9 @@ def _check_sizes(node: exp.Func) -> None:
             raise SqlRefusedError(f"{name}() takes its length as a number written in the query")
         if int(size.name) > MAX_MADE_SIZE:
             raise SqlRefusedError(f"{name}() may make at most {MAX_MADE_SIZE:,} characters, not {int(size.name):,}")
+        inner = [made for f in node.find_all(exp.Func) if f is not node and (made := _made_size(f)) is not None]
+        if inner:  # repeat(repeat(x, 10000), 10000): the sizes multiply
+            raise SqlRefusedError(f"{name}() may not make a value of another sized value ({inner[0][0]}())")
     names = function_names(node)
     if names & {"printf", "format"}:
         template = node.this if isinstance(node, exp.Format) else (node.expressions or [None])[0]
