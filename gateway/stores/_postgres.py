@@ -7,13 +7,14 @@ live tails follow a thread; and its pool and errors are asyncio-first.
 
 The logic is the SQL stores' shared code (``_sql``). A batch (``begin_run``, ``write``) is one
 ``guarded`` call: its thread's row is read (or known from this store's last write of it), then
-every write of the batch goes in ONE round trip, a multi-statement query with the values as
-literals that PostgreSQL runs as one implicit transaction, its first statement the thread row's
-update guarded by the version that was read (``_sql_tx``). Writers of one thread that raced
-find the guard failed and run again; writers of different threads never wait for each other.
-A write is thus one round trip (two when the thread's row must be read first), where a
-transaction of prepared statements would take one per statement and two more for ``BEGIN`` and
-``COMMIT``: round trips are what a store call costs. Writes are idempotent by
+every write of the batch goes in ONE round trip, one prepared statement of data-modifying CTEs
+with every value a bound parameter (``_pg_batch``) that PostgreSQL runs as one implicit
+transaction, its first write the thread row's update guarded by the version that was read
+(``_sql_tx``). Writers of one thread that raced find the guard failed and run again; writers of
+different threads never wait for each other. A write is thus one round trip (two when the
+thread's row must be read first), where a transaction of statements would take one per
+statement and two more for ``BEGIN`` and ``COMMIT``: round trips are what a store call costs.
+Writes are idempotent by
 ``Batch.write_id``: when the reply is lost with its connection, the driver writes the same batch
 again once the server answers, and it lands once. Leases are columns of the run's
 row: ``claim_run`` locks the thread's and the run's rows (``FOR UPDATE``), so of two processes
@@ -33,10 +34,9 @@ deployments (or tests) can share one database.
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
@@ -47,6 +47,7 @@ from tools import AgoraError, UserError
 
 from .._errors import StoreUnavailableError
 from ..events import RunEvent
+from ._pg_batch import WriteBatch, changed
 from ._pg_listen import ListenHub, notification
 from ._sql import SqlStore, Work
 from ._sql_schema import Dialect
@@ -65,7 +66,6 @@ _DIALECT = Dialect(
 )
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_PLACEHOLDER = re.compile(r"\$(\d+)")
 _QUERY_PASSWORD = re.compile(r"(?i)((?:^|[?&\s])password=)[^&\s]*")
 
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
@@ -88,86 +88,32 @@ def redact(dsn: str) -> str:
     return _QUERY_PASSWORD.sub(r"\1***", dsn)
 
 
-def _changed(status: str) -> int:
-    """The row count of a command status (``UPDATE 1``, ``INSERT 0 3``); 0 when it has none."""
-    count = status.rpartition(" ")[2]
-    return int(count) if count.isdigit() else 0
-
-
-def _text(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("PostgreSQL cannot store a NUL character in text")
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _bytes(value: bytes | bytearray | memoryview) -> str:
-    return f"'\\x{bytes(value).hex()}'::bytea"
-
-
-_LITERALS: dict[type, Callable[[Any], str]] = {
-    str: _text,
-    int: str,
-    float: lambda value: f"float8 '{value!r}'",  # the shortest text that reads back as the same double
-    bool: lambda value: "TRUE" if value else "FALSE",
-    type(None): lambda value: "NULL",
-    bytes: _bytes,
-    bytearray: _bytes,
-    memoryview: _bytes,
-}
-
-
-def _literal(value: Any) -> str:
-    """``value`` as an SQL literal, for the writes a guarded call sends as one script.
-
-    Safe because every connection has ``standard_conforming_strings`` on (checked when it is
-    made): inside ``'...'`` only the quote is special, and it is doubled. PostgreSQL text cannot
-    hold NUL, so a string with one is refused here as the server would refuse it.
-    """
-    render = _LITERALS.get(type(value))
-    if render is None:  # a subclass (an enum of str, say): the first base that fits, bool before int
-        render = next(
-            (r for t, r in sorted(_LITERALS.items(), key=lambda i: i[0] is not bool) if isinstance(value, t)), None
-        )
-        if render is None:
-            raise TypeError(f"Cannot send a {type(value).__name__} to PostgreSQL")
-    return render(value)
-
-
-@functools.lru_cache(maxsize=256)
-def _template(sql: str) -> tuple[str | int, ...]:
-    """``sql`` cut at its ``$n`` placeholders: text, then argument indexes (from 0), alternately."""
-    parts: list[str | int] = []
-    for index, piece in enumerate(_PLACEHOLDER.split(sql)):
-        parts.append(piece if index % 2 == 0 else int(piece) - 1)
-    return tuple(parts)
-
-
-def _rendered(sql: str, args: Sequence[Any]) -> str:
-    """``sql`` with each ``$n`` replaced by the literal of ``args[n - 1]``."""
-    return "".join([part if isinstance(part, str) else _literal(args[part]) for part in _template(sql)])
+def _storable(args: Sequence[Any]) -> Sequence[Any]:
+    """``args``, once none is a text PostgreSQL cannot hold (a NUL character): refused before sending."""
+    for value in args:
+        if type(value) is str and "\x00" in value:
+            raise ValueError("PostgreSQL cannot store a NUL character in text")
+    return args
 
 
 class _PgTx:
     """A ``Tx`` on one pooled asyncpg connection.
 
-    In ``guarded`` mode the writes are kept (as SQL with literals) and sent by ``_transact`` as
-    one multi-statement query: PostgreSQL runs it as one implicit transaction, in one round trip.
-    A guard becomes ``WITH g AS (<write> RETURNING 1) SELECT 1 / (SELECT count(*) FROM g)``: when
-    its row changed, the division by zero aborts the whole query and ``_transact`` raises
-    ``_Conflict``.
+    In ``guarded`` mode the writes are kept in a ``WriteBatch`` and sent by ``_transact`` as one
+    prepared statement (``_pg_batch``): one round trip, one implicit transaction.
     """
 
-    __slots__ = ("_channel", "_connection", "_mode", "dialect", "script")
+    __slots__ = ("_channel", "_connection", "_mode", "batch", "dialect")
 
     def __init__(self, connection: Any, channel: str, mode: Mode) -> None:
         self.dialect = _DIALECT
         self._connection = connection
         self._channel = channel
         self._mode = mode
-        self.script: list[str] = []
+        self.batch = WriteBatch()
 
     def _reading(self) -> None:
-        if self.script:
+        if self.batch:
             raise RuntimeError("a guarded store call read after it wrote")
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
@@ -183,28 +129,32 @@ class _PgTx:
     async def execute(self, sql: str, *args: Any) -> int:
         if self._mode == "guarded":
             raise RuntimeError("a guarded store call cannot read a row count; use guard")
-        return _changed(await self._connection.execute(sql, *args))
+        return changed(await self._connection.execute(sql, *args))
 
     async def guard(self, sql: str, *args: Any) -> None:
         if self._mode == "guarded":
-            self.script.append(f"WITH g AS ({_rendered(sql, args)} RETURNING 1) SELECT 1 / (SELECT count(*) FROM g)")
-        elif _changed(await self._connection.execute(sql, *args)) != 1:
+            self.batch.add("guard", sql, [_storable(args)])
+        elif changed(await self._connection.execute(sql, *args)) != 1:
             raise _Conflict(sql)
 
     async def put(self, sql: str, *args: Any) -> None:
         if self._mode == "guarded":
-            self.script.append(_rendered(sql, args))
+            self.batch.add("put", sql, [_storable(args)])
         else:
             await self._connection.execute(sql, *args)
 
     async def put_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if self._mode == "guarded":
-            self.script.extend(_rendered(sql, row) for row in rows)
+            self.batch.add("put", sql, [_storable(row) for row in rows])
         else:
             await self._connection.executemany(sql, rows)
 
     async def notify(self, thread_id: str, events: list[RunEvent], bodies: list[str]) -> None:
-        await self.put("SELECT pg_notify($1, $2)", self._channel, notification(thread_id, bodies))
+        payload = notification(thread_id, bodies)
+        if self._mode == "guarded":
+            self.batch.notify(self._channel, payload)
+        else:
+            await self._connection.execute("SELECT pg_notify($1, $2)", self._channel, payload)
 
 
 async def _kept(connection: Any) -> None:
@@ -213,12 +163,6 @@ async def _kept(connection: Any) -> None:
     The store leaves no session state on a pooled connection (no ``SET``, ``LISTEN``, cursor or
     session lock), so the reset query asyncpg runs by default would only cost a round trip.
     """
-
-
-async def _checked(connection: Any) -> None:
-    """A new pooled connection: literals are only safe with standard conforming strings."""
-    if connection.get_settings().standard_conforming_strings != "on":
-        raise UserError("PostgresStore needs standard_conforming_strings = on (the default since PostgreSQL 9.1)")
 
 
 class _Guard:
@@ -311,8 +255,7 @@ class PostgresStore(SqlStore):
         """The notification channel of this schema's live events."""
         self._lock_key = int.from_bytes(digest[:8], "big", signed=True)
         settings = {"application_name": "agora-gateway", **connect_options.pop("server_settings", {})}
-        # The store's own: its schema, and the quoting its literals rely on.
-        settings.update(search_path=schema, standard_conforming_strings="on")
+        settings["search_path"] = schema  # the store's own
         self._options: dict[str, Any] = {"timeout": connect_timeout, **connect_options, "server_settings": settings}
         self._pool: Any = None
         self._pool_lock = asyncio.Lock()
@@ -347,7 +290,6 @@ class PostgresStore(SqlStore):
                         self._dsn,
                         min_size=0,
                         max_size=self._max_connections,
-                        init=_checked,
                         reset=_kept,
                         **self._options,
                     )
@@ -366,11 +308,8 @@ class PostgresStore(SqlStore):
                     async with connection.transaction():
                         return await work(tx)
                 result = await work(tx)
-                if tx.script:
-                    try:
-                        await connection.execute(";\n".join(tx.script))
-                    except asyncpg.DivisionByZeroError as exc:  # a guard's row changed: nothing was written
-                        raise _Conflict(str(exc)) from exc
+                if tx.batch:
+                    await tx.batch.send(connection)
                 return result
 
     async def _prepare(self, tx: Tx) -> None:

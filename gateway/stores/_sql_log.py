@@ -72,6 +72,10 @@ _NEW_THREAD = (
     "INSERT INTO threads (thread_id, owner_key, record, last_ts) VALUES ($1, $2, $3, $4) "
     "ON CONFLICT (thread_id) DO NOTHING"
 )
+_THREAD_CREATED = (
+    "INSERT INTO threads (thread_id, owner_key, record, version, seq, running, recent, first_text, last_ts) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (thread_id) DO NOTHING"
+)
 _EVENT = "INSERT INTO events (thread_id, seq, body) VALUES ($1, $2, $3)"
 _JOURNAL = "INSERT INTO journal (thread_id, run_id, body) VALUES ($1, $2, $3)"
 _MESSAGE = "INSERT INTO messages (thread_id, body) VALUES ($1, $2)"
@@ -187,10 +191,13 @@ async def _apply(
     states: ThreadStates,
     *,
     lease: tuple[str, float] | None = None,
+    created: ThreadRecord | None = None,
 ) -> list[RunEvent]:
     """Write ``batch`` on a thread whose row was read as ``thread`` (``lease``: a run begins).
 
-    The thread row's update comes first, guarded by its version: the rest is written only with it.
+    The thread row's write comes first, guarded: its update by the version that was read, or
+    (``created``: the thread was not there) its insertion, whole, by its absence. The rest is
+    written only with it, and no row twice (``_pg_batch`` sends it all as one statement).
     """
     first = thread.seq + 1
     events = _numbered(batch.events, first)
@@ -209,17 +216,31 @@ async def _apply(
         recent=thread.remember(batch.write_id, first),
         first_text=thread.first_text if thread.first_text is not None else _first_text(batch.messages),
     )
-    await tx.guard(
-        _THREAD_WRITTEN,
-        thread_id,
-        written.seq,
-        written.running,
-        written.recent,
-        time.time(),
-        written.first_text,
-        thread.version,
-        written.version,
-    )
+    if created is not None:
+        await tx.guard(
+            _THREAD_CREATED,
+            thread_id,
+            created.owner_key,
+            created.model_dump_json(),
+            written.version,
+            written.seq,
+            written.running,
+            written.recent,
+            written.first_text,
+            time.time(),
+        )
+    else:
+        await tx.guard(
+            _THREAD_WRITTEN,
+            thread_id,
+            written.seq,
+            written.running,
+            written.recent,
+            time.time(),
+            written.first_text,
+            thread.version,
+            written.version,
+        )
     if bodies:
         await tx.put_many(_EVENT, [(thread_id, event.seq, body) for event, body in zip(events, bodies, strict=True)])
     if run is not None:
@@ -233,7 +254,8 @@ async def _apply(
     if batch.messages:
         await tx.put_many(_MESSAGE, [(thread_id, message.model_dump_json()) for message in batch.messages])
     if batch.approvals:
-        rows = [(a.tool_call_id, thread_id, a.status, a.expires_ts, a.model_dump_json()) for a in batch.approvals]
+        approvals = {a.tool_call_id: a for a in batch.approvals}  # one row each: the last record of it wins
+        rows = [(a.tool_call_id, thread_id, a.status, a.expires_ts, a.model_dump_json()) for a in approvals.values()]
         await tx.put_many(_APPROVAL, rows)
     if bodies:
         await tx.notify(thread_id, events, bodies)
@@ -286,9 +308,10 @@ async def begin_run(
     """Start ``run`` and apply ``batch`` (``guarded``); see ``Store.begin_run``."""
     thread_id = thread.thread_id
     row = await tx.fetchrow(_BEGIN_STATE, thread_id)
+    created: ThreadRecord | None = None
     if row is None:  # a new thread: its insertion is guarded too (by its absence)
-        await tx.guard(_NEW_THREAD, thread_id, thread.owner_key, thread.model_dump_json(), time.time())
-        state, owner, parked = ThreadState(version=0, seq=0, running=None, recent="", first_text=None), None, False
+        created = thread
+        state = ThreadState(version=0, seq=0, running=None, recent="", first_text=None)
     else:
         state, owner, parked = _state(row), row[5], bool(row[6])
         first = state.seen(batch.write_id)
@@ -306,7 +329,8 @@ async def begin_run(
     if history_limit:
         history = history[-history_limit:]
     batch.run = run.model_copy(update={"status": "running", "thread_id": thread_id, "first_seq": state.seq + 1})
-    events = await _apply(tx, thread_id, state, batch, states, lease=(lease_owner, time.time() + lease_ttl))
+    lease = (lease_owner, time.time() + lease_ttl)
+    events = await _apply(tx, thread_id, state, batch, states, lease=lease, created=created)
     return Begun(events=events, history=history)
 
 
