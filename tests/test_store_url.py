@@ -114,20 +114,13 @@ async def test_build_store_makes_the_store_the_url_names(tmp_path: Path) -> None
         await redis.aclose()
 
 
-_NO_SSL_PASSWORD = pytest.mark.xfail(
-    strict=True,
-    reason="PostgresStore's redact() (gateway/stores/_postgres.py) hides password= but not sslpassword= "
-    "(the client key's passphrase), so every store error names it: its _QUERY_PASSWORD should take any "
-    "*password item, as the Redis one does: (?i)((?:^|[?&\\s])[^=&#\\s]*password=)[^&#\\s]*",
-)
-
-
 @pytest.mark.parametrize(
     "url",
     [
         "postgresql://agora:hunter2@127.0.0.1:1/agora",
         "postgresql://agora@127.0.0.1:1/agora?password=hunter2",
-        pytest.param("postgresql://agora@127.0.0.1:1/agora?sslpassword=hunter2", marks=_NO_SSL_PASSWORD),
+        "postgresql://agora@127.0.0.1:1/agora?sslpassword=hunter2",
+        "postgresql://agora@127.0.0.1:1/agora?SSLPASSWORD=hunter2&sslmode=require",
         "redis://:hunter2@127.0.0.1:1/0",
         "redis://127.0.0.1:1/0?password=hunter2",
     ],

@@ -66,7 +66,8 @@ _DIALECT = Dialect(
 )
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_QUERY_PASSWORD = re.compile(r"(?i)((?:^|[?&\s])password=)[^&\s]*")
+_QUERY_PASSWORD = re.compile(r"(?i)((?:^|[?&\s])[^=&#\s]*password=)[^&#\s]*")
+"""Every ``*password=`` item of a DSN (``password``, ``sslpassword``...), in a query or key=value form."""
 
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
     asyncpg.PostgresError,  # the server's errors: shutdown, too many connections, read-only standby...
@@ -189,7 +190,9 @@ class _Guard:
             ) from expired
         if exc is None or isinstance(exc, AgoraError):
             return
-        if isinstance(exc, asyncpg.PostgresError) and str(getattr(exc, "sqlstate", "")).startswith("22"):
+        if isinstance(exc, asyncpg.PostgresError) and str(getattr(exc, "sqlstate", "")).startswith(("22", "23")):
+            # A value (22) or a constraint (23) refused: retrying the same write cannot help, so
+            # it is no outage; the run stops instead of holding its step for good.
             raise ValueError(f"PostgreSQL refused a value: {exc}") from exc
         if isinstance(exc, asyncpg.ClientConfigurationError):
             raise UserError(f"Cannot use the PostgreSQL settings {self._where}: {exc}") from exc
