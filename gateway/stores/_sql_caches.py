@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from renderers import (
@@ -33,6 +34,24 @@ logger = logging.getLogger("gateway.stores.sql")
 
 Runner = Callable[..., Awaitable[Any]]
 """The store's ``_run``: runs one call's work over a ``Tx``."""
+
+
+@contextmanager
+def _media_unavailable() -> Iterator[None]:
+    """The store's failures as the media backend's (a ``UserError``, a newer schema say, as it is)."""
+    try:
+        yield
+    except UserError:
+        raise
+    except (AgoraError, OSError) as exc:
+        raise MediaUnavailableError(f"the media backend (the store's database) is unavailable: {exc}") from exc
+
+
+def _cache_failed(doing: str, exc: AgoraError | OSError) -> None:
+    """The render cache is an optimisation: the store down is a miss, said once (a ``UserError`` is raised)."""
+    if isinstance(exc, UserError):
+        raise exc
+    logger.warning("render cache %s failed: %s", doing, exc)
 
 
 class SqlMediaBackend(MediaBackend):
@@ -79,13 +98,9 @@ class SqlMediaBackend(MediaBackend):
                 float(expires_at),
             )
 
-        try:
+        with _media_unavailable():
             await self._swept()
             await self._run(store)
-        except (AgoraError, OSError) as exc:
-            if isinstance(exc, UserError):
-                raise
-            raise MediaUnavailableError(f"the media backend (the store's database) is unavailable: {exc}") from exc
 
     async def get(self, media_id: str) -> MediaItem | None:
         """The item, or ``None`` once it expired (or never was).
@@ -99,12 +114,8 @@ class SqlMediaBackend(MediaBackend):
                 "SELECT data, mime, filename FROM media WHERE media_id = $1 AND expires_ts > $2", media_id, time.time()
             )
 
-        try:
+        with _media_unavailable():
             row = await self._run(load)
-        except (AgoraError, OSError) as exc:
-            if isinstance(exc, UserError):
-                raise
-            raise MediaUnavailableError(f"the media backend (the store's database) is unavailable: {exc}") from exc
         return MediaItem(bytes(row[0]), row[1], row[2]) if row is not None else None
 
     async def forget_thread(self, thread_id: str) -> int:
@@ -119,12 +130,8 @@ class SqlMediaBackend(MediaBackend):
         async def forget(tx: Tx) -> Any:
             return await tx.fetch("DELETE FROM media WHERE thread_id = $1 RETURNING expires_ts", thread_id)
 
-        try:
+        with _media_unavailable():
             rows = await self._run(forget)
-        except (AgoraError, OSError) as exc:
-            if isinstance(exc, UserError):
-                raise
-            raise MediaUnavailableError(f"the media backend (the store's database) is unavailable: {exc}") from exc
         now = time.time()
         return sum(1 for row in rows if row[0] > now)
 
@@ -166,9 +173,7 @@ class SqlRenderCache(RenderCache):
         try:
             row = await self._run(load)
         except (AgoraError, OSError) as exc:
-            if isinstance(exc, UserError):
-                raise
-            logger.warning("render cache read failed: %s", exc)
+            _cache_failed("read", exc)
             return None
         return decode_rendered(bytes(row[0])) if row is not None else None
 
@@ -191,6 +196,4 @@ class SqlRenderCache(RenderCache):
             await self._swept()
             await self._run(store)
         except (AgoraError, OSError) as exc:
-            if isinstance(exc, UserError):
-                raise
-            logger.warning("render cache write failed: %s", exc)
+            _cache_failed("write", exc)
