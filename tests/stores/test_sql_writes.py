@@ -13,7 +13,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from gateway import StoreUnavailableError
+from gateway import StoreUnavailableError, ThreadBusyError, ThreadForbiddenError
 from gateway.events import RunStartedEvent
 from gateway.models import AssistantMessage, UserMessage
 from gateway.stores import Batch, ModelStepEntry, PostgresStore, SqliteStore, ThreadRecord
@@ -73,6 +73,38 @@ async def test_a_begin_sent_again_is_the_same_begin(sql_store: SqlStore, thread_
     assert [e.seq for e in began.events] == [e.seq for e in again.events] == [1]
     assert again.history == [UserMessage(content="hi")]
     assert len(await sql_store.thread_runs(thread_id)) == 1
+
+
+async def test_a_turn_on_a_thread_another_process_wrote_finds_it_there(sql_store: SqlStore, thread_id: str) -> None:
+    run, _ = await begin(sql_store, thread_id, batch=Batch(messages=[UserMessage(content="first")]))
+    await sql_store.write(thread_id, Batch(run=run.model_copy(update={"status": "completed"}), release=True))
+    fresh = reopen(sql_store)  # it never wrote the thread: on PostgreSQL it tries to create it first
+    try:
+        with pytest.raises(ThreadForbiddenError):
+            await begin(fresh, thread_id, owner="u2", batch=Batch(messages=[UserMessage(content="not hers")]))
+        second = new_run(thread_id)
+        began = await fresh.begin_run(
+            second,
+            thread=thread_of(thread_id),
+            batch=Batch(
+                events=[RunStartedEvent(thread_id=thread_id, run_id=second.run_id, agent="default")],
+                messages=[UserMessage(content="again")],
+            ),
+            lease_owner="p2",
+            lease_ttl=30,
+        )
+        assert [e.seq for e in began.events] == [1]  # the first begin wrote no event
+        assert began.history == [UserMessage(content="first"), UserMessage(content="again")]
+        other = reopen(sql_store)
+        try:
+            with pytest.raises(ThreadBusyError):
+                await begin(other, thread_id)
+        finally:
+            await other.aclose()
+    finally:
+        await fresh.aclose()
+    assert await sql_store.get_messages(thread_id) == [UserMessage(content="first"), UserMessage(content="again")]
+    assert [r.run_id for r in await sql_store.thread_runs(thread_id)] == [run.run_id, second.run_id]
 
 
 @pytest.mark.postgres
