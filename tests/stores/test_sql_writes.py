@@ -19,6 +19,7 @@ from gateway.models import AssistantMessage, UserMessage
 from gateway.stores import Batch, ModelStepEntry, PostgresStore, SqliteStore, ThreadRecord
 from gateway.stores._pg_batch import MAX_ARGS, WriteBatch
 from gateway.stores._sql_tx import _Conflict
+from gateway.stores._sqlite import _CHECKPOINT_ROWS
 
 from ..conftest import own_postgres_store
 from ._helpers import approval, begin, delta, new_run, thread_of
@@ -201,6 +202,26 @@ async def test_the_event_loop_runs_while_sqlite_waits_for_another_process(tmp_pa
     finally:
         release.set()
         await store.aclose()
+
+
+async def test_sqlite_checkpoints_beside_the_writer_and_its_wal_starts_over(tmp_path: Path, thread_id: str) -> None:
+    path = tmp_path / "agora.db"
+    store = SqliteStore(path)
+    try:
+        run, _ = await begin(store, thread_id)
+        body = "w" * 3000  # about a page per event: the WAL grows by a few pages per write
+        for _ in range(40 * _CHECKPOINT_ROWS // 4):
+            await store.write(thread_id, Batch(events=[delta(run, body), delta(run, body), delta(run, body)]))
+        # Written many times over, the WAL stays the size of a few checkpoint intervals, and
+        # the writes reached the database file while the store ran.
+        wal = (tmp_path / "agora.db-wal").stat().st_size
+        assert wal < 16 * 2**20 and 4 * wal < path.stat().st_size
+        [(automatic,)] = await rows(store, "PRAGMA wal_autocheckpoint")
+        assert automatic == 0  # no commit runs SQLite's own checkpoint
+        assert await store.last_seq(thread_id) == 1 + 3 * (40 * _CHECKPOINT_ROWS // 4)
+    finally:
+        await store.aclose()
+    assert not (tmp_path / "agora.db-wal").exists()  # closed: all of it is in the file
 
 
 async def test_a_lock_held_past_the_busy_timeout_is_an_outage_and_the_write_lands_after(
