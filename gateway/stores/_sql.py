@@ -77,6 +77,9 @@ class SqlStore(ABC):
     """
 
     dialect: ClassVar[Dialect]
+    reads_are_round_trips: ClassVar[bool] = False
+    """Whether a read costs a round trip to a server (then a turn on a thread this store never
+    wrote begins by trying to create it, without reading it first: see ``begin_run``)."""
 
     def __init__(self, *, where: str, sweep_interval: float = 60.0) -> None:
         self._where = where
@@ -185,8 +188,16 @@ class SqlStore(ABC):
             ThreadParkedError: A run on the thread waits for an approval (nothing was written).
         """
         _name_write(batch)
-        return await self._run(
-            lambda tx: log.begin_run(
+        # A thread this store never wrote is most often a new conversation: where reads are
+        # round trips, the first try creates it unread (one round trip); when it was there, the
+        # try wrote nothing and the next one reads it.
+        tries = 0
+
+        async def begin(tx: Tx) -> Begun:
+            nonlocal tries
+            tries += 1
+            unknown = tries == 1 and self.reads_are_round_trips and self._states.get(thread.thread_id) is None
+            return await log.begin_run(
                 tx,
                 run,
                 thread=thread,
@@ -195,10 +206,10 @@ class SqlStore(ABC):
                 lease_ttl=lease_ttl,
                 history_limit=history_limit,
                 states=self._states,
-            ),
-            mode="guarded",
-            thread_id=thread.thread_id,
-        )
+                assume_new=unknown,
+            )
+
+        return await self._run(begin, mode="guarded", thread_id=thread.thread_id)
 
     async def ensure_thread(self, thread: ThreadRecord) -> ThreadRecord:
         """Create ``thread`` unless a thread of that id exists; answer the stored one."""

@@ -34,7 +34,7 @@ from .._errors import ThreadBusyError, ThreadForbiddenError, ThreadNotFoundError
 from ..events import RunEvent, now_iso
 from ..models import AssistantMessage, ToolMessage, UserMessage
 from ._records import TITLE_CHARS, Batch, Begun, JournalEntry, RunRecord, ThreadRecord
-from ._sql_tx import Row, Tx, parse_events, parse_journal, parse_messages
+from ._sql_tx import Row, Tx, parse_events, parse_joined_messages, parse_journal, parse_messages
 
 __all__ = [
     "ThreadState",
@@ -68,6 +68,12 @@ _BEGIN_STATE = (
     "SELECT 1 FROM approvals WHERE approvals.thread_id = threads.thread_id AND status = 'pending'"
     ") FROM threads WHERE thread_id = $1"
 )
+_BEGIN_STATE_AND_HISTORY = _BEGIN_STATE.replace(
+    " FROM threads WHERE",
+    ", (SELECT {joined} FROM (SELECT id, body FROM messages WHERE thread_id = $1 ORDER BY id DESC LIMIT $2) AS newest)"
+    " FROM threads WHERE",
+)
+"""The thread's row and its history's bodies joined by commas, in one read (``Dialect.joined_bodies``)."""
 _NEW_THREAD = (
     "INSERT INTO threads (thread_id, owner_key, record, last_ts) VALUES ($1, $2, $3, $4) "
     "ON CONFLICT (thread_id) DO NOTHING"
@@ -294,6 +300,16 @@ async def _history(tx: Tx, thread_id: str, limit: int | None) -> list[Message]:
     return parse_messages([row[0] for row in rows])
 
 
+async def _begin_read(tx: Tx, thread_id: str, limit: int | None) -> tuple[Row | None, list[Message]]:
+    """The thread's row as a begin reads it, and its history (in the same round trip where the dialect can)."""
+    joined = tx.dialect.joined_bodies
+    if joined is None:
+        row = await tx.fetchrow(_BEGIN_STATE, thread_id)
+        return row, await _history(tx, thread_id, limit) if row is not None else []
+    row = await tx.fetchrow(_BEGIN_STATE_AND_HISTORY.format(joined=joined), thread_id, limit or None)
+    return row, parse_joined_messages(row[7]) if row is not None and row[7] else []
+
+
 async def begin_run(
     tx: Tx,
     run: RunRecord,
@@ -304,10 +320,16 @@ async def begin_run(
     lease_ttl: float,
     history_limit: int | None,
     states: ThreadStates,
+    assume_new: bool = False,
 ) -> Begun:
-    """Start ``run`` and apply ``batch`` (``guarded``); see ``Store.begin_run``."""
+    """Start ``run`` and apply ``batch`` (``guarded``); see ``Store.begin_run``.
+
+    ``assume_new``: write as if the thread did not exist, without reading it first (where reads
+    are round trips: a new conversation's turn); the thread's insertion is guarded by its absence,
+    so when it does exist nothing is written and the call runs again, reading it.
+    """
     thread_id = thread.thread_id
-    row = await tx.fetchrow(_BEGIN_STATE, thread_id)
+    row, history = (None, []) if assume_new else await _begin_read(tx, thread_id, history_limit)
     created: ThreadRecord | None = None
     if row is None:  # a new thread: its insertion is guarded too (by its absence)
         created = thread
@@ -316,7 +338,6 @@ async def begin_run(
         state, owner, parked = _state(row), row[5], bool(row[6])
         first = state.seen(batch.write_id)
         if first is not None:  # this very begin, sent again after a lost reply
-            history = await _history(tx, thread_id, history_limit)
             return Begun(events=_numbered(batch.events, first), history=history)
         if owner != thread.owner_key:
             raise ThreadForbiddenError(f"Thread {thread_id!r} belongs to another actor")
@@ -324,7 +345,6 @@ async def begin_run(
             raise ThreadBusyError(f"A run is already running on thread {thread_id!r}")
         if parked:
             raise ThreadParkedError(f"A run on thread {thread_id!r} waits for an approval")
-    history = await _history(tx, thread_id, history_limit) if row is not None else []
     history.extend(batch.messages)
     if history_limit:
         history = history[-history_limit:]

@@ -50,6 +50,9 @@ class Dialect:
     """Like ``lock``, skipping the rows another transaction holds (``FOR UPDATE SKIP LOCKED``)."""
     types: dict[str, str] = field(default_factory=dict)
     """Column types by the names the DDL uses in braces."""
+    joined_bodies: str | None = None
+    """An aggregate of ``body`` joined by commas in ``id`` order (``string_agg``), so that a read
+    answers a history with the row it goes with; ``None`` where two reads cost no more than one."""
 
 
 _CONVERSATIONS = [

@@ -45,6 +45,7 @@ __all__ = [
     "Tx",
     "as_iso",
     "parse_events",
+    "parse_joined_messages",
     "parse_journal",
     "parse_messages",
 ]
@@ -124,6 +125,11 @@ def parse_journal(bodies: Sequence[str]) -> list[JournalEntry]:
 def parse_messages(bodies: Sequence[str]) -> list[UserMessage | AssistantMessage | ToolMessage]:
     """Stored history messages, in one pydantic call."""
     return MESSAGE_ADAPTER.validate_json(_join(bodies)) if bodies else []
+
+
+def parse_joined_messages(joined: str) -> list[UserMessage | AssistantMessage | ToolMessage]:
+    """Stored history messages whose bodies the database joined with commas (``Dialect.joined_bodies``)."""
+    return MESSAGE_ADAPTER.validate_json(f"[{joined}]")
 
 
 def as_iso(ts: float) -> str:

@@ -9,7 +9,9 @@ many statements it runs. The logic is the SQL stores' shared ``async`` code (``_
 
 The file is in WAL mode with ``synchronous=NORMAL`` (a commit is not flushed to disk at once: a
 power cut may lose the last transactions, never corrupt the file) and a busy timeout, so another
-process opening the same file waits for the lock rather than failing. Live tails are fed in this
+process opening the same file waits for the lock rather than failing. The WAL is copied back into
+the file by a second thread (``_Checkpointer``), not inside a commit: a store call never waits
+for those flushes to disk behind another's commit. Live tails are fed in this
 process once a transaction has committed: a second process writing the same file is not heard,
 so serve several processes from PostgreSQL (or Redis).
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 import queue
 import re
@@ -49,6 +52,12 @@ _PLACEHOLDER = re.compile(r"\$(\d+)")
 
 _REFUSED = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.ProgrammingError, sqlite3.InterfaceError)
 """What SQLite raises for a value it cannot take (as opposed to a database it cannot use)."""
+
+_CHECKPOINT_ROWS = 512
+"""Rows written between two checkpoint requests: some 80 writes of a turn, 600 to 900 pages of
+WAL (SQLite's own threshold is 1000 pages)."""
+
+logger = logging.getLogger("gateway.stores.sqlite")
 
 Notes = list[tuple[str, list[RunEvent]]]
 """Events a transaction wrote, by thread: pushed to live tails once it committed."""
@@ -137,6 +146,80 @@ def _stop(stopped: asyncio.Future[None]) -> None:
         stopped.set_result(None)
 
 
+class _Checkpointer:
+    """A thread of its own that copies the WAL back into the database file, so commits seldom wait for it.
+
+    SQLite's automatic checkpoint runs inside the commit that crosses its threshold, on the
+    writer thread: every store call queued behind that commit waits for the copy and its two
+    flushes to disk. The writer's connection turns it off (``wal_autocheckpoint = 0``) and asks
+    this thread instead, every ``_CHECKPOINT_ROWS`` rows written; it runs a ``PASSIVE``
+    checkpoint on a connection of its own, which neither waits for the writer nor blocks it.
+
+    The WAL starts over from its beginning only when a write finds every frame copied, which a
+    checkpoint racing a busy writer never leaves behind: once this thread is done, the writer
+    finishes the checkpoint itself between two jobs (``finish``: the few frames written
+    meanwhile), and its next commit starts the WAL over. A checkpoint that fails (the disk,
+    another process checkpointing) is tried again next time.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._wanted = threading.Event()
+        self._copied = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def request(self) -> None:
+        """Checkpoint soon (the thread starts with the first request)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._main, name="agora-sqlite-checkpoint", daemon=True)
+            self._thread.start()
+        self._wanted.set()
+
+    def finish(self, connection: sqlite3.Connection) -> None:
+        """On the writer, between jobs: complete a checkpoint this thread did, so the WAL starts over."""
+        if self._copied.is_set():
+            self._copied.clear()
+            _checkpoint(connection, self._path)
+
+    def stop(self) -> None:
+        """End the thread after the checkpoint in progress (called on the writer thread, which then closes)."""
+        self._stopping = True
+        self._wanted.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _main(self) -> None:
+        connection: sqlite3.Connection | None = None
+        try:
+            while True:
+                self._wanted.wait()
+                self._wanted.clear()
+                if self._stopping:
+                    return
+                try:
+                    if connection is None:
+                        connection = sqlite3.connect(self._path, isolation_level=None)
+                except sqlite3.Error as exc:
+                    logger.warning("SQLite at %s: cannot open a connection to checkpoint: %s", self._path, exc)
+                    continue
+                if _checkpoint(connection, self._path):
+                    self._copied.set()
+        finally:
+            if connection is not None:
+                connection.close()
+
+
+def _checkpoint(connection: sqlite3.Connection, path: str) -> bool:
+    """A ``PASSIVE`` checkpoint; ``False`` (and a log line) when it failed."""
+    try:
+        connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    except sqlite3.Error as exc:
+        logger.warning("SQLite at %s: a checkpoint failed (tried again later): %s", path, exc)
+        return False
+    return True
+
+
 class _Writer:
     """The thread that owns the connection and runs one job (one transaction) after another."""
 
@@ -146,6 +229,8 @@ class _Writer:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._stopped: asyncio.Future[None] | None = None
+        self._checkpointer: _Checkpointer | None = None
+        self._checkpointed_at = 0
         self.closed = False
 
     def _open(self) -> sqlite3.Connection:
@@ -154,12 +239,24 @@ class _Writer:
         connection = sqlite3.connect(self._path, isolation_level=None, cached_statements=256)
         try:
             connection.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            connection.execute("PRAGMA journal_mode = WAL").fetchall()
+            [(journal,)] = connection.execute("PRAGMA journal_mode = WAL").fetchall()
             connection.execute("PRAGMA synchronous = NORMAL")
+            if journal == "wal":  # a file (an in-memory database has no WAL)
+                connection.execute("PRAGMA wal_autocheckpoint = 0")
+                self._checkpointer = _Checkpointer(self._path)
         except BaseException:
             connection.close()
             raise
         return connection
+
+    def _written(self, connection: sqlite3.Connection) -> None:
+        """After a job: finish a checkpoint, or ask for one once enough rows were written since the last."""
+        if self._checkpointer is None:
+            return
+        self._checkpointer.finish(connection)
+        if connection.total_changes - self._checkpointed_at >= _CHECKPOINT_ROWS:
+            self._checkpointed_at = connection.total_changes
+            self._checkpointer.request()
 
     def _main(self, stopped: asyncio.Future[None], loop: asyncio.AbstractEventLoop) -> None:
         connection: sqlite3.Connection | None = None
@@ -178,7 +275,11 @@ class _Writer:
                     caller.call_soon_threadsafe(_finish, future, result, error, after)
                 except RuntimeError:
                     pass  # the caller's loop closed: nobody waits for this job
+                if connection is not None:
+                    self._written(connection)
         finally:
+            if self._checkpointer is not None:
+                self._checkpointer.stop()  # before the last connection closes (and checkpoints it all)
             if connection is not None:
                 connection.close()
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits

@@ -13,12 +13,13 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from gateway import StoreUnavailableError
+from gateway import StoreUnavailableError, ThreadBusyError, ThreadForbiddenError
 from gateway.events import RunStartedEvent
 from gateway.models import AssistantMessage, UserMessage
 from gateway.stores import Batch, ModelStepEntry, PostgresStore, SqliteStore, ThreadRecord
 from gateway.stores._pg_batch import MAX_ARGS, WriteBatch
 from gateway.stores._sql_tx import _Conflict
+from gateway.stores._sqlite import _CHECKPOINT_ROWS
 
 from ..conftest import own_postgres_store
 from ._helpers import approval, begin, delta, new_run, thread_of
@@ -73,6 +74,38 @@ async def test_a_begin_sent_again_is_the_same_begin(sql_store: SqlStore, thread_
     assert [e.seq for e in began.events] == [e.seq for e in again.events] == [1]
     assert again.history == [UserMessage(content="hi")]
     assert len(await sql_store.thread_runs(thread_id)) == 1
+
+
+async def test_a_turn_on_a_thread_another_process_wrote_finds_it_there(sql_store: SqlStore, thread_id: str) -> None:
+    run, _ = await begin(sql_store, thread_id, batch=Batch(messages=[UserMessage(content="first")]))
+    await sql_store.write(thread_id, Batch(run=run.model_copy(update={"status": "completed"}), release=True))
+    fresh = reopen(sql_store)  # it never wrote the thread: on PostgreSQL it tries to create it first
+    try:
+        with pytest.raises(ThreadForbiddenError):
+            await begin(fresh, thread_id, owner="u2", batch=Batch(messages=[UserMessage(content="not hers")]))
+        second = new_run(thread_id)
+        began = await fresh.begin_run(
+            second,
+            thread=thread_of(thread_id),
+            batch=Batch(
+                events=[RunStartedEvent(thread_id=thread_id, run_id=second.run_id, agent="default")],
+                messages=[UserMessage(content="again")],
+            ),
+            lease_owner="p2",
+            lease_ttl=30,
+        )
+        assert [e.seq for e in began.events] == [1]  # the first begin wrote no event
+        assert began.history == [UserMessage(content="first"), UserMessage(content="again")]
+        other = reopen(sql_store)
+        try:
+            with pytest.raises(ThreadBusyError):
+                await begin(other, thread_id)
+        finally:
+            await other.aclose()
+    finally:
+        await fresh.aclose()
+    assert await sql_store.get_messages(thread_id) == [UserMessage(content="first"), UserMessage(content="again")]
+    assert [r.run_id for r in await sql_store.thread_runs(thread_id)] == [run.run_id, second.run_id]
 
 
 @pytest.mark.postgres
@@ -169,6 +202,26 @@ async def test_the_event_loop_runs_while_sqlite_waits_for_another_process(tmp_pa
     finally:
         release.set()
         await store.aclose()
+
+
+async def test_sqlite_checkpoints_beside_the_writer_and_its_wal_starts_over(tmp_path: Path, thread_id: str) -> None:
+    path = tmp_path / "agora.db"
+    store = SqliteStore(path)
+    try:
+        run, _ = await begin(store, thread_id)
+        body = "w" * 3000  # about a page per event: the WAL grows by a few pages per write
+        for _ in range(40 * _CHECKPOINT_ROWS // 4):
+            await store.write(thread_id, Batch(events=[delta(run, body), delta(run, body), delta(run, body)]))
+        # Written many times over, the WAL stays the size of a few checkpoint intervals, and
+        # the writes reached the database file while the store ran.
+        wal = (tmp_path / "agora.db-wal").stat().st_size
+        assert wal < 16 * 2**20 and 4 * wal < path.stat().st_size
+        [(automatic,)] = await rows(store, "PRAGMA wal_autocheckpoint")
+        assert automatic == 0  # no commit runs SQLite's own checkpoint
+        assert await store.last_seq(thread_id) == 1 + 3 * (40 * _CHECKPOINT_ROWS // 4)
+    finally:
+        await store.aclose()
+    assert not (tmp_path / "agora.db-wal").exists()  # closed: all of it is in the file
 
 
 async def test_a_lock_held_past_the_busy_timeout_is_an_outage_and_the_write_lands_after(
