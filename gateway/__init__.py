@@ -10,9 +10,15 @@ from ._errors import (
     ApprovalForbiddenError,
     ApprovalNotFoundError,
     ApprovalSettledError,
+    AttachmentForbiddenError,
+    AttachmentNotFoundError,
+    AttachmentTooLargeError,
+    AttachmentTypeError,
     GatewayError,
     InvalidTokenError,
     ModelError,
+    QueuedMessageNotFoundError,
+    QueueFullError,
     RateLimitedError,
     RunNotActiveError,
     RunNotFoundError,
@@ -73,7 +79,7 @@ from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef
 from ._settings import Settings, comma_list, comma_map
 from ._sse import SseStream, sse_frame
 from ._unicode import valid_text
-from .events import RunEvent, Turn
+from .events import Attachment, QueueMode, RunEvent, Turn
 
 if TYPE_CHECKING:
     from .app import create_app
@@ -97,6 +103,11 @@ __all__ = [
     "ApprovalSettledError",
     "ApprovalTokens",
     "Branding",
+    "Attachment",
+    "AttachmentForbiddenError",
+    "AttachmentNotFoundError",
+    "AttachmentTooLargeError",
+    "AttachmentTypeError",
     "ChainResolver",
     "Channel",
     "ChannelRuntime",
@@ -116,6 +127,9 @@ __all__ = [
     "MediaRef",
     "ModelError",
     "PushCursor",
+    "QueueFullError",
+    "QueueMode",
+    "QueuedMessageNotFoundError",
     "PushDelivery",
     "PushOptions",
     "PushPart",

@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from tools import UserError
+
+from .events import QueueMode
 
 __all__ = ["Agent"]
 
@@ -29,6 +31,10 @@ class Agent:
             whole thread). The window starts at a person's message, so a tool result never
             arrives without the call it answers; a long thread (WhatsApp keeps one per sender)
             stays within a model's context and costs the same each turn.
+        queue_mode: What a message that arrives while the thread has an active run does, unless
+            its send says otherwise: ``queue`` (wait its turn, FIFO), ``interrupt`` (stop the
+            active run at its next safe point, then run) or ``reject`` (``thread_busy``).
+        queue_limit: Messages a thread's queue holds at most; one more is refused (``queue_full``).
     """
 
     name: str
@@ -38,6 +44,8 @@ class Agent:
     max_steps: int = 8
     description: str = ""
     history_limit: int | None = 200
+    queue_mode: QueueMode = "queue"
+    queue_limit: int = 20
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _AGENT_NAME.match(self.name):
@@ -53,3 +61,8 @@ class Agent:
         limit = self.history_limit
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise UserError(f"Agent {self.name!r}: history_limit must be a positive int or None")
+        if self.queue_mode not in get_args(QueueMode):
+            raise UserError(f"Agent {self.name!r}: queue_mode must be one of {', '.join(get_args(QueueMode))}")
+        qlimit = self.queue_limit
+        if isinstance(qlimit, bool) or not isinstance(qlimit, int) or qlimit < 1:
+            raise UserError(f"Agent {self.name!r}: queue_limit must be a positive int")

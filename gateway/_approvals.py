@@ -74,11 +74,20 @@ class ApprovalPolicy:
         rules: Per-tool rules, by tool name.
         allow_remember: Whether a decision may ``remember`` (approve later calls of the same
             tool in the same thread without asking).
+        on_new_message: What a new message does to a run parked on its thread for an approval:
+            ``queue`` (it waits behind the approval, which stays pending; the person is reminded
+            of what waits) or ``supersede`` (the pending actions are rejected, the parked run
+            ends and the new message runs: the first wave's behaviour).
     """
 
     default: ApprovalRule = field(default_factory=ApprovalRule)
     rules: Mapping[str, ApprovalRule] = field(default_factory=dict)
     allow_remember: bool = True
+    on_new_message: Literal["queue", "supersede"] = "queue"
+
+    def __post_init__(self) -> None:
+        if self.on_new_message not in ("queue", "supersede"):
+            raise UserError("ApprovalPolicy.on_new_message must be 'queue' or 'supersede'")
 
     def rule_for(self, tool: Tool) -> ApprovalRule:
         """The rule that applies to ``tool``."""

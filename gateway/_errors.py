@@ -16,6 +16,12 @@ branches are drawn in ``tools/_errors.py`` and ``renderers/_errors.py``)::
     │   ├── ThreadForbiddenError       403  someone else's thread
     │   ├── ThreadBusyError            409  a run is already running on the thread
     │   ├── ThreadParkedError          409  a run waits for an approval (the runtime supersedes it)
+    │   ├── QueueFullError             429  the thread's queue holds as many messages as it may
+    │   ├── QueuedMessageNotFoundError 404  no queued message with that id (it ran, or was removed)
+    │   ├── AttachmentNotFoundError    404  no attachment with that id (or it expired)
+    │   ├── AttachmentForbiddenError   403  another actor's attachment
+    │   ├── AttachmentTooLargeError    413  over the size limit (refused before the whole body is read)
+    │   ├── AttachmentTypeError        415  a type outside the accepted list, or bytes that are not it
     │   ├── RunNotFoundError           404
     │   ├── RunNotActiveError          409  the run already ended
     │   ├── UnknownAgentError          404
@@ -139,11 +145,48 @@ class ThreadBusyError(GatewayError):
 class ThreadParkedError(GatewayError):
     """A run on this thread waits for an approval; ``Store.begin_run`` refuses until it is settled.
 
-    The runtime answers by superseding the parked run (its pending actions are rejected), then
+    The runtime queues the new message behind it (``ApprovalPolicy.on_new_message="queue"``, the
+    default) or supersedes the parked run (``"supersede"``: its pending actions are rejected) and
     begins the new run.
     """
 
     status, code = 409, "thread_parked"
+
+
+class QueueFullError(GatewayError):
+    """The thread's queue holds as many messages as it may (``Agent.queue_limit``)."""
+
+    status, code = 429, "queue_full"
+
+
+class QueuedMessageNotFoundError(GatewayError):
+    """No queued message with that id: it ran already, or was removed."""
+
+    status, code = 404, "queued_message_not_found"
+
+
+class AttachmentNotFoundError(GatewayError):
+    """No attachment with that id (never uploaded, or expired)."""
+
+    status, code = 404, "attachment_not_found"
+
+
+class AttachmentForbiddenError(GatewayError):
+    """The attachment belongs to another actor."""
+
+    status, code = 403, "attachment_forbidden"
+
+
+class AttachmentTooLargeError(GatewayError):
+    """The file is larger than the accepted size."""
+
+    status, code = 413, "attachment_too_large"
+
+
+class AttachmentTypeError(GatewayError):
+    """The file's type is not accepted, or its bytes are not what it claims to be."""
+
+    status, code = 415, "attachment_type"
 
 
 class RunNotFoundError(GatewayError):

@@ -21,10 +21,15 @@ from ._unicode import REPLACEMENT
 from ._unicode import valid_tree as _valid_tree
 
 __all__ = [
+    "MAX_ATTACHMENTS",
     "RUN_EVENT_ADAPTER",
     "ApprovalRequestedEvent",
     "ApprovalSettledEvent",
     "ApprovalStatus",
+    "Attachment",
+    "MessageDequeuedEvent",
+    "MessageQueuedEvent",
+    "QueueMode",
     "RunErrorEvent",
     "RunEvent",
     "RunFinishedEvent",
@@ -52,6 +57,14 @@ ApprovalStatus = Literal["approved", "rejected", "expired"]
 ToolOutcome = Literal["completed", "failed", "denied", "cancelled"]
 """How a tool call settled, as ``RuntimeObserver.tool_settled`` hears it."""
 
+QueueMode = Literal["queue", "interrupt", "reject"]
+"""What a message that arrives while its thread has an active run does: wait its turn in the
+thread's queue (``queue``), stop the active run at its next safe point and run next
+(``interrupt``), or be refused with ``thread_busy`` (``reject``)."""
+
+MAX_ATTACHMENTS = 10
+"""Attachments one turn may carry."""
+
 
 _last_ms = -1
 _last_iso = ""
@@ -74,6 +87,31 @@ def new_id(prefix: str) -> str:
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 """Control characters (C0, DEL, C1). A ``str`` field already refuses lone surrogates."""
+
+
+class Attachment(BaseModel):
+    """A file a person sent with a turn: kept in the media store under ``id``.
+
+    Channels store the bytes first (an upload, a provider's media fetched with its credentials),
+    type-sniffed; a turn carries only this reference. Tools read the bytes through
+    ``ctx.attachments``; the model sees images as image parts, other files by name and type.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")
+    """The media id (``Actor``-owned: a turn may only carry its own actor's attachments)."""
+    name: str = Field(default="", max_length=255)
+    """The file name the person gave it (may be empty)."""
+    mime: str = Field(min_length=1, max_length=127)
+    """The sniffed media type (``image/png``, ``application/pdf``...)."""
+    size: int = Field(ge=0)
+    """Bytes."""
+
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, value: str) -> str:
+        return _CONTROL.sub("", _valid_tree(value))
 
 
 class Turn(BaseModel):
@@ -99,6 +137,8 @@ class Turn(BaseModel):
     """``web``, ``whatsapp``, ``ag-ui``, ``a2a``, ``api``..."""
     agent: str | None = None
     """The agent to talk to; the runtime's default when ``None``."""
+    attachments: tuple[Attachment, ...] = Field(default=(), max_length=MAX_ATTACHMENTS)
+    """Files sent with the message (already in the media store), at most ``MAX_ATTACHMENTS``."""
 
     @field_validator("text", "page_context", mode="before")
     @classmethod
@@ -251,6 +291,30 @@ class UiEvent(_Event):
     tool_call_id: str | None = None
 
 
+class MessageQueuedEvent(_Event):
+    """A message arrived while the thread had an active run: it waits in the thread's queue.
+
+    ``run_id`` is the active run's (``""`` when none). Sent again with ``edited`` when its
+    author changes the text or moves it first (``position`` 1).
+    """
+
+    type: Literal["message-queued"] = "message-queued"
+    message_id: str
+    text: str
+    position: int
+    """1-based place in the queue when written."""
+    attachments: list[Attachment] = Field(default_factory=list)
+    edited: bool = False
+
+
+class MessageDequeuedEvent(_Event):
+    """A queued message left the queue: it ``started`` (``run_id`` is its run), or was ``removed`` or ``cleared``."""
+
+    type: Literal["message-dequeued"] = "message-dequeued"
+    message_id: str
+    reason: Literal["started", "removed", "cleared"]
+
+
 class RunFinishedEvent(_Event):
     """The run ended or parked (``awaiting-approval``)."""
 
@@ -278,6 +342,8 @@ RunEvent = Annotated[
     | ApprovalRequestedEvent
     | ApprovalSettledEvent
     | UiEvent
+    | MessageQueuedEvent
+    | MessageDequeuedEvent
     | RunFinishedEvent
     | RunErrorEvent,
     Field(discriminator="type"),

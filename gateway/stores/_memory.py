@@ -12,8 +12,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .._errors import ThreadBusyError, ThreadForbiddenError, ThreadNotFoundError, ThreadParkedError
-from ..events import RunEvent, now_iso
+from .._errors import (
+    QueuedMessageNotFoundError,
+    QueueFullError,
+    ThreadBusyError,
+    ThreadForbiddenError,
+    ThreadNotFoundError,
+    ThreadParkedError,
+)
+from ..events import RunEvent, Turn, now_iso
 from ..models import AssistantMessage, ToolMessage, UserMessage
 from ._records import (
     TITLE_CHARS,
@@ -23,6 +30,7 @@ from ._records import (
     Begun,
     ModelStepEntry,
     PreflightEntry,
+    QueuedMessage,
     RunRecord,
     ThreadRecord,
     ThreadSummary,
@@ -56,6 +64,8 @@ class _Thread:
     """When the thread was last written to (a turn begun, an event written), UNIX seconds."""
     title: str | None = None
     """The name its owner gave it, if any."""
+    queue: list[QueuedMessage] = field(default_factory=list)
+    """Messages waiting for the active run to end, first first."""
 
     def summary(self) -> ThreadSummary:
         first = next((m.content for m in self.messages if isinstance(m, UserMessage)), None)
@@ -97,6 +107,8 @@ class MemoryStore:
         self._waiting_subscribers: dict[str, set[Subscriber]] = defaultdict(set)
         self._owned: dict[str, set[str]] = defaultdict(set)
         """Thread ids by their owner's key (``list_threads``)."""
+        self._queued: dict[str, str] = {}
+        """Thread ids of queued messages, by message id."""
 
     # -- threads, runs, journal, history -----------------------------------------------------------
 
@@ -114,8 +126,9 @@ class MemoryStore:
         lease_owner: str,
         lease_ttl: float,
         history_limit: int | None = None,
+        dequeue: str | None = None,
     ) -> Begun:
-        """Start ``run`` atomically and apply ``batch``."""
+        """Start ``run`` atomically and apply ``batch`` (the first queued message's turn with ``dequeue``)."""
         state = self._threads.get(thread.thread_id)
         if state is None:
             state = self._create(thread)
@@ -127,6 +140,13 @@ class MemoryStore:
             raise ThreadBusyError(f"A run is already running on thread {thread.thread_id!r}")
         if state.pending:
             raise ThreadParkedError(f"A run on thread {thread.thread_id!r} waits for an approval")
+        if dequeue is None:
+            if state.queue:
+                raise ThreadBusyError(f"Messages wait in the queue of thread {thread.thread_id!r}")
+        else:
+            if not state.queue or state.queue[0].message_id != dequeue:
+                raise QueuedMessageNotFoundError(f"{dequeue!r} is not the first queued message any more")
+            del self._queued[state.queue.pop(0).message_id]
         state.running = run.run_id
         state.runs.append(run.run_id)
         state.active = time.time()
@@ -154,7 +174,7 @@ class MemoryStore:
             if excess <= 0:
                 return
             state = self._threads[thread_id]
-            if state.running is not None or state.pending or state.subscribers:
+            if state.running is not None or state.pending or state.subscribers or state.queue:
                 continue
             self._forget(thread_id)
             excess -= 1
@@ -173,6 +193,8 @@ class MemoryStore:
             self._leases.pop(run_id, None)
         for call_id in state.approvals:
             self._approvals.pop(call_id, None)
+        for item in state.queue:
+            self._queued.pop(item.message_id, None)
         return state
 
     async def ensure_thread(self, thread: ThreadRecord) -> ThreadRecord:
@@ -286,6 +308,83 @@ class MemoryStore:
             return []
         return [self._approvals[call_id].model_copy() for call_id in state.approvals if call_id in self._approvals]
 
+    # -- the per-thread message queue --------------------------------------------------------------
+
+    async def enqueue_message(self, item: QueuedMessage, *, limit: int, first: bool = False) -> int:
+        """Put ``item`` last (or first) in its thread's queue; answer its 1-based position."""
+        state = self._threads.get(item.thread_id)
+        if state is None:
+            raise ThreadNotFoundError(f"no thread {item.thread_id!r}")
+        if len(state.queue) >= limit:
+            raise QueueFullError(f"The queue of this conversation holds {limit} messages already")
+        stored = item.model_copy()
+        if first:
+            state.queue.insert(0, stored)
+        else:
+            state.queue.append(stored)
+        self._queued[item.message_id] = item.thread_id
+        return 1 if first else len(state.queue)
+
+    async def queued_messages(self, thread_id: str) -> list[QueuedMessage]:
+        """The thread's queue, first first."""
+        state = self._threads.get(thread_id)
+        return [item.model_copy() for item in state.queue] if state else []
+
+    def _find_queued(self, message_id: str) -> tuple[_Thread, int] | None:
+        thread_id = self._queued.get(message_id)
+        state = self._threads.get(thread_id) if thread_id is not None else None
+        if state is None:
+            return None
+        for index, item in enumerate(state.queue):
+            if item.message_id == message_id:
+                return state, index
+        return None  # pragma: no cover - the index and the queues change together
+
+    async def get_queued(self, message_id: str) -> QueuedMessage | None:
+        """A queued message by id, or ``None``."""
+        found = self._find_queued(message_id)
+        return found[0].queue[found[1]].model_copy() if found else None
+
+    async def update_queued(
+        self, message_id: str, *, turn: Turn | None = None, first: bool = False
+    ) -> QueuedMessage | None:
+        """Replace a queued message's turn and/or move it first."""
+        found = self._find_queued(message_id)
+        if found is None:
+            return None
+        state, index = found
+        item = state.queue[index]
+        if turn is not None:
+            item = item.model_copy(update={"turn": turn})
+            state.queue[index] = item
+        if first and index:
+            state.queue.insert(0, state.queue.pop(index))
+        return item.model_copy()
+
+    async def remove_queued(self, message_id: str) -> QueuedMessage | None:
+        """Take a message out of its queue."""
+        found = self._find_queued(message_id)
+        if found is None:
+            return None
+        state, index = found
+        del self._queued[message_id]
+        return state.queue.pop(index)
+
+    async def clear_queue(self, thread_id: str) -> list[QueuedMessage]:
+        """Empty the thread's queue."""
+        state = self._threads.get(thread_id)
+        if state is None:
+            return []
+        held, state.queue = state.queue, []
+        for item in held:
+            self._queued.pop(item.message_id, None)
+        return held
+
+    async def queued_threads(self, limit: int = 100) -> list[str]:
+        """Ids of threads whose queue holds a message."""
+        seen = dict.fromkeys(self._queued.values())
+        return list(seen)[: max(limit, 0)]
+
     # -- the event log ------------------------------------------------------------------------------
 
     async def read_events(self, thread_id: str, after_seq: int = 0, limit: int | None = None) -> list[RunEvent]:
@@ -397,6 +496,24 @@ class MemoryStore:
     async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
         """The thread's pending approvals, oldest first."""
         return [a.model_copy() for a in self._approvals.values() if a.thread_id == thread_id and a.status == "pending"]
+
+    async def open_approvals(
+        self, *, before: tuple[float, str] | None = None, limit: int = 100
+    ) -> list[ApprovalRecord]:
+        """Pending approvals of every thread, newest ``(requested_ts, tool_call_id)`` first."""
+        pending = sorted(
+            (a for a in self._approvals.values() if a.status == "pending"),
+            key=lambda a: (a.requested_ts, a.tool_call_id),
+            reverse=True,
+        )
+        if before is not None:
+            pending = [a for a in pending if (a.requested_ts, a.tool_call_id) < before]
+        return [a.model_copy() for a in pending[: max(limit, 0)]]
+
+    async def recent_runs(self, *, limit: int = 50) -> list[RunRecord]:
+        """The newest runs of every thread, newest first."""
+        runs = sorted(self._runs.values(), key=lambda r: (r.created_at, r.run_id), reverse=True)
+        return [r.model_copy() for r in runs[: max(limit, 0)]]
 
     async def expired_approvals(self, now: float, limit: int = 100) -> list[ApprovalRecord]:
         """Pending approvals past their expiry."""

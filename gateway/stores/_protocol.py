@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol, runtime_checkable
 
-from ..events import RunEvent
+from ..events import RunEvent, Turn
 from ..models import AssistantMessage, ToolMessage, UserMessage
 from ._records import (
     ApprovalRecord,
@@ -14,6 +14,7 @@ from ._records import (
     Begun,
     ModelStepEntry,
     PreflightEntry,
+    QueuedMessage,
     RunRecord,
     ThreadRecord,
     ThreadSummary,
@@ -47,6 +48,7 @@ class Store(Protocol):
         lease_owner: str,
         lease_ttl: float,
         history_limit: int | None = None,
+        dequeue: str | None = None,
     ) -> Begun:
         """Start ``run`` atomically and apply ``batch`` (its user message and first events).
 
@@ -55,10 +57,18 @@ class Store(Protocol):
         history (the new message included; only the newest ``history_limit`` messages when
         given), so a turn starts in one round trip.
 
+        The thread's queue keeps its order: without ``dequeue``, a thread whose queue holds a
+        message is busy (the new message queues behind). With ``dequeue`` (a queued message's
+        id) the run is that message's turn: it must be the first of the queue, and leaves it in
+        the same atomic step. Checked in this order: owner, running, parked, queue.
+
         Raises:
             ThreadForbiddenError: The thread exists and belongs to someone else.
-            ThreadBusyError: Another run is running on the thread.
+            ThreadBusyError: Another run is running on the thread, or (without ``dequeue``) its
+                queue is not empty.
             ThreadParkedError: A run on the thread waits for an approval (nothing was written).
+            QueuedMessageNotFoundError: ``dequeue`` is not the first message of the queue any
+                more (removed, or another process started it); nothing was written.
         """
         ...
 
@@ -120,7 +130,7 @@ class Store(Protocol):
         """Erase the thread and everything of it.
 
         Its messages, events, runs and their journals and leases, approvals (and what they
-        remember); channel state is not the thread's.
+        remember), its queue; channel state is not the thread's.
 
         The caller cancels a running run first; a write after the erasure finds no thread.
         ``False`` when there was no such thread.
@@ -133,6 +143,45 @@ class Store(Protocol):
 
     async def thread_approvals(self, thread_id: str) -> list[ApprovalRecord]:
         """Every approval of the thread, settled or pending, oldest first (export)."""
+        ...
+
+    # -- the per-thread message queue --------------------------------------------------------------
+
+    async def enqueue_message(self, item: QueuedMessage, *, limit: int, first: bool = False) -> int:
+        """Put ``item`` last (``first``: first) in its thread's queue; answer its 1-based position.
+
+        The thread must exist (a message queues behind a run). Its ``message_id`` is new.
+
+        Raises:
+            ThreadNotFoundError: No such thread.
+            QueueFullError: The queue holds ``limit`` messages already (nothing was written).
+        """
+        ...
+
+    async def queued_messages(self, thread_id: str) -> list[QueuedMessage]:
+        """The thread's queue, first (next to run) first."""
+        ...
+
+    async def get_queued(self, message_id: str) -> QueuedMessage | None:
+        """A queued message by id (any thread), or ``None`` once it ran or was removed."""
+        ...
+
+    async def update_queued(
+        self, message_id: str, *, turn: Turn | None = None, first: bool = False
+    ) -> QueuedMessage | None:
+        """Replace a queued message's ``turn`` (an edit) and/or move it first; ``None`` when it is gone."""
+        ...
+
+    async def remove_queued(self, message_id: str) -> QueuedMessage | None:
+        """Take a message out of its queue; answer it, or ``None`` when it was not queued."""
+        ...
+
+    async def clear_queue(self, thread_id: str) -> list[QueuedMessage]:
+        """Empty the thread's queue; answer what it held, first first."""
+        ...
+
+    async def queued_threads(self, limit: int = 100) -> list[str]:
+        """Ids of threads whose queue holds a message (the sweep starts the ones left idle)."""
         ...
 
     # -- the event log ------------------------------------------------------------------------------
@@ -196,6 +245,21 @@ class Store(Protocol):
 
     async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
         """The thread's pending approvals, oldest first."""
+        ...
+
+    async def open_approvals(
+        self, *, before: tuple[float, str] | None = None, limit: int = 100
+    ) -> list[ApprovalRecord]:
+        """Pending approvals of every thread, newest first.
+
+        Ordered by ``(requested_ts, tool_call_id)`` descending; ``before`` (the last record's pair
+        of the previous page) answers only the ones after it. Staff lists and the console filter
+        them by who may decide.
+        """
+        ...
+
+    async def recent_runs(self, *, limit: int = 50) -> list[RunRecord]:
+        """The newest runs of every thread, newest ``created_at`` first (the staff console)."""
         ...
 
     async def expired_approvals(self, now: float, limit: int = 100) -> list[ApprovalRecord]:

@@ -24,6 +24,7 @@ __all__ = [
     "ModelStepEntry",
     "PlannedCall",
     "PreflightEntry",
+    "QueuedMessage",
     "RunRecord",
     "RunState",
     "ThreadRecord",
@@ -190,6 +191,8 @@ class ApprovalRecord(BaseModel):
     confirmation: Confirmation
     tone: Literal["neutral", "destructive"] | None = None
     requested_at: str = Field(default_factory=now_iso)
+    requested_ts: float = Field(default_factory=time.time)
+    """``requested_at`` as UNIX seconds: with ``tool_call_id``, the order of ``Store.open_approvals``."""
     expires_at: str
     expires_ts: float
     """``expires_at`` as UNIX seconds."""
@@ -203,6 +206,21 @@ class ApprovalRecord(BaseModel):
     def lapsed(self, now: float | None = None) -> bool:
         """Whether the approval is past its expiry."""
         return (time.time() if now is None else now) >= self.expires_ts
+
+
+class QueuedMessage(BaseModel):
+    """A message waiting in its thread's queue for the active run to end (``Store.enqueue_message``).
+
+    It becomes the thread's next turn: ``turn`` is what the runtime starts then, as sent.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    message_id: str
+    thread_id: str
+    turn: Turn
+    queued_at: str = Field(default_factory=now_iso)
+    queued_ts: float = Field(default_factory=time.time)
 
 
 @dataclass(kw_only=True)
