@@ -29,18 +29,20 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from typing import Any, cast
 
 from redis.asyncio import Redis
 
 from .._errors import (
+    QueuedMessageNotFoundError,
     StoreUnavailableError,
     ThreadBusyError,
     ThreadForbiddenError,
     ThreadNotFoundError,
     ThreadParkedError,
 )
-from ..events import RunEvent, now_iso
+from ..events import RunEvent, Turn, now_iso
 from ..models import MESSAGE_ADAPTER, AssistantMessage, ToolMessage, UserMessage
 from ._records import (
     ApprovalRecord,
@@ -49,6 +51,7 @@ from ._records import (
     Begun,
     ModelStepEntry,
     PreflightEntry,
+    QueuedMessage,
     RunRecord,
     ThreadRecord,
     ThreadSummary,
@@ -72,7 +75,18 @@ from ._redis_layout import (
     parse_events,
     run_parts,
 )
-from ._redis_scripts import APPLY, APPROVALS, CHANNEL_IF, CLAIM, LEASE_STATE, RECONCILE, RENEW, SETTLE, run_scripts
+from ._redis_queue import RedisQueues
+from ._redis_scripts import (
+    APPLY,
+    APPROVALS,
+    CHANNEL_IF,
+    CLAIM,
+    LEASE_STATE,
+    RECONCILE,
+    RENEW,
+    SETTLE,
+    run_scripts,
+)
 from ._redis_threads import RedisThreads
 from ._tail import Subscriber, follow
 
@@ -83,6 +97,11 @@ __all__ = ["RedisStore"]
 
 Entry = ModelStepEntry | ToolSettledEntry | PreflightEntry
 Message = UserMessage | AssistantMessage | ToolMessage
+
+
+def _epoch(iso: str) -> float:
+    """An ISO-8601 time (``now_iso``) as UNIX seconds: a sorted set's score."""
+    return datetime.fromisoformat(iso).timestamp()
 
 
 def _name_write(batch: Batch) -> str:
@@ -156,6 +175,7 @@ class RedisStore:
             subscribe_timeout=subscribe_timeout,
         )
         self._threads = RedisThreads(self._client, self._batcher.send, self._keys, self._guard)
+        self._queues = RedisQueues(self._client, self._batcher.send, self._keys, self._guard)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r}, prefix={self.prefix!r})"
@@ -209,22 +229,31 @@ class RedisStore:
         lease_owner: str,
         lease_ttl: float,
         history_limit: int | None = None,
+        dequeue: str | None = None,
     ) -> Begun:
         """Start ``run`` atomically and apply ``batch``, and read the history, in one round trip.
 
+        The script checks the thread's queue too: a queue that holds a message makes the thread
+        busy, and ``dequeue`` (its head) leaves it in the same script. A dequeued message's id
+        index goes after, in a second round trip (only then).
+
         Raises:
             ThreadForbiddenError: The thread exists and belongs to someone else.
-            ThreadBusyError: Another run is running on the thread.
+            ThreadBusyError: Another run is running on the thread, or (without ``dequeue``)
+                messages wait in its queue.
             ThreadParkedError: A run on the thread waits for an approval.
+            QueuedMessageNotFoundError: ``dequeue`` is not the head of the queue (nothing was written).
         """
         run = run.model_copy(update={"status": "running", "thread_id": thread.thread_id})
         lease_ms = millis(lease_ttl)
         member = index_member(run.thread_id, run.run_id)
         run_index = self._keys.run_index(run.run_id)
+        recent = index_member(run.run_id, run.thread_id)
 
         extra = [
             ("ZADD", self._keys.leases, time.time() * 1000 + lease_ms, member),
             ("SET", run_index, run.thread_id),
+            ("ZADD", self._keys.recent_runs, _epoch(run.created_at), recent),
             # After the script in the same pipeline: the history with the new message in it.
             ("LRANGE", self._keys.thread(thread.thread_id, "messages"), -history_limit if history_limit else 0, -1),
         ]
@@ -235,9 +264,10 @@ class RedisStore:
             run=run,
             begin=(thread.owner_key, thread.model_dump_json(), lease_owner, lease_ms),
             extra=extra,
+            dequeue=dequeue or "",
         )
         if first < 0:
-            undo = [("ZREM", self._keys.leases, member), ("DEL", run_index)]
+            undo = [("ZREM", self._keys.leases, member), ("DEL", run_index), ("ZREM", self._keys.recent_runs, recent)]
             if first == -2:  # someone else's thread: it does not go in this owner's list
                 undo.append(self._threads.refused_begin(thread.thread_id, thread.owner_key))
             async with self._guard():
@@ -246,8 +276,15 @@ class RedisStore:
                 raise ThreadForbiddenError(f"Thread {thread.thread_id!r} belongs to another actor")
             if first == -4:
                 raise ThreadParkedError(f"A run on thread {thread.thread_id!r} waits for an approval")
+            if first == -5:
+                raise ThreadBusyError(f"Messages wait in the queue of thread {thread.thread_id!r}")
+            if first == -6:
+                raise QueuedMessageNotFoundError(f"{dequeue!r} is not the first queued message any more")
             raise ThreadBusyError(f"A run is already running on thread {thread.thread_id!r}")
         self._threads.remember_owner(thread.thread_id, thread.owner_key)
+        if dequeue is not None:
+            async with self._guard():
+                await self._call("DEL", self._keys.queued_index(dequeue))
         items = results[-1]
         history = MESSAGE_ADAPTER.validate_json(json_array(items)) if items else []
         return Begun(events=self._written(batch.events, first), history=history)
@@ -270,6 +307,7 @@ class RedisStore:
                             for command in (
                                 ("DEL", self._keys.approval_index(approval.tool_call_id)),
                                 ("ZREM", self._keys.approval_expiry, index_member(thread_id, approval.tool_call_id)),
+                                ("ZREM", self._keys.open_approvals, index_member(approval.tool_call_id, thread_id)),
                             )
                         ],
                         [],
@@ -296,6 +334,7 @@ class RedisStore:
         run: RunRecord | None,
         begin: tuple[str, str, str, int] | None = None,
         extra: Sequence[Command] = (),
+        dequeue: str = "",
     ) -> tuple[int, list[Any]]:
         """Run ``APPLY`` with ``extra`` commands after it in the same round trip.
 
@@ -316,6 +355,8 @@ class RedisStore:
             self._keys.thread(thread_id, "approvals"),
             self._keys.thread(thread_id, "pending"),
             self._keys.thread(thread_id, "approval-order"),
+            self._keys.thread(thread_id, "queue"),
+            self._keys.thread(thread_id, "queued"),
         ]
         args: list[Any] = [
             self._keys.thread(thread_id, "live"),
@@ -335,6 +376,7 @@ class RedisStore:
             json.dumps([approval.tool_call_id for approval in batch.approvals]) if batch.approvals else "",
             batch.write_id or _name_write(batch),
             now,
+            dequeue,
         ]
         if begin is not None:
             index = self._threads.index_begin(thread_id, owner, now)
@@ -350,6 +392,11 @@ class RedisStore:
                 commands.append(("SET", self._keys.approval_index(approval.tool_call_id), thread_id))
                 member = index_member(thread_id, approval.tool_call_id)
                 commands.append(("ZADD", self._keys.approval_expiry, approval.expires_ts, member))
+                open_member = index_member(approval.tool_call_id, thread_id)
+                if approval.status == "pending":
+                    commands.append(("ZADD", self._keys.open_approvals, approval.requested_ts, open_member))
+                else:
+                    commands.append(("ZREM", self._keys.open_approvals, open_member))
             commands.extend(index)
             commands.extend(extra)
             results = await run_scripts(self._batcher.send, commands, [APPLY])
@@ -416,6 +463,43 @@ class RedisStore:
     async def thread_approvals(self, thread_id: str) -> list[ApprovalRecord]:
         """Every approval of the thread, settled or pending, oldest first."""
         return await self._threads.thread_approvals(thread_id)
+
+    # -- the per-thread message queue (``_redis_queue``) -------------------------------------------
+
+    async def enqueue_message(self, item: QueuedMessage, *, limit: int, first: bool = False) -> int:
+        """Put ``item`` last (``first``: first) in its thread's queue, in one round trip; answer its position.
+
+        Raises:
+            ThreadNotFoundError: No such thread.
+            QueueFullError: The queue holds ``limit`` messages already (nothing was written).
+        """
+        return await self._queues.enqueue(item, limit=limit, first=first)
+
+    async def queued_messages(self, thread_id: str) -> list[QueuedMessage]:
+        """The thread's queue, first first."""
+        return await self._queues.queued_messages(thread_id)
+
+    async def get_queued(self, message_id: str) -> QueuedMessage | None:
+        """A queued message by id, or ``None``."""
+        return await self._queues.get_queued(message_id)
+
+    async def update_queued(
+        self, message_id: str, *, turn: Turn | None = None, first: bool = False
+    ) -> QueuedMessage | None:
+        """Replace a queued message's ``turn`` and/or move it first; ``None`` when it is gone."""
+        return await self._queues.update_queued(message_id, turn=turn, first=first)
+
+    async def remove_queued(self, message_id: str) -> QueuedMessage | None:
+        """Take a message out of its queue; ``None`` when it was not queued."""
+        return await self._queues.remove_queued(message_id)
+
+    async def clear_queue(self, thread_id: str) -> list[QueuedMessage]:
+        """Empty the thread's queue; answer what it held, first first."""
+        return await self._queues.clear_queue(thread_id)
+
+    async def queued_threads(self, limit: int = 100) -> list[str]:
+        """Ids of threads whose queue holds a message."""
+        return await self._queues.queued_threads(limit)
 
     # -- the event log ------------------------------------------------------------------------------
 
@@ -562,7 +646,11 @@ class RedisStore:
             member = index_member(thread_id, tool_call_id)
 
             # Settled now or before, the approval is not pending: drop it from the expiry index.
-            commands = [SETTLE.command(keys, args), ("ZREM", self._keys.approval_expiry, member)]
+            commands = [
+                SETTLE.command(keys, args),
+                ("ZREM", self._keys.approval_expiry, member),
+                ("ZREM", self._keys.open_approvals, index_member(tool_call_id, thread_id)),
+            ]
             raw = (await run_scripts(self._batcher.send, commands, [SETTLE]))[0]
         return ApprovalRecord.model_validate_json(raw) if raw is not None else None
 
@@ -574,6 +662,16 @@ class RedisStore:
             )
         approvals = [ApprovalRecord.model_validate_json(raw) for raw in items if raw is not None]
         return [approval for approval in approvals if approval.status == "pending"]
+
+    async def open_approvals(
+        self, *, before: tuple[float, str] | None = None, limit: int = 100
+    ) -> list[ApprovalRecord]:
+        """Pending approvals of every thread, newest ``(requested_ts, tool_call_id)`` first, after ``before``."""
+        return await self._queues.open_approvals(before, limit)
+
+    async def recent_runs(self, *, limit: int = 50) -> list[RunRecord]:
+        """The newest created runs of every thread, newest first."""
+        return await self._queues.recent_runs(limit)
 
     async def expired_approvals(self, now: float, limit: int = 100) -> list[ApprovalRecord]:
         """Pending approvals past their expiry; index entries of settled ones are dropped on the way."""

@@ -17,6 +17,8 @@ Key layout (``P`` is the prefix, ``agora`` by default). The keys of one thread s
     P:{t}:pending           sorted set: pending approvals' tool call ids, oldest first
     P:{t}:approval-order    sorted set: every approval's tool call id, oldest first
     P:{t}:remembered        set: tools approved without asking in this thread
+    P:{t}:queue             list: the queued messages' ids, first (next to run) first
+    P:{t}:queued            hash: message id -> queued message (JSON)
 
 Global keys (one per id, so they shard too), written in the same round trip as the script:
 
@@ -27,6 +29,10 @@ Global keys (one per id, so they shard too), written in the same round trip as t
     P:owner:<sha256>        sorted set: thread id -> last activity (s), one per owner (the SHA-256
                             of the owner's ``Actor.key``): the owner's list of threads
     P:activity              sorted set: thread id -> last activity (s): retention's index
+    P:queued:<message id>   string: thread id (queued message ids are global)
+    P:queued-threads        sorted set: thread id -> when a message last queued there (s)
+    P:open-approvals        sorted set: [tool call id, thread] -> requested_ts (s), pending ones
+    P:recent-runs           sorted set: [run id, thread] -> created_at (s)
     P:confirm:<hash>        claimed confirm token (expires with the token)
     P:channel:<key>         channel state (JSON)
 
@@ -38,6 +44,12 @@ and moved beside every write of events (``ZADD XX``: a write never adds a thread
 a write that finds no thread leaves nothing behind); an owner's index moves with the writes
 that name the owner (those carrying a run record, or of a thread this process began or
 claimed), the rest of the time with the run's next such write.
+
+The queue index gets a thread beside every enqueue, with a new score each time, and loses it
+only when a reader finds the thread's queue empty and the score unchanged (``queued_threads``):
+a message queued while the reader looked moved the score, so its thread stays. The open
+approvals and recent runs indexes are written beside the writes that make the records
+(settling drops an approval; erasure drops both), and readers drop entries naming nothing.
 """
 
 from __future__ import annotations
@@ -106,6 +118,25 @@ class RedisKeys:
     def activity(self) -> str:
         """Every thread by last activity (retention)."""
         return f"{self.prefix}:activity"
+
+    def queued_index(self, message_id: str) -> str:
+        """Which thread a queued message waits on."""
+        return f"{self.prefix}:queued:{message_id}"
+
+    @property
+    def queued_threads(self) -> str:
+        """The queue index: threads a message was queued on, by when."""
+        return f"{self.prefix}:queued-threads"
+
+    @property
+    def open_approvals(self) -> str:
+        """Pending approvals of every thread, by request time."""
+        return f"{self.prefix}:open-approvals"
+
+    @property
+    def recent_runs(self) -> str:
+        """Runs of every thread, by creation time."""
+        return f"{self.prefix}:recent-runs"
 
     def confirm_token(self, token_hash: str) -> str:
         """A claimed confirm token."""

@@ -29,12 +29,17 @@ __all__ = [
     "APPROVALS",
     "CHANNEL_IF",
     "CLAIM",
+    "CLEAR_QUEUE",
+    "ENQUEUE",
     "ERASE",
     "LEASE_STATE",
+    "QUEUED",
     "RECONCILE",
     "RENAME",
+    "REMOVE_QUEUED",
     "RENEW",
     "SETTLE",
+    "UPDATE_QUEUED",
     "Call",
     "LuaScript",
     "Send",
@@ -119,14 +124,16 @@ APPLY = LuaScript(
 -- Begin a run or apply one step's batch on a thread, atomically.
 -- KEYS: 1 thread hash, 2 event stream, 3 messages, 4 runs hash, 5 run order,
 --       6 journal of the run, 7 lease of the run, 8 approvals hash, 9 pending approvals,
---       10 the order of all approvals
+--       10 the order of all approvals, 11 the queue (message ids), 12 queued messages hash
 -- ARGV: 1 channel, 2 mode (begin|write), 3 run id ('' = none), 4 run head, 5 run rest,
 --       6 release (1|0), 7 owner id, 8 thread record, 9 lease owner, 10 lease ms,
 --       11 events (JSON without seq), 12 journal entries, 13 messages, 14 approvals, each a
 --       newline-joined list (compact JSON never holds a raw newline), 15 approval ids (JSON array),
---       16 this write's id (32 hex digits), 17 now (UNIX seconds: the thread's last activity).
+--       16 this write's id (32 hex digits), 17 now (UNIX seconds: the thread's last activity),
+--       18 the queued message a begin dequeues ('' = none: then a queue that holds one is busy).
 -- Returns the seq of the first event (last seq + 1 when there are none), or
--- -1 no such thread, -2 someone else's thread, -3 a run is running, -4 a run waits for an approval.
+-- -1 no such thread, -2 someone else's thread, -3 a run is running, -4 a run waits for an approval,
+-- -5 messages wait in the queue, -6 the message to dequeue is not the queue's head.
 --
 -- redis-py sends a command again when the connection drops before the reply came, though Redis
 -- may have run it: the thread remembers its last writes' ids ('recent': "<id>:<first>;" each), and
@@ -153,6 +160,17 @@ if mode == 'begin' then
   end
   if redis.call('ZCARD', KEYS[9]) > 0 then
     return -4
+  end
+  local head = redis.call('LINDEX', KEYS[11], 0)
+  if ARGV[18] == '' then
+    if head then
+      return -5
+    end
+  elseif head ~= ARGV[18] then
+    return -6
+  else
+    redis.call('LPOP', KEYS[11])
+    redis.call('HDEL', KEYS[12], ARGV[18])
   end
   redis.call('HSET', thread, 'running', run_id, 'active', ARGV[17])
   redis.call('RPUSH', KEYS[5], run_id)
@@ -395,11 +413,12 @@ ERASE = LuaScript(
     r"""
 -- Erase every key of a thread at once, if its runs are the ones the caller read.
 -- KEYS: 1 thread hash, 2 event stream, 3 messages, 4 runs hash, 5 run order, 6 approvals hash,
---       7 pending approvals, 8 approval order, 9 remembered tools, then the journal and the
---       lease of each run the caller read, in run order (two keys per run)
+--       7 pending approvals, 8 approval order, 9 remembered tools, 10 the queue, 11 queued
+--       messages hash, then the journal and the lease of each run the caller read, in run order
+--       (two keys per run)
 -- ARGV: the run ids the caller read, in order
 -- Returns -1 when the thread's runs changed since (read them again), else
--- {owner ('' when there was no thread), the tool call ids of its approvals}.
+-- {owner ('' when there was no thread), the tool call ids of its approvals, its queued message ids}.
 local runs = redis.call('LRANGE', KEYS[5], 0, -1)
 if #runs ~= #ARGV then
   return -1
@@ -411,9 +430,106 @@ for i = 1, #runs do
 end
 local owner = redis.call('HGET', KEYS[1], 'owner') or ''
 local approvals = redis.call('HKEYS', KEYS[6])
+local queued = redis.call('HKEYS', KEYS[11])
 for i = 1, #KEYS do
   redis.call('DEL', KEYS[i])
 end
-return {owner, approvals}
+return {owner, approvals, queued}
+""",
+)
+
+ENQUEUE = LuaScript(
+    "enqueue",
+    r"""
+-- Put a message last (or first) in its thread's queue, if the thread exists and the queue has room.
+-- KEYS: 1 thread hash, 2 the queue (message ids, first first), 3 queued messages hash
+-- ARGV: 1 message id, 2 its JSON, 3 the limit, 4 first (1|0)
+-- Returns its 1-based position, or -1 no such thread, -2 the queue is full.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return -1
+end
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
+  -- this very message, sent again after a lost reply
+  local at = redis.call('LPOS', KEYS[2], ARGV[1])
+  if at then
+    return at + 1
+  end
+end
+if redis.call('LLEN', KEYS[2]) >= tonumber(ARGV[3]) then
+  return -2
+end
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+if ARGV[4] == '1' then
+  redis.call('LPUSH', KEYS[2], ARGV[1])
+  return 1
+end
+return redis.call('RPUSH', KEYS[2], ARGV[1])
+""",
+)
+
+QUEUED = LuaScript(
+    "queued",
+    r"""
+-- The thread's queued messages, first first.
+-- KEYS: 1 the queue, 2 queued messages hash
+local ids = redis.call('LRANGE', KEYS[1], 0, -1)
+if #ids == 0 then
+  return {}
+end
+return redis.call('HMGET', KEYS[2], unpack(ids))
+""",
+)
+
+UPDATE_QUEUED = LuaScript(
+    "update_queued",
+    r"""
+-- Replace a queued message (compare and set on what the caller read) and/or move it first.
+-- KEYS: 1 the queue, 2 queued messages hash
+-- ARGV: 1 message id, 2 the JSON the caller read, 3 the new JSON, 4 first (1|0)
+-- Returns 1 done, 0 no such message, -1 it changed since the caller read it (read it again).
+local stored = redis.call('HGET', KEYS[2], ARGV[1])
+if not stored then
+  return 0
+end
+if stored ~= ARGV[2] and stored ~= ARGV[3] then
+  return -1
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+if ARGV[4] == '1' and redis.call('LINDEX', KEYS[1], 0) ~= ARGV[1] then
+  redis.call('LREM', KEYS[1], 1, ARGV[1])
+  redis.call('LPUSH', KEYS[1], ARGV[1])
+end
+return 1
+""",
+)
+
+REMOVE_QUEUED = LuaScript(
+    "remove_queued",
+    r"""
+-- Take a message out of its thread's queue.
+-- KEYS: 1 the queue, 2 queued messages hash; ARGV: 1 message id
+-- Returns the message's JSON, or nil when it was not queued.
+local stored = redis.call('HGET', KEYS[2], ARGV[1])
+if not stored then
+  return false
+end
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('LREM', KEYS[1], 1, ARGV[1])
+return stored
+""",
+)
+
+CLEAR_QUEUE = LuaScript(
+    "clear_queue",
+    r"""
+-- Empty a thread's queue. KEYS: 1 the queue, 2 queued messages hash
+-- Returns the messages' JSON, first first.
+local ids = redis.call('LRANGE', KEYS[1], 0, -1)
+local held = {}
+if #ids > 0 then
+  held = redis.call('HMGET', KEYS[2], unpack(ids))
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+return held
 """,
 )

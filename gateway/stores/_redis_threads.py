@@ -11,9 +11,10 @@ Erasure, in an order that never leaves a thread half visible:
 2. ``ERASE`` deletes every key of the thread at once, in one slot, if its runs are still those
    (else read again): from here on every read of the thread answers empty or ``None``, and a
    write to it finds no thread;
-3. the global entries go: each run's and approval's index key, their lease and expiry entries,
-   and the activity entries (only where nobody moved them since step 1: a thread begun again
-   under the same id in between keeps its own).
+3. the global entries go: each run's, approval's and queued message's index key, their lease,
+   expiry, open-approval and recent-run entries, and the activity and queue entries (only
+   where nobody moved them since step 1: a thread begun again under the same id in between
+   keeps its own).
 
 A process that dies between 2 and 3 leaves index entries that name nothing: readers drop them
 as they meet them, and the run and approval index keys point at records that are gone.
@@ -252,7 +253,8 @@ class RedisThreads:
                 pipe.hget(self._keys.thread(thread_id, "thread"), "owner")
                 pipe.lrange(self._keys.thread(thread_id, "run-order"), 0, -1)
                 pipe.zscore(self._keys.activity, thread_id)
-                owner, order, activity = await pipe.execute()
+                pipe.zscore(self._keys.queued_threads, thread_id)
+                owner, order, activity, queued = await pipe.execute()
                 runs = [as_text(run_id) for run_id in order]
                 owner_index = self._keys.owner_threads(as_text(owner)) if owner is not None else None
                 commands: list[Command] = []
@@ -265,13 +267,14 @@ class RedisThreads:
             else:
                 raise ThreadBusyError(f"Thread {thread_id!r} kept changing while it was being erased; try again")
             owner_seen, approvals = as_text(erased[0]), [as_text(call_id) for call_id in erased[1]]
-            await self._drop_entries(thread_id, runs, approvals, activity, owner_index, listed)
+            messages = [as_text(message_id) for message_id in erased[2]]
+            await self._drop_entries(thread_id, runs, approvals, messages, (activity, queued), owner_index, listed)
         self._owners.pop(thread_id, None)
         return owner_seen != ""
 
     def _erased_keys(self, thread_id: str, runs: list[str]) -> list[str]:
         names = ["thread", "events", "messages", "runs", "run-order", "approvals", "pending", "approval-order"]
-        keys = [self._keys.thread(thread_id, name) for name in [*names, "remembered"]]
+        keys = [self._keys.thread(thread_id, name) for name in [*names, "remembered", "queue", "queued"]]
         for run_id in runs:
             keys.append(self._keys.thread(thread_id, f"journal:{run_id}"))
             keys.append(self._keys.thread(thread_id, f"lease:{run_id}"))
@@ -282,21 +285,29 @@ class RedisThreads:
         thread_id: str,
         runs: list[str],
         approvals: list[str],
-        activity: float | None,
+        messages: list[str],
+        scores: tuple[float | None, float | None],
         owner_index: str | None,
         listed: list[Any],
     ) -> None:
-        """The global entries of an erased thread: run and approval ids, leases, expiries, activity."""
+        """The global entries of an erased thread: ids, leases, expiries, the staff's lists, activity, queue."""
         commands: list[Command] = []
         for run_id in runs:
             commands.append(("DEL", self._keys.run_index(run_id)))
             commands.append(("ZREM", self._keys.leases, index_member(thread_id, run_id)))
+            commands.append(("ZREM", self._keys.recent_runs, index_member(run_id, thread_id)))
         for call_id in approvals:
             commands.append(("DEL", self._keys.approval_index(call_id)))
             commands.append(("ZREM", self._keys.approval_expiry, index_member(thread_id, call_id)))
+            commands.append(("ZREM", self._keys.open_approvals, index_member(call_id, thread_id)))
+        for message_id in messages:
+            commands.append(("DEL", self._keys.queued_index(message_id)))
         # Only entries nobody moved since they were read: a thread begun again meanwhile keeps its own.
+        activity, queued = scores
         if activity is not None:
             commands.append(RECONCILE.command([self._keys.activity], [thread_id, _score(activity), ""]))
+        if queued is not None:
+            commands.append(RECONCILE.command([self._keys.queued_threads], [thread_id, _score(queued), ""]))
         if owner_index is not None and listed and listed[0] is not None:
             commands.append(RECONCILE.command([owner_index], [thread_id, as_text(listed[0]), ""]))
         if commands:

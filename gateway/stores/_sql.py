@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._errors import StoreUnavailableError
-from ..events import RunEvent
+from ..events import RunEvent, Turn
 from ..models import AssistantMessage, ToolMessage, UserMessage
 from . import _sql_log as log
 from . import _sql_state as state
@@ -34,6 +34,7 @@ from ._records import (
     Begun,
     ModelStepEntry,
     PreflightEntry,
+    QueuedMessage,
     RunRecord,
     ThreadRecord,
     ThreadSummary,
@@ -179,13 +180,19 @@ class SqlStore(ABC):
         lease_owner: str,
         lease_ttl: float,
         history_limit: int | None = None,
+        dequeue: str | None = None,
     ) -> Begun:
         """Start ``run`` atomically and apply ``batch``, answering its events and the history.
 
+        The head of the thread's queue is read with its row (the same read); ``dequeue`` deletes
+        it in the same guarded write.
+
         Raises:
             ThreadForbiddenError: The thread exists and belongs to someone else.
-            ThreadBusyError: Another run is running on the thread.
+            ThreadBusyError: Another run is running on the thread, or (without ``dequeue``)
+                messages wait in its queue.
             ThreadParkedError: A run on the thread waits for an approval (nothing was written).
+            QueuedMessageNotFoundError: ``dequeue`` is not the head of the queue (nothing was written).
         """
         _name_write(batch)
         # A thread this store never wrote is most often a new conversation: where reads are
@@ -196,7 +203,12 @@ class SqlStore(ABC):
         async def begin(tx: Tx) -> Begun:
             nonlocal tries
             tries += 1
-            unknown = tries == 1 and self.reads_are_round_trips and self._states.get(thread.thread_id) is None
+            unknown = (
+                tries == 1
+                and dequeue is None  # a queued message's thread exists
+                and self.reads_are_round_trips
+                and self._states.get(thread.thread_id) is None
+            )
             return await log.begin_run(
                 tx,
                 run,
@@ -207,6 +219,7 @@ class SqlStore(ABC):
                 history_limit=history_limit,
                 states=self._states,
                 assume_new=unknown,
+                dequeue=dequeue,
             )
 
         return await self._run(begin, mode="guarded", thread_id=thread.thread_id)
@@ -257,7 +270,7 @@ class SqlStore(ABC):
         return await self._run(lambda tx: state.rename_thread(tx, thread_id, title))
 
     async def delete_thread(self, thread_id: str) -> bool:
-        """Erase the thread: messages, events, runs, journals, leases, approvals and its media."""
+        """Erase the thread: messages, events, runs, journals, leases, approvals, its queue and its media."""
         return await self._run(lambda tx: state.delete_thread(tx, thread_id, self._states), mode="locked")
 
     async def idle_threads(self, before_ts: float, limit: int = 100) -> list[str]:
@@ -267,6 +280,52 @@ class SqlStore(ABC):
     async def thread_approvals(self, thread_id: str) -> list[ApprovalRecord]:
         """Every approval of the thread, settled or pending, oldest first."""
         return await self._run(lambda tx: state.thread_approvals(tx, thread_id))
+
+    # -- the per-thread message queue --------------------------------------------------------------
+
+    async def enqueue_message(self, item: QueuedMessage, *, limit: int, first: bool = False) -> int:
+        """Put ``item`` last (``first``: first) in its thread's queue; answer its 1-based position.
+
+        One guarded write: the thread row's version moves with it, so a begin that read the
+        queue before it runs again and finds the message.
+
+        Raises:
+            ThreadNotFoundError: No such thread.
+            QueueFullError: The queue holds ``limit`` messages already (nothing was written).
+        """
+        return await self._run(
+            lambda tx: log.enqueue_message(tx, item, limit=limit, first=first, states=self._states),
+            mode="guarded",
+            thread_id=item.thread_id,
+        )
+
+    async def queued_messages(self, thread_id: str) -> list[QueuedMessage]:
+        """The thread's queue, first first."""
+        return await self._run(lambda tx: log.queued_messages(tx, thread_id))
+
+    async def get_queued(self, message_id: str) -> QueuedMessage | None:
+        """A queued message by id, or ``None``."""
+        return await self._run(lambda tx: log.get_queued(tx, message_id))
+
+    async def update_queued(
+        self, message_id: str, *, turn: Turn | None = None, first: bool = False
+    ) -> QueuedMessage | None:
+        """Replace a queued message's ``turn`` and/or move it first; ``None`` when it is gone."""
+        return await self._run(
+            lambda tx: log.update_queued(tx, message_id, turn=turn, first=first, states=self._states), mode="guarded"
+        )
+
+    async def remove_queued(self, message_id: str) -> QueuedMessage | None:
+        """Take a message out of its queue; ``None`` when it was not queued."""
+        return await self._run(lambda tx: log.remove_queued(tx, message_id))
+
+    async def clear_queue(self, thread_id: str) -> list[QueuedMessage]:
+        """Empty the thread's queue; answer what it held, first first."""
+        return await self._run(lambda tx: log.clear_queue(tx, thread_id))
+
+    async def queued_threads(self, limit: int = 100) -> list[str]:
+        """Ids of threads whose queue holds a message, the longest waiting first."""
+        return await self._run(lambda tx: log.queued_threads(tx, limit))
 
     # -- the event log ------------------------------------------------------------------------------
 
@@ -341,6 +400,16 @@ class SqlStore(ABC):
     async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
         """The thread's pending approvals, oldest first."""
         return await self._run(lambda tx: state.pending_approvals(tx, thread_id))
+
+    async def open_approvals(
+        self, *, before: tuple[float, str] | None = None, limit: int = 100
+    ) -> list[ApprovalRecord]:
+        """Pending approvals of every thread, newest ``(requested_ts, tool_call_id)`` first, after ``before``."""
+        return await self._run(lambda tx: state.open_approvals(tx, before, limit))
+
+    async def recent_runs(self, *, limit: int = 50) -> list[RunRecord]:
+        """The newest runs of every thread, newest first."""
+        return await self._run(lambda tx: state.recent_runs(tx, limit))
 
     async def expired_approvals(self, now: float, limit: int = 100) -> list[ApprovalRecord]:
         """Pending approvals past their expiry."""

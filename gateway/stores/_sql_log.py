@@ -30,10 +30,19 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
-from .._errors import ThreadBusyError, ThreadForbiddenError, ThreadNotFoundError, ThreadParkedError
-from ..events import RunEvent, now_iso
+from pydantic import TypeAdapter
+
+from .._errors import (
+    QueuedMessageNotFoundError,
+    QueueFullError,
+    ThreadBusyError,
+    ThreadForbiddenError,
+    ThreadNotFoundError,
+    ThreadParkedError,
+)
+from ..events import RunEvent, Turn, now_iso
 from ..models import AssistantMessage, ToolMessage, UserMessage
-from ._records import TITLE_CHARS, Batch, Begun, JournalEntry, RunRecord, ThreadRecord
+from ._records import TITLE_CHARS, Batch, Begun, JournalEntry, QueuedMessage, RunRecord, ThreadRecord
 from ._sql_tx import Row, Tx, parse_events, parse_joined_messages, parse_journal, parse_messages
 
 __all__ = [
@@ -41,16 +50,24 @@ __all__ = [
     "ThreadStates",
     "begin_run",
     "claim_run",
+    "clear_queue",
+    "enqueue_message",
     "ensure_thread",
     "expired_leases",
     "get_messages",
+    "get_queued",
     "get_run",
     "get_thread",
     "last_seq",
+    "parse_queued",
+    "queued_messages",
+    "queued_threads",
     "read_events",
     "read_journal",
+    "remove_queued",
     "renew_lease",
     "thread_runs",
+    "update_queued",
     "write",
 ]
 
@@ -66,8 +83,10 @@ _STATE = "SELECT version, seq, running, recent, first_text FROM threads WHERE th
 _BEGIN_STATE = (
     "SELECT version, seq, running, recent, first_text, owner_key, EXISTS ("
     "SELECT 1 FROM approvals WHERE approvals.thread_id = threads.thread_id AND status = 'pending'"
-    ") FROM threads WHERE thread_id = $1"
+    "), (SELECT message_id FROM queue WHERE queue.thread_id = threads.thread_id ORDER BY position LIMIT 1)"
+    " FROM threads WHERE thread_id = $1"
 )
+"""The thread's row as a begin reads it: its state, owner, whether it is parked, the head of its queue."""
 _BEGIN_STATE_AND_HISTORY = _BEGIN_STATE.replace(
     " FROM threads WHERE",
     ", (SELECT {joined} FROM (SELECT id, body FROM messages WHERE thread_id = $1 ORDER BY id DESC LIMIT $2) AS newest)"
@@ -86,10 +105,12 @@ _EVENT = "INSERT INTO events (thread_id, seq, body) VALUES ($1, $2, $3)"
 _JOURNAL = "INSERT INTO journal (thread_id, run_id, body) VALUES ($1, $2, $3)"
 _MESSAGE = "INSERT INTO messages (thread_id, body) VALUES ($1, $2)"
 _APPROVAL = (
-    "INSERT INTO approvals (tool_call_id, thread_id, status, expires_ts, record) VALUES ($1, $2, $3, $4, $5) "
+    "INSERT INTO approvals (tool_call_id, thread_id, status, expires_ts, record, requested_ts) "
+    "VALUES ($1, $2, $3, $4, $5, $6) "
     "ON CONFLICT (tool_call_id) DO UPDATE SET status = excluded.status, expires_ts = excluded.expires_ts, "
-    "record = excluded.record"
+    "record = excluded.record, requested_ts = excluded.requested_ts"
 )
+_DEQUEUED = "DELETE FROM queue WHERE message_id = $1 AND thread_id = $2"
 _RUN_BEGUN = (
     "INSERT INTO runs (run_id, thread_id, begun, status, record, lease_owner, lease_until) "
     "VALUES ($1, $2, 1, $3, $4, $5, $6) ON CONFLICT (run_id) DO UPDATE SET thread_id = excluded.thread_id, "
@@ -261,7 +282,10 @@ async def _apply(
         await tx.put_many(_MESSAGE, [(thread_id, message.model_dump_json()) for message in batch.messages])
     if batch.approvals:
         approvals = {a.tool_call_id: a for a in batch.approvals}  # one row each: the last record of it wins
-        rows = [(a.tool_call_id, thread_id, a.status, a.expires_ts, a.model_dump_json()) for a in approvals.values()]
+        rows = [
+            (a.tool_call_id, thread_id, a.status, a.expires_ts, a.model_dump_json(), a.requested_ts)
+            for a in approvals.values()
+        ]
         await tx.put_many(_APPROVAL, rows)
     if bodies:
         await tx.notify(thread_id, events, bodies)
@@ -307,7 +331,7 @@ async def _begin_read(tx: Tx, thread_id: str, limit: int | None) -> tuple[Row | 
         row = await tx.fetchrow(_BEGIN_STATE, thread_id)
         return row, await _history(tx, thread_id, limit) if row is not None else []
     row = await tx.fetchrow(_BEGIN_STATE_AND_HISTORY.format(joined=joined), thread_id, limit or None)
-    return row, parse_joined_messages(row[7]) if row is not None and row[7] else []
+    return row, parse_joined_messages(row[8]) if row is not None and row[8] else []
 
 
 async def begin_run(
@@ -321,17 +345,24 @@ async def begin_run(
     history_limit: int | None,
     states: ThreadStates,
     assume_new: bool = False,
+    dequeue: str | None = None,
 ) -> Begun:
     """Start ``run`` and apply ``batch`` (``guarded``); see ``Store.begin_run``.
 
     ``assume_new``: write as if the thread did not exist, without reading it first (where reads
     are round trips: a new conversation's turn); the thread's insertion is guarded by its absence,
-    so when it does exist nothing is written and the call runs again, reading it.
+    so when it does exist nothing is written and the call runs again, reading it. A new thread
+    has no queue.
+
+    ``dequeue``: the head of the queue the row read names; its deletion is guarded too, so a
+    message removed (or begun by another process) since the read makes the call run again.
     """
     thread_id = thread.thread_id
     row, history = (None, []) if assume_new else await _begin_read(tx, thread_id, history_limit)
     created: ThreadRecord | None = None
     if row is None:  # a new thread: its insertion is guarded too (by its absence)
+        if dequeue is not None:
+            raise QueuedMessageNotFoundError(f"{dequeue!r} is not queued on thread {thread_id!r}")
         created = thread
         state = ThreadState(version=0, seq=0, running=None, recent="", first_text=None)
     else:
@@ -345,12 +376,18 @@ async def begin_run(
             raise ThreadBusyError(f"A run is already running on thread {thread_id!r}")
         if parked:
             raise ThreadParkedError(f"A run on thread {thread_id!r} waits for an approval")
+        if dequeue is None and row[7] is not None:
+            raise ThreadBusyError(f"Messages wait in the queue of thread {thread_id!r}")
+        if dequeue is not None and row[7] != dequeue:
+            raise QueuedMessageNotFoundError(f"{dequeue!r} is not the first queued message any more")
     history.extend(batch.messages)
     if history_limit:
         history = history[-history_limit:]
     batch.run = run.model_copy(update={"status": "running", "thread_id": thread_id, "first_seq": state.seq + 1})
     lease = (lease_owner, time.time() + lease_ttl)
     events = await _apply(tx, thread_id, state, batch, states, lease=lease, created=created)
+    if dequeue is not None:
+        await tx.guard(_DEQUEUED, dequeue, thread_id)
     return Begun(events=events, history=history)
 
 
@@ -476,3 +513,118 @@ async def expired_leases(tx: Tx, limit: int) -> list[tuple[str, str]]:
         limit,
     )
     return [(row[0], row[1]) for row in rows]
+
+
+# -- the per-thread message queue ------------------------------------------------------------------
+
+_QUEUED: TypeAdapter[list[QueuedMessage]] = TypeAdapter(list[QueuedMessage])
+
+_ENQUEUE_STATE = (
+    "SELECT version, seq, running, recent, first_text, "
+    "(SELECT count(*) FROM queue WHERE thread_id = $1), "
+    "(SELECT min(position) FROM queue WHERE thread_id = $1), "
+    "(SELECT max(position) FROM queue WHERE thread_id = $1), "
+    "(SELECT count(*) FROM queue AS q WHERE q.thread_id = $1 AND q.position <= "
+    "(SELECT position FROM queue WHERE message_id = $2)) "
+    "FROM threads WHERE thread_id = $1"
+)
+"""The thread's row, its queue's length and ends, and the position of ``$2`` when it is queued already."""
+_QUEUED_STATE = (
+    "SELECT q.thread_id, q.position, q.body, t.version, t.seq, t.running, t.recent, t.first_text, "
+    "(SELECT min(position) FROM queue WHERE thread_id = q.thread_id) "
+    "FROM queue AS q JOIN threads AS t ON t.thread_id = q.thread_id WHERE q.message_id = $1"
+)
+_VERSION_MOVED = "UPDATE threads SET version = $2 WHERE thread_id = $1 AND version = $3"
+
+
+def parse_queued(bodies: list[str]) -> list[QueuedMessage]:
+    """Stored queued messages, in one pydantic call."""
+    return _QUEUED.validate_json("[" + ",".join(bodies) + "]") if bodies else []
+
+
+async def _move_version(tx: Tx, thread_id: str, state: ThreadState, states: ThreadStates) -> None:
+    """Give the thread row a new version (guarded by the one read): the queue's order changed."""
+    moved = replace(state, version=_new_version())
+    await tx.guard(_VERSION_MOVED, thread_id, moved.version, state.version)
+    states.put(thread_id, moved)  # forgotten again if the writes do not land
+
+
+async def enqueue_message(tx: Tx, item: QueuedMessage, *, limit: int, first: bool, states: ThreadStates) -> int:
+    """Queue ``item`` (``guarded`` on the thread row's version); see ``Store.enqueue_message``."""
+    row = await tx.fetchrow(_ENQUEUE_STATE, item.thread_id, item.message_id)
+    if row is None:
+        raise ThreadNotFoundError(f"no thread {item.thread_id!r}")
+    if row[8]:  # this very message, queued already (sent again after a lost reply)
+        return int(row[8])
+    count, low, high = int(row[5]), row[6], row[7]
+    if count >= limit:
+        raise QueueFullError(f"The queue of this conversation holds {limit} messages already")
+    position = (low - 1 if first else high + 1) if count else 0
+    await _move_version(tx, item.thread_id, _state(row), states)
+    await tx.put(
+        "INSERT INTO queue (message_id, thread_id, position, queued_ts, body) VALUES ($1, $2, $3, $4, $5)",
+        item.message_id,
+        item.thread_id,
+        position,
+        item.queued_ts,
+        item.model_dump_json(),
+    )
+    return 1 if first else count + 1
+
+
+async def queued_messages(tx: Tx, thread_id: str) -> list[QueuedMessage]:
+    """The thread's queue, first first."""
+    rows = await tx.fetch("SELECT body FROM queue WHERE thread_id = $1 ORDER BY position", thread_id)
+    return parse_queued([row[0] for row in rows])
+
+
+async def get_queued(tx: Tx, message_id: str) -> QueuedMessage | None:
+    """A queued message, or ``None``."""
+    row = await tx.fetchrow("SELECT body FROM queue WHERE message_id = $1", message_id)
+    return QueuedMessage.model_validate_json(row[0]) if row is not None else None
+
+
+async def update_queued(
+    tx: Tx, message_id: str, *, turn: Turn | None, first: bool, states: ThreadStates
+) -> QueuedMessage | None:
+    """Edit and/or move a queued message first (``guarded``: a move on the thread row's version)."""
+    row = await tx.fetchrow(_QUEUED_STATE, message_id)
+    if row is None:
+        return None
+    thread_id, position, body, low = row[0], row[1], row[2], row[8]
+    item = QueuedMessage.model_validate_json(body)
+    if turn is not None:
+        item = item.model_copy(update={"turn": turn})
+        body = item.model_dump_json()
+    if first and position != low:
+        await _move_version(tx, thread_id, _state(row[3:8]), states)
+        await tx.guard(
+            "UPDATE queue SET position = $2, body = $3 WHERE message_id = $1 AND position = $4",
+            message_id,
+            low - 1,
+            body,
+            position,
+        )
+    elif turn is not None:
+        await tx.guard("UPDATE queue SET body = $2 WHERE message_id = $1", message_id, body)
+    return item
+
+
+async def remove_queued(tx: Tx, message_id: str) -> QueuedMessage | None:
+    """Take a message out of its queue (one statement)."""
+    row = await tx.fetchrow("DELETE FROM queue WHERE message_id = $1 RETURNING body", message_id)
+    return QueuedMessage.model_validate_json(row[0]) if row is not None else None
+
+
+async def clear_queue(tx: Tx, thread_id: str) -> list[QueuedMessage]:
+    """Empty the thread's queue (one statement); answer what it held, first first."""
+    rows = await tx.fetch("DELETE FROM queue WHERE thread_id = $1 RETURNING position, body", thread_id)
+    return parse_queued([row[1] for row in sorted(rows, key=lambda row: int(row[0]))])
+
+
+async def queued_threads(tx: Tx, limit: int) -> list[str]:
+    """Threads whose queue holds a message, the longest waiting first."""
+    rows = await tx.fetch(
+        "SELECT thread_id FROM queue GROUP BY thread_id ORDER BY min(queued_ts), thread_id LIMIT $1", max(limit, 0)
+    )
+    return [row[0] for row in rows]

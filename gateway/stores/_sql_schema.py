@@ -25,6 +25,9 @@ Tables (``thread_id`` on every row of a thread, so an erasure is one ``DELETE`` 
     channel_state   key -> JSON value, optionally expiring
     media           media bytes by id, until they expire (``thread_id`` when known)
     renders         render cache entries, until they expire
+    queue           message id -> a queued message (JSON), its thread and ``position`` (the queue's
+                    order: smallest first); every change of a queue's order moves the thread row's
+                    ``version``, so a begin that read the queue guards on what it read
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ class Dialect:
     skip_locked: str
     """Like ``lock``, skipping the rows another transaction holds (``FOR UPDATE SKIP LOCKED``)."""
     types: dict[str, str] = field(default_factory=dict)
-    """Column types by the names the DDL uses in braces."""
+    """Column types (and the few expressions that differ) by the names the DDL uses in braces."""
     joined_bodies: str | None = None
     """An aggregate of ``body`` joined by commas in ``id`` order (``string_agg``), so that a read
     answers a history with the row it goes with; ``None`` where two reads cost no more than one."""
@@ -125,7 +128,24 @@ _CACHES = [
     "CREATE INDEX renders_by_expiry ON renders (expires_ts)",
 ]
 
-MIGRATIONS: list[list[str]] = [_CONVERSATIONS, _CACHES]
+_QUEUE = [
+    """CREATE TABLE queue (
+        message_id TEXT PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        position BIGINT NOT NULL,
+        queued_ts {float} NOT NULL,
+        body TEXT NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX queue_by_thread ON queue (thread_id, position)",
+    "ALTER TABLE approvals ADD COLUMN requested_ts {float} NOT NULL DEFAULT 0",
+    "UPDATE approvals SET requested_ts = {requested_epoch}",
+    "CREATE INDEX approvals_open ON approvals (requested_ts, tool_call_id) WHERE status = 'pending'",
+]
+"""The per-thread message queue, and what ``open_approvals`` reads (``recent_runs`` reads ``runs`` by ``id``).
+
+Approvals written before it get their request time from their record's ``requested_at``."""
+
+MIGRATIONS: list[list[str]] = [_CONVERSATIONS, _CACHES, _QUEUE]
 """Migration ``n`` (from 1) takes a database from version ``n - 1`` to ``n``. Append only."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from ..events import now_iso
-from ._records import ApprovalRecord, ApprovalState, ThreadRecord, ThreadSummary
+from ._records import ApprovalRecord, ApprovalState, RunRecord, ThreadRecord, ThreadSummary
 from ._sql_log import ThreadStates
 from ._sql_tx import Tx, as_iso
 
@@ -33,7 +33,9 @@ __all__ = [
     "idle_threads",
     "is_remembered",
     "list_threads",
+    "open_approvals",
     "pending_approvals",
+    "recent_runs",
     "release_confirm_token",
     "rename_thread",
     "settle_approval",
@@ -44,7 +46,7 @@ __all__ = [
 _LIVE = "(expires_ts IS NULL OR expires_ts > $2)"
 """A channel-state row that has not expired (``$2`` is now)."""
 
-_THREAD_TABLES = ("events", "messages", "journal", "runs", "approvals", "remembered", "media")
+_THREAD_TABLES = ("events", "messages", "journal", "runs", "approvals", "remembered", "media", "queue")
 """Every table with rows of a thread, besides ``threads``: what an erasure empties."""
 
 
@@ -120,6 +122,33 @@ async def expired_approvals(tx: Tx, now: float, limit: int) -> list[ApprovalReco
         limit,
     )
     return [ApprovalRecord.model_validate_json(row[0]) for row in rows]
+
+
+async def open_approvals(tx: Tx, before: tuple[float, str] | None, limit: int) -> list[ApprovalRecord]:
+    """Pending approvals of every thread, newest ``(requested_ts, tool_call_id)`` first, after ``before``.
+
+    The record's ``requested_ts`` is the column's (an approval written before the column was
+    made has it from its ``requested_at``), so a page's last pair is the next page's cursor.
+    """
+    columns = "SELECT record, requested_ts FROM approvals WHERE status = 'pending'"
+    order = "ORDER BY requested_ts DESC, tool_call_id DESC"
+    if before is None:
+        rows = await tx.fetch(f"{columns} {order} LIMIT $1", max(limit, 0))
+    else:
+        rows = await tx.fetch(
+            f"{columns} AND (requested_ts < $1 OR (requested_ts = $1 AND tool_call_id < $2)) {order} LIMIT $3",
+            float(before[0]),
+            before[1],
+            max(limit, 0),
+        )
+    records = [(ApprovalRecord.model_validate_json(record), ts) for record, ts in rows]
+    return [a if a.requested_ts == ts else a.model_copy(update={"requested_ts": ts}) for a, ts in records]
+
+
+async def recent_runs(tx: Tx, limit: int) -> list[RunRecord]:
+    """The newest runs of every thread, the last begun first (``id`` order is begin order)."""
+    rows = await tx.fetch("SELECT record FROM runs WHERE begun = 1 ORDER BY id DESC LIMIT $1", max(limit, 0))
+    return [RunRecord.model_validate_json(row[0]) for row in rows]
 
 
 async def is_remembered(tx: Tx, thread_id: str, tool: str) -> bool:

@@ -45,7 +45,12 @@ _DIALECT = Dialect(
     name="sqlite",
     lock="",  # one writer: a transaction holds the whole database from BEGIN IMMEDIATE on
     skip_locked="",
-    types={"id": "INTEGER PRIMARY KEY", "float": "REAL", "blob": "BLOB"},
+    types={
+        "id": "INTEGER PRIMARY KEY",
+        "float": "REAL",
+        "blob": "BLOB",
+        "requested_epoch": "(julianday(json_extract(record, '$.requested_at')) - 2440587.5) * 86400.0",
+    },
 )
 
 _PLACEHOLDER = re.compile(r"\$(\d+)")

@@ -28,6 +28,7 @@ from gateway.stores._redis_scripts import ERASE, SETTLE
 from ._helpers import approval, begin, collect, delta, eventually, finish, new_run, thread_of
 from ._server import RedisServer, SentinelServer, free_port
 from .conftest import drop_prefix
+from .test_queue import begin_queued, queued
 
 pytestmark = pytest.mark.redis
 REDIS_MAJOR = int(redis_version.split(".")[0])
@@ -39,6 +40,8 @@ async def test_a_threads_keys_share_its_hash_tag(redis_store: RedisStore, redis_
     record = approval(run)
     await redis_store.write(thread_id, Batch(run=run, approvals=[record], journal=[]))
     await redis_store.settle_approval(record.tool_call_id, status="approved", decided_by="u1", via="web", remember=True)
+    item = queued(thread_id)
+    await redis_store.enqueue_message(item, limit=5)
     await finish(redis_store, run)
     await redis_store.channel_set("k", 1)
 
@@ -49,7 +52,7 @@ async def test_a_threads_keys_share_its_hash_tag(redis_store: RedisStore, redis_
         await client.aclose()
     thread_keys = [key for key in keys if key.startswith(f"{prefix}:{{")]
     assert {key.rpartition("}:")[2] for key in thread_keys} >= {
-        "thread", "events", "runs", "run-order", "approvals", "remembered",
+        "thread", "events", "runs", "run-order", "approvals", "remembered", "queue", "queued",
     }  # fmt: skip
     assert all(key.startswith(f"{prefix}:{{{thread_id}}}:") for key in thread_keys)
     assert len({key_slot(key.encode()) for key in thread_keys}) == 1
@@ -61,6 +64,9 @@ async def test_a_threads_keys_share_its_hash_tag(redis_store: RedisStore, redis_
         f"{prefix}:channel:k",
         f"{prefix}:activity",
         f"{prefix}:owner:{owner}",
+        f"{prefix}:recent-runs",
+        f"{prefix}:queued:{item.message_id}",
+        f"{prefix}:queued-threads",
     }
 
 
@@ -89,6 +95,30 @@ async def test_ping_names_the_url_without_its_password_when_redis_is_down() -> N
             await store.get_thread("t1")
         with pytest.raises(StoreUnavailableError):
             await store.write("t1", Batch())
+    finally:
+        await store.aclose()
+
+
+async def test_the_queue_and_the_staff_lists_raise_store_unavailable_when_redis_is_down() -> None:
+    store = RedisStore(f"redis://127.0.0.1:{free_port()}/0", prefix="down")
+    item = queued("t1")
+    calls = [
+        lambda: store.enqueue_message(item, limit=5),
+        lambda: store.queued_messages("t1"),
+        lambda: store.get_queued(item.message_id),
+        lambda: store.update_queued(item.message_id, first=True),
+        lambda: store.remove_queued(item.message_id),
+        lambda: store.clear_queue("t1"),
+        lambda: store.queued_threads(),
+        lambda: store.open_approvals(),
+        lambda: store.recent_runs(),
+        lambda: begin_queued(store, "t1", item.message_id),
+    ]
+    try:
+        for call in calls:
+            with pytest.raises(StoreUnavailableError) as caught:
+                await call()
+            assert isinstance(caught.value.__cause__, redis.ConnectionError)
     finally:
         await store.aclose()
 

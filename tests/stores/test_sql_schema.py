@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from gateway import ThreadParkedError
 from gateway.stores import Batch, PostgresStore, SqliteStore, ThreadRecord, _sql_schema
 from tools import UserError
 
 from ..conftest import drop_schema
-from ._helpers import begin, delta
+from ._helpers import approval, begin, delta, new_run, thread_of
 from ._sql_support import SqlStore, execute, reopen, rows
+from .test_queue import queued
 
 
 async def version(store: SqlStore) -> int:
@@ -57,8 +60,10 @@ async def test_an_older_schema_is_migrated_and_keeps_its_data(
 ) -> None:
     with monkeypatch.context() as older:  # the agora-gateway of migration 1 only
         older.setattr(_sql_schema, "SCHEMA_VERSION", 1)
-        run, _ = await begin(sql_store, thread_id)
-        await sql_store.write(thread_id, Batch(events=[delta(run, "kept")]))
+        # What that version's code wrote (the calls whose SQL did not change since).
+        await sql_store.ensure_thread(thread_of(thread_id))
+        run = new_run(thread_id)
+        await sql_store.write(thread_id, Batch(events=[delta(run, "kept"), delta(run, "too")]))
         assert await version(sql_store) == 1
     upgraded = reopen(sql_store)
     try:
@@ -66,6 +71,46 @@ async def test_an_older_schema_is_migrated_and_keeps_its_data(
         assert await version(upgraded) == _sql_schema.SCHEMA_VERSION
         assert [e.seq for e in await upgraded.read_events(thread_id)] == [1, 2]
         assert await rows(upgraded, "SELECT count(*) FROM media") == [(0,)]  # migration 2 made it
+        assert await rows(upgraded, "SELECT count(*) FROM queue") == [(0,)]  # migration 3 made it
+    finally:
+        await upgraded.aclose()
+
+
+async def test_a_version_2_database_gets_the_queue_and_its_approvals_their_request_time(
+    sql_store: SqlStore, thread_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as older:  # the agora-gateway of migration 2: approvals without requested_ts
+        older.setattr(_sql_schema, "SCHEMA_VERSION", 2)
+        await sql_store.ensure_thread(thread_of(thread_id))
+        run = new_run(thread_id)
+        await sql_store.write(thread_id, Batch(events=[delta(run, "kept")]))
+        record = approval(run).model_copy(update={"requested_at": "2026-11-29T20:27:20.125+00:00"})
+        await execute(
+            sql_store,
+            "INSERT INTO approvals (tool_call_id, thread_id, status, expires_ts, record) VALUES ($1, $2, $3, $4, $5)",
+            record.tool_call_id,
+            thread_id,
+            "pending",
+            record.expires_ts,
+            record.model_dump_json(exclude={"requested_ts"}),
+        )
+        assert await version(sql_store) == 2
+    upgraded = reopen(sql_store)
+    try:
+        await upgraded.ping()
+        assert await version(upgraded) == _sql_schema.SCHEMA_VERSION == 3
+        assert [e.seq for e in await upgraded.read_events(thread_id)] == [1]
+        [listed] = [a for a in await upgraded.open_approvals(limit=1000) if a.tool_call_id == record.tool_call_id]
+        expected = datetime.fromisoformat(record.requested_at).timestamp()
+        assert listed.requested_ts == pytest.approx(expected, abs=0.002)
+        assert listed.model_dump(exclude={"requested_ts"}) == record.model_dump(exclude={"requested_ts"})
+        cursor = (listed.requested_ts, listed.tool_call_id)
+        assert record.tool_call_id not in [a.tool_call_id for a in await upgraded.open_approvals(before=cursor)]
+        with pytest.raises(ThreadParkedError):  # the old approval parks the thread as before
+            await begin(upgraded, thread_id)
+        item = queued(thread_id)
+        assert await upgraded.enqueue_message(item, limit=5) == 1
+        assert await upgraded.queued_messages(thread_id) == [item]
     finally:
         await upgraded.aclose()
 
