@@ -14,9 +14,11 @@ demoted master); the call that meets the failover raises ``StoreUnavailableError
 
 Cluster: every script touches the keys of one thread, which share the ``{thread_id}`` hash tag,
 and global index updates are separate commands beside the script, so the layout shards by
-thread. What crosses slots is only ever those index commands (one key each): the run and approval
-ids, the lease and expiry indexes, an owner's list of threads and the activity index; erasing a
-thread is one script on its slot, then its index entries (``_redis_threads``). Live events use
+thread. What crosses slots is only ever those index commands (one key each): the run, approval
+and queued message ids, the lease and expiry indexes, an owner's list of threads, the activity
+and queue indexes and the staff's lists (open approvals, recent runs); erasing a thread is one
+script on its slot, then its index entries (``_redis_threads``). A thread's queue is two keys
+under its tag (``_redis_queue``), and ``APPLY`` reads and dequeues its head as it begins a run. Live events use
 classic PUBLISH, which a cluster delivers on every node. Passing a cluster client is not
 supported yet: redis-py's asyncio cluster client has no pub/sub.
 """

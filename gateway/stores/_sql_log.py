@@ -21,6 +21,12 @@ Each function is one store call over a ``Tx`` (see ``_sql_tx`` for the modes). T
   skips: a claim that skipped a row another claim of the same owner holds would tell a live
   driver that it lost its run. The sweep's ``expired_leases`` skips locked rows
   (``Dialect.skip_locked``): a run being claimed right now is not reported.
+- The queue of a thread is rows of ``queue`` in ``position`` order. ``begin_run`` reads its head
+  with the thread's row (the same read); a dequeue deletes the head in the begin's guarded write,
+  guarded itself. Every change of a queue's order (an enqueue, a move first) is a guarded write
+  that moves the thread row's version: a begin that read the queue before it runs again and
+  sees it, so a new message never starts ahead of one queued before it. Removals are one
+  ``DELETE`` (a dequeue racing one finds its head gone and runs again).
 """
 
 from __future__ import annotations

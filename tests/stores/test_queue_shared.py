@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from gateway import QueuedMessageNotFoundError, QueueFullError, ThreadBusyError
+from gateway import QueuedMessageNotFoundError, QueueFullError, StoreUnavailableError, ThreadBusyError
 from gateway.stores import PostgresStore, RedisStore, SqliteStore, Store
 
 from ..conftest import drop_prefix, drop_schema
 from ._helpers import begin, finish
+from ._server import RedisServer
 from .test_queue import begin_queued, queued
 
 Clients = Callable[[], Store]
@@ -161,3 +162,32 @@ async def test_the_queue_survives_a_reopen(clients: Clients, thread_id: str) -> 
         await begin_queued(again, thread_id, a.message_id)
     await begin_queued(again, thread_id, b.message_id)
     assert await again.queued_messages(thread_id) == [a]
+
+
+@pytest.mark.redis
+async def test_a_queue_survives_a_killed_redis_and_its_calls_fail_meanwhile(server: RedisServer, prefix: str) -> None:
+    await server.start()
+    store = RedisStore(server.url, prefix=prefix, timeout=2.0)
+    try:
+        thread_id = "t-killed"
+        run, _ = await begin(store, thread_id)
+        a, b = queued(thread_id, "a"), queued(thread_id, "b")
+        await store.enqueue_message(a, limit=5)
+        await store.enqueue_message(b, limit=5)
+        server.kill()  # SIGKILL: the AOF (appendfsync always) has every write
+        for call in (
+            lambda: store.enqueue_message(queued(thread_id), limit=5),
+            lambda: store.queued_messages(thread_id),
+            lambda: store.remove_queued(a.message_id),
+            lambda: begin_queued(store, thread_id, a.message_id),
+        ):
+            with pytest.raises(StoreUnavailableError):
+                await call()
+        await server.start()
+        assert await store.queued_messages(thread_id) == [a, b]
+        await finish(store, run)
+        await begin_queued(store, thread_id, a.message_id)
+        assert await store.queued_messages(thread_id) == [b]
+        assert await store.get_queued(a.message_id) is None
+    finally:
+        await store.aclose()
