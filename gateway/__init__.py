@@ -74,6 +74,7 @@ from ._push import (
     to_telegram,
     to_whatsapp,
 )
+from ._queue import Accepted
 from ._runtime import Runtime, RuntimeObserver
 from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef
 from ._settings import Settings, comma_list, comma_map
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
     from .app import create_app
 
 __all__ = [
+    "Accepted",
     "APP_INSTRUCTIONS",
     "BUTTON_PREFIX",
     "CHANNELS",
