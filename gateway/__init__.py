@@ -86,7 +86,6 @@ if TYPE_CHECKING:
     from .app import create_app
 
 __all__ = [
-    "Accepted",
     "APP_INSTRUCTIONS",
     "BUTTON_PREFIX",
     "CHANNELS",
@@ -94,6 +93,7 @@ __all__ = [
     "CHAT_TEXTS",
     "REQUESTER",
     "SERVICES",
+    "Accepted",
     "ActorResolver",
     "Agent",
     "AnonymousCookieResolver",

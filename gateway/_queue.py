@@ -17,9 +17,11 @@ the thread's log (``message-queued`` with ``edited``, ``message-dequeued`` with 
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import cast
 
 from tools import Actor
 
@@ -96,6 +98,21 @@ class ThreadQueue:
         await self.write(turn.thread_id, Batch(events=[queued_event(item, run_id=run_id, position=position)]))
         logger.info("message %s queued at %d behind run %s", item.message_id, position, run_id or "-")
         return item, position
+
+    async def started(self, thread_id: str, message_id: str, after_seq: int) -> str | None:
+        """Wait until a queued message leaves the queue; the id of the run it began as.
+
+        ``None`` when it was removed or cleared instead. Follows the thread's events after
+        ``after_seq`` (read before the message was queued), so it cannot miss the moment; a
+        caller bounds the wait with its own timeout.
+        """
+        # Stores' subscriptions are async generators: closed at once when we stop reading.
+        subscription = cast(AsyncGenerator[RunEvent, None], self.store.subscribe(thread_id, after_seq))
+        async with contextlib.aclosing(subscription) as events:
+            async for event in events:
+                if isinstance(event, MessageDequeuedEvent) and event.message_id == message_id:
+                    return event.run_id if event.reason == "started" else None
+        return None  # pragma: no cover - a subscription never ends by itself
 
     async def _owned(self, thread_id: str, actor: Actor) -> ThreadRecord:
         thread = await self.store.get_thread(thread_id)
