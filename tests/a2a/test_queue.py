@@ -37,8 +37,7 @@ async def test_a_burst_in_one_context_is_answered_in_order(make_gateway: Any) ->
     async with asyncio.timeout(WATCHDOG):
         await held.entered.wait()
     later = [
-        asyncio.create_task(collect(client.send_message(send_request(f"m{n}", context_id="ctx-burst"))))
-        for n in (2, 3)
+        asyncio.create_task(collect(client.send_message(send_request(f"m{n}", context_id="ctx-burst")))) for n in (2, 3)
     ]
 
     async def queued() -> int:
