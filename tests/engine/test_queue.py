@@ -291,3 +291,36 @@ def test_accepted_is_a_small_frozen_answer() -> None:
     assert (accepted.queued, accepted.position, accepted.interrupting) == (None, None, False)
     with pytest.raises(AttributeError):
         accepted.run_id = "other"  # type: ignore[misc]
+
+
+async def test_the_queue_survives_the_process_that_held_it(any_store: Any) -> None:
+    """Process A dies with a run working and two messages queued; B resumes the run, then runs them."""
+    from gateway import Runtime
+
+    stuck = asyncio.Event()
+
+    async def hangs(request: ModelRequest, index: int) -> ScriptStep:
+        stuck.set()
+        await asyncio.Event().wait()  # until the process stops
+        raise AssertionError("unreachable")
+
+    async def answers(request: ModelRequest, index: int) -> ScriptStep:
+        return ScriptStep(text=f"answer to {request.last_user_text}")
+
+    a = Runtime(model=ScriptedModel(hangs), store=any_store, lease_ttl=0.2, instance_id="A")
+    b = Runtime(model=ScriptedModel(answers), store=any_store, lease_ttl=0.2, instance_id="B", takeover_grace=0)
+    thread = new_thread()
+    try:
+        await a.send(turn(thread, "m1"))
+        await asyncio.wait_for(stuck.wait(), 5)
+        assert (await a.send(turn(thread, "m2"))).position == 1
+        assert (await a.send(turn(thread, "m3"))).position == 2
+        await a.aclose()  # killed: its lease lapses, nobody drains its queue
+        assert [q.turn.text for q in await any_store.queued_messages(thread)] == ["m2", "m3"]
+        await b.start()
+        runs = await settle(b, thread, 3)
+        assert [(r.turn.text, r.status) for r in runs] == [("m1", "completed"), ("m2", "completed"), ("m3", "completed")]
+        assert await any_store.queued_messages(thread) == []
+    finally:
+        await a.aclose()
+        await b.aclose()
