@@ -319,7 +319,7 @@ async def test_the_queue_survives_the_process_that_held_it(any_store: Any) -> No
         assert [q.turn.text for q in await any_store.queued_messages(thread)] == ["m2", "m3"]
         await b.start()
         runs = await settle(b, thread, 3)
-        assert [(r.turn.text, r.status) for r in runs] == [("m1", "completed"), ("m2", "completed"), ("m3", "completed")]
+        assert [(r.turn.text, r.status) for r in runs] == [(f"m{n}", "completed") for n in (1, 2, 3)]
         assert await any_store.queued_messages(thread) == []
     finally:
         await a.aclose()
