@@ -86,9 +86,10 @@ class Runtime:
     """The agent loop with its tools, agents, model, store and approval policy.
 
     ``send`` begins a turn at once when its thread is free, or queues it behind the thread's
-    active run (``gateway._queue``); ``start_turn`` refuses a busy thread instead. A run proceeds
-    in the background on this process. Its events are in the store (``events``), so any process sharing the store can
-    follow it, decide its approvals (``decide``) or resume it after a crash.
+    active run (``gateway._queue``); ``start_turn`` refuses a busy thread instead. A run
+    proceeds in the background on this process. Its events are in the store (``events``), so
+    any process sharing the store can follow it, decide its approvals (``decide``) or resume it
+    after a crash.
 
     Background work (lease renewal, recovery of runs whose process died, expiry of approvals,
     retention) starts with the first run, or with ``start()``; ``aclose()`` stops it. A
