@@ -74,6 +74,7 @@ from ._push import (
     to_telegram,
     to_whatsapp,
 )
+from ._queue import Accepted
 from ._runtime import Runtime, RuntimeObserver
 from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef
 from ._settings import Settings, comma_list, comma_map
@@ -92,6 +93,7 @@ __all__ = [
     "CHAT_TEXTS",
     "REQUESTER",
     "SERVICES",
+    "Accepted",
     "ActorResolver",
     "Agent",
     "AnonymousCookieResolver",

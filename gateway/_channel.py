@@ -25,10 +25,11 @@ from ._approvals import ApprovalPolicy
 from ._gateway import Branding
 from ._metrics import Metrics
 from ._push._state import ChannelState
+from ._queue import Accepted, ThreadQueue
 from ._runtime import RuntimeObserver
 from ._services import DeliveredUi
 from ._settings import Settings
-from .events import RunEvent, RunStatus, Turn, UiEvent
+from .events import QueueMode, RunEvent, RunStatus, Turn, UiEvent
 from .models import Model
 from .stores import ApprovalRecord, RunRecord, ThreadRecord
 
@@ -63,6 +64,11 @@ class ChannelRuntime(Protocol):
     def agent(self, name: str | None) -> Agent: ...
 
     async def start_turn(self, turn: Turn) -> str: ...
+
+    async def send(self, turn: Turn, *, mode: QueueMode | None = None) -> Accepted: ...
+
+    @property
+    def queue(self) -> ThreadQueue: ...
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunStatus: ...
 
@@ -136,6 +142,8 @@ class ChannelServices(Protocol):
     def client_address(self, request: web.Request) -> str | None: ...
 
     async def start_turn(self, turn: Turn, *, client: str | None = None) -> str: ...
+
+    async def send(self, turn: Turn, *, client: str | None = None, mode: QueueMode | None = None) -> Accepted: ...
 
     async def deliver_ui(self, event: UiEvent, capabilities: UiCapabilities) -> DeliveredUi: ...
 

@@ -27,6 +27,7 @@ from ._access import access_upgraded
 from ._errors import GatewayError
 from ._guard import log_refusal, read_body, refused_where, route_template
 from ._health import health_report
+from ._queue_http import add_queue_routes
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
 from .events import RUN_EVENT_ADAPTER
 
@@ -471,6 +472,7 @@ def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
     app.router.add_patch("/agent/threads/{thread_id}", rename_thread)
     app.router.add_delete("/agent/threads/{thread_id}", delete_thread)
     app.router.add_get("/agent/threads/{thread_id}/export", export_thread)
+    add_queue_routes(app)
     app.router.add_get("/media/{token}", media)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)

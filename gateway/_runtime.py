@@ -17,6 +17,7 @@ from ._agents import Agent
 from ._approvals import ApprovalFlow, ApprovalPolicy
 from ._driver import RunDriver
 from ._errors import (
+    QueuedMessageNotFoundError,
     RunNotActiveError,
     RunNotFoundError,
     StoreUnavailableError,
@@ -28,8 +29,19 @@ from ._errors import (
 )
 from ._leases import Leases
 from ._logs import log_scope
+from ._queue import Accepted, ThreadQueue
 from ._threads import Threads
-from .events import RunEvent, RunFinishedEvent, RunStartedEvent, RunStatus, ToolOutcome, Turn, new_id
+from .events import (
+    MessageDequeuedEvent,
+    QueueMode,
+    RunEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    RunStatus,
+    ToolOutcome,
+    Turn,
+    new_id,
+)
 from .models import AssistantMessage, Model, ToolMessage, UserMessage
 from .stores import ApprovalRecord, Batch, MemoryStore, RunRecord, Store, ThreadRecord
 
@@ -73,9 +85,11 @@ class _State(enum.Enum):
 class Runtime:
     """The agent loop with its tools, agents, model, store and approval policy.
 
-    ``start_turn`` returns at once with a run id; the run proceeds in the background on this
-    process. Its events are in the store (``events``), so any process sharing the store can
-    follow it, decide its approvals (``decide``) or resume it after a crash.
+    ``send`` begins a turn at once when its thread is free, or queues it behind the thread's
+    active run (``gateway._queue``); ``start_turn`` refuses a busy thread instead. A run
+    proceeds in the background on this process. Its events are in the store (``events``), so
+    any process sharing the store can follow it, decide its approvals (``decide``) or resume it
+    after a crash.
 
     Background work (lease renewal, recovery of runs whose process died, expiry of approvals,
     retention) starts with the first run, or with ``start()``; ``aclose()`` stops it. A
@@ -182,6 +196,8 @@ class Runtime:
             raise UserError("retention_days must be positive (None keeps threads for good)")
         self.threads = Threads(store=self.store, runs=self, retention_days=retention_days)
         """Threads as data their owner controls (``gateway._threads``): list, rename, erase, export, retention."""
+        self.queue = ThreadQueue(store=self.store, write=self.write, drain=self.drain, stop=self._stop_active)
+        """Threads' message queues as their owners manage them (``gateway._queue``)."""
         self.observers: list[RuntimeObserver] = []
         self._drivers: dict[str, RunDriver] = {}
         self._tasks: dict[str, asyncio.Task[RunStatus]] = {}
@@ -275,16 +291,54 @@ class Runtime:
             raise UnknownAgentError(f"No agent named {name!r}")
         return agent
 
-    async def start_turn(self, turn: Turn) -> str:
-        """Start a run for ``turn`` and return its id; the run proceeds in the background.
+    async def send(self, turn: Turn, *, mode: QueueMode | None = None) -> Accepted:
+        """Begin ``turn`` now if its thread is free, or queue it behind the thread's active run.
 
-        A run parked on the thread for an approval is superseded: its pending actions are
-        rejected (the model is told the person moved on) and it ends ``cancelled``.
+        ``mode`` (the agent's ``queue_mode`` when ``None``) says what a busy thread does:
+        ``queue`` puts the message last in the thread's queue; ``interrupt`` puts it first and
+        stops the active run at its next safe point (a parked run ends as a cancel ends it),
+        then it runs; ``reject`` raises ``ThreadBusyError``. A run parked for an approval is
+        busy too under ``ApprovalPolicy.on_new_message="queue"`` (the approval stays pending
+        and the message runs after the decision); under ``"supersede"`` the parked run is
+        superseded and the message begins at once. A queued message keeps its whole turn
+        (channel, actor, UI capabilities, attachments).
 
         Raises:
             UnknownAgentError: ``turn.agent`` names no agent.
             ThreadForbiddenError: The thread belongs to another actor.
-            ThreadBusyError: A run is already running on the thread.
+            ThreadBusyError: ``reject`` and the thread has an active run or a queue.
+            ThreadParkedError: ``reject`` and a run waits for an approval (policy ``queue``).
+            QueueFullError: The thread's queue holds ``Agent.queue_limit`` messages already.
+        """
+        self._ensure_open()
+        with log_scope(thread_id=turn.thread_id, channel=turn.channel, actor=turn.actor.id, run_id=None):
+            agent = self.agent(turn.agent)
+            mode = mode or agent.queue_mode
+            if mode == "reject":
+                return Accepted(run_id=await self._start_turn(turn))
+            try:
+                return Accepted(run_id=await self._start_turn(turn))
+            except (ThreadBusyError, ThreadParkedError):
+                pass  # the owner's (the store checked): it waits its turn
+            item, position = await self.queue.put(turn, limit=agent.queue_limit, first=mode == "interrupt")
+            interrupting = mode == "interrupt" and await self._stop_active(turn.thread_id)
+            await self.drain(turn.thread_id)  # the run may have ended meanwhile
+            return Accepted(queued=item, position=position, interrupting=interrupting)
+
+    async def start_turn(self, turn: Turn) -> str:
+        """Start a run for ``turn`` and return its id; the run proceeds in the background.
+
+        A busy thread is refused (``send`` queues instead). A run parked on the thread for an
+        approval follows ``ApprovalPolicy.on_new_message``: ``supersede`` rejects its pending
+        actions (the model is told the person moved on), ends it ``cancelled`` and begins the
+        new run; ``queue`` (the default) refuses with ``ThreadParkedError``, since a new message
+        never settles an approval by itself.
+
+        Raises:
+            UnknownAgentError: ``turn.agent`` names no agent.
+            ThreadForbiddenError: The thread belongs to another actor.
+            ThreadBusyError: A run is already running on the thread, or messages wait in its queue.
+            ThreadParkedError: A run waits for an approval (policy ``queue``).
         """
         self._ensure_open()
         with log_scope(thread_id=turn.thread_id, channel=turn.channel, actor=turn.actor.id, run_id=None):
@@ -292,35 +346,91 @@ class Runtime:
 
     async def _start_turn(self, turn: Turn) -> str:
         agent = self.agent(turn.agent)
+        for _ in range(3):
+            try:
+                return await self._begin(turn, agent)
+            except ThreadParkedError:
+                if self.approval_policy.on_new_message != "supersede":
+                    raise
+                # The owner (the store checked) moved on while a run waited for an approval.
+                await self.approvals.supersede_parked(turn.thread_id)
+        raise ThreadBusyError(f"Thread {turn.thread_id!r} keeps waiting for an approval")
+
+    async def _begin(self, turn: Turn, agent: Agent, *, dequeue: str | None = None) -> str:
         run = RunRecord(run_id=new_id("run"), thread_id=turn.thread_id, agent=agent.name, turn=turn)
-        batch = Batch(
-            events=[RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name)],
-            messages=[UserMessage(content=turn.text)],
-        )
+        events: list[RunEvent] = [RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name)]
+        if dequeue is not None:
+            started = MessageDequeuedEvent(
+                thread_id=turn.thread_id, run_id=run.run_id, message_id=dequeue, reason="started"
+            )
+            events.insert(0, started)
+        batch = Batch(events=events, messages=[UserMessage(content=turn.text)])
         record = ThreadRecord(
             thread_id=turn.thread_id, owner_id=turn.actor.id, tenant_ref=turn.actor.tenant_ref, channel=turn.channel
         )
-        for _ in range(3):
-            try:
-                begun = await self.store.begin_run(
-                    run,
-                    thread=record,
-                    batch=batch,
-                    lease_owner=self.instance_id,
-                    lease_ttl=self.lease_ttl,
-                    history_limit=agent.history_limit,
-                )
-                break
-            except ThreadParkedError:
-                # The owner (the store checked) moved on while a run waited for an approval.
-                await self.approvals.supersede_parked(turn.thread_id)
-        else:
-            raise ThreadBusyError(f"Thread {turn.thread_id!r} keeps waiting for an approval")
+        # ``dequeue`` only when draining: a plain turn's call is the first wave's.
+        queued: dict[str, str] = {"dequeue": dequeue} if dequeue is not None else {}
+        begun = await self.store.begin_run(
+            run,
+            thread=record,
+            batch=batch,
+            lease_owner=self.instance_id,
+            lease_ttl=self.lease_ttl,
+            history_limit=agent.history_limit,
+            **queued,
+        )
         run.first_seq = begun.events[0].seq if begun.events else 0
         for observer in self.observers:
             observer.events_written(turn.thread_id, begun.events)
         self._spawn(run, agent, resume=False, history=begun.history)
         return run.run_id
+
+    async def drain(self, thread_id: str) -> str | None:
+        """Begin the thread's first queued message if the thread is free; answer its run id.
+
+        ``None`` when the queue is empty or the thread is busy (a run running or parked, or
+        another process began the message first): whoever frees the thread drains it again.
+        """
+        if self._state is _State.CLOSED:
+            return None
+        queue = await self.store.queued_messages(thread_id)
+        if not queue:
+            return None
+        head = queue[0]
+        agent = self.agents.get(head.turn.agent, self.default_agent) if head.turn.agent else self.default_agent
+        with log_scope(thread_id=thread_id, channel=head.turn.channel, actor=head.turn.actor.id, run_id=None):
+            try:
+                run_id = await self._begin(head.turn, agent, dequeue=head.message_id)
+            except (ThreadBusyError, ThreadParkedError, QueuedMessageNotFoundError):
+                return None
+            logger.info("queued message %s began as run %s", head.message_id, run_id)
+            return run_id
+
+    async def _drain_quietly(self, thread_id: str) -> None:
+        try:
+            await self.drain(thread_id)
+        except StoreUnavailableError:
+            logger.warning("store unavailable; the queue of thread %s drains on the next sweep", thread_id)
+        except Exception:
+            logger.exception("draining the queue of thread %s failed", thread_id)
+
+    async def _stop_active(self, thread_id: str) -> bool:
+        """Stop the thread's running run at its next safe point, or end its parked run now."""
+        run_id = await self.queue.active_run(thread_id)
+        if not run_id:
+            return False
+        run = await self.store.get_run(run_id)
+        if run is None or run.status in _ENDED:
+            return False
+        if run.status == "awaiting-approval":
+            await self.approvals.end_parked(run_id, "The person sent a new message instead.", via="cancelled")
+            return True
+        driver = self._drivers.get(run_id)
+        if driver is not None:
+            driver.request_cancel()
+        else:
+            await self.store.channel_set(_CANCEL_KEY.format(run_id=run_id), True, ttl=3600)
+        return True
 
     def _spawn(
         self,
@@ -332,7 +442,13 @@ class Runtime:
     ) -> None:
         driver = RunDriver(self, run, agent, history=history)
         self._drivers[run.run_id] = driver
-        task = asyncio.create_task(driver.drive(resume=resume), name=f"agora-run-{run.run_id}")
+
+        async def drive_then_drain() -> RunStatus:
+            status = await driver.drive(resume=resume)
+            await self._drain_quietly(run.thread_id)  # the next queued message, now the thread is free
+            return status
+
+        task = asyncio.create_task(drive_then_drain(), name=f"agora-run-{run.run_id}")
         self._tasks[run.run_id] = task
 
         def forget(done: asyncio.Task[RunStatus]) -> None:
@@ -500,7 +616,9 @@ class Runtime:
 
     async def _end_claimed(self, run: RunRecord, reason: str) -> RunStatus:
         """End a claimed parked run: its unsettled calls denied with ``reason``."""
-        return await RunDriver(self, run, self._agent_of(run)).supersede(reason)
+        status = await RunDriver(self, run, self._agent_of(run)).supersede(reason)
+        await self._drain_quietly(run.thread_id)
+        return status
 
     # -- cancellation -------------------------------------------------------------------------------
 
@@ -552,8 +670,9 @@ class Runtime:
         """Run one background pass.
 
         It renews leases, honours remote Stops, resumes runs whose process died, expires
-        lapsed approvals and, with ``retention_days``, erases idle threads (at most once a
-        minute). Runs every ``maintenance_interval``; tests may call it directly.
+        lapsed approvals, begins queued messages left behind an idle thread and, with
+        ``retention_days``, erases idle threads (at most once a minute). Runs every
+        ``maintenance_interval``; tests may call it directly.
         """
         try:
             await self._sweep()
@@ -586,4 +705,7 @@ class Runtime:
                 self._resume_claimed(run)
                 logger.info("resumed run %s whose process stopped", run_id)
         await self.approvals.expire_lapsed()
+        # A process stopped between a run's end and its drain leaves a queue behind an idle thread.
+        for thread_id in await self.store.queued_threads():
+            await self.drain(thread_id)
         await self.threads.sweep()

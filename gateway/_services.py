@@ -22,10 +22,11 @@ from ._identity import ChainResolver
 from ._logs import bind_log
 from ._metrics import Metrics
 from ._push._state import ChannelState
+from ._queue import Accepted
 from ._ratelimit import RateLimiter
 from ._runtime import Runtime, RuntimeObserver
 from ._settings import Settings
-from .events import Turn, UiEvent
+from .events import QueueMode, Turn, UiEvent
 
 __all__ = ["SERVICES", "DeliveredUi", "GatewayServices", "MediaRef", "RateLimitedError", "UnauthenticatedError"]
 
@@ -151,6 +152,23 @@ class GatewayServices:
         Raises:
             RateLimitedError: The actor (or its address) started too many turns lately (429).
         """
+        self._limit(turn, client)
+        return await self.runtime.start_turn(turn)
+
+    async def send(self, turn: Turn, *, client: str | None = None, mode: QueueMode | None = None) -> Accepted:
+        """Send a turn for a channel, after the rate limits: it begins now or waits in the thread's queue.
+
+        ``Runtime.send`` says what a busy thread does with it (``mode``, the agent's ``queue_mode``
+        by default).
+
+        Raises:
+            RateLimitedError: The actor (or its address) sent too many messages lately (429).
+            QueueFullError: The thread's queue is full (429).
+        """
+        self._limit(turn, client)
+        return await self.runtime.send(turn, mode=mode)
+
+    def _limit(self, turn: Turn, client: str | None) -> None:
         # Two namespaces, each under its own fixed tag: an actor named "client:<address>" must
         # neither drain that address's bucket nor be drained by it.
         keys = [f"actor:{turn.actor.key}"]
@@ -162,7 +180,6 @@ class GatewayServices:
                 retry = self.limiter.retry_after(key)
                 wait = max(1, math.ceil(retry))  # never "try again in 0 s"
                 raise RateLimitedError(f"Too many messages; try again in {wait} s", retry_after=retry)
-        return await self.runtime.start_turn(turn)
 
     @overload
     def state(self, prefix: str) -> ChannelState: ...

@@ -861,6 +861,7 @@
     #title = "Assistant";
     #loaded = false;
     #unsent = new Map(); // failed bubble -> text (a reconnect may prove it was sent after all)
+    #queued = new Map(); // queued message_id -> {bubble, text}: waits for the active run to end
     #remembered = false; // a conversation was cached for this thread: losing it is worth saying
     #demo = false;
     #uid = "";
@@ -1259,6 +1260,7 @@
       }
       this.#decisions.clear();
       this.#unsent.clear();
+      this.#queued.clear();
       this.#renderQueue.clear();
       const text =
         "This conversation could not be restored: the server no longer has it, most likely because it " +
@@ -1281,6 +1283,12 @@
       const pending = this.#pending.get(frame.id);
       if (!pending) return;
       this.#pending.delete(frame.id);
+      if (pending.kind === "send" && frame.queued && frame.message_id) {
+        const known = this.#queued.get(frame.message_id);
+        if (known && known.bubble !== pending.bubble) known.bubble.remove(); // announced before its ack
+        this.#markQueued(pending.bubble, frame.message_id, pending.text);
+        return;
+      }
       if (pending.kind === "send" && frame.run_id) {
         this.#users[frame.run_id] = pending.text;
         this.#scheduleSave();
@@ -1309,6 +1317,9 @@
         case "cancel":
           this.#ui.stop.disabled = false;
           this.#updateComposer();
+          break;
+        case "queue":
+          this.#showBanner(message);
           break;
         default:
           if (frame.id !== "hello") this.#showBanner(message);
@@ -1376,6 +1387,12 @@
           break;
         case "run-finished":
           this.#runFinished(frame);
+          break;
+        case "message-queued":
+          this.#messageQueued(frame);
+          break;
+        case "message-dequeued":
+          this.#messageDequeued(frame);
           break;
         case LOST_FRAME:
           this.#markLost(frame);
@@ -1857,6 +1874,91 @@
       bubble.querySelector(".ac-msg__status")?.remove();
     }
 
+    // -- queued messages ------------------------------------------------------------------------------
+
+    /** A message waiting for the active run: a bubble that can be edited or removed until it runs. */
+    #messageQueued(frame) {
+      const known = this.#queued.get(frame.message_id);
+      if (known) {
+        if (frame.edited && frame.text !== known.text) {
+          known.text = frame.text;
+          known.bubble.querySelector(".ac-msg__body").replaceChildren(richTextPlain(frame.text));
+        }
+        return;
+      }
+      // Ours, announced before its ack (the oldest in flight), or sent from another tab or device.
+      const inFlight = [...this.#pending.values()].find(
+        (p) => p.kind === "send" && !p.bubble.dataset.runId && !p.bubble.dataset.messageId,
+      );
+      let bubble = inFlight?.bubble;
+      if (!bubble) this.#log().append((bubble = this.#userBubble(frame.text, { at: frame.at })));
+      this.#markQueued(bubble, frame.message_id, frame.text);
+    }
+
+    #messageDequeued(frame) {
+      const known = this.#queued.get(frame.message_id);
+      if (!known) return;
+      this.#queued.delete(frame.message_id);
+      const { bubble, text } = known;
+      if (frame.reason !== "started") {
+        bubble.remove();
+        this.#announce("Queued message removed");
+        return;
+      }
+      // It is its run's message now: run-started (next in the log) puts the run after it.
+      delete bubble.dataset.messageId;
+      bubble.querySelector(".ac-msg__queued")?.remove();
+      this.#users[frame.run_id] = text;
+      this.#markSent(bubble, frame.run_id);
+      // It runs now: after what ran before it, ahead of the messages still waiting.
+      const waiting = this.#log().querySelector(".ac-msg--user[data-state=queued]");
+      if (waiting) waiting.before(bubble);
+      else this.#log().append(bubble);
+    }
+
+    #markQueued(bubble, messageId, text) {
+      this.#queued.set(messageId, { bubble, text });
+      bubble.dataset.state = "queued";
+      bubble.dataset.messageId = messageId;
+      if (bubble.querySelector(".ac-msg__queued")) return;
+      const edit = h("button", { type: "button", class: "ac-linkbtn ac-queued-edit" }, "Edit");
+      const remove = h("button", { type: "button", class: "ac-linkbtn ac-queued-remove" }, "Remove");
+      edit.setAttribute("aria-label", "Edit queued message");
+      remove.setAttribute("aria-label", "Remove queued message");
+      edit.addEventListener("click", () => this.#editQueued(messageId));
+      remove.addEventListener("click", () => this.#queueFrame({ type: "queue_remove", message_id: messageId }));
+      const note = h("span", { class: "ac-queued-note" }, "Queued: runs after the current answer");
+      bubble.append(h("p", { class: "ac-msg__status ac-msg__queued" }, note, edit, remove));
+    }
+
+    #editQueued(messageId) {
+      const known = this.#queued.get(messageId);
+      if (!known || known.bubble.querySelector(".ac-queued-editor")) return;
+      const field = h("textarea", { class: "ac-queued-editor", rows: "2", "aria-label": "Queued message" });
+      field.value = known.text;
+      const save = h("button", { type: "button", class: "ac-linkbtn ac-queued-save" }, "Save");
+      const cancel = h("button", { type: "button", class: "ac-linkbtn ac-queued-cancel" }, "Cancel");
+      const form = h("div", { class: "ac-queued-form" }, field, save, cancel);
+      const close = () => form.remove();
+      save.addEventListener("click", () => {
+        const text = field.value.trim();
+        if (!text || text.length > MAX_TEXT) return;
+        if (this.#queueFrame({ type: "queue_edit", message_id: messageId, text })) close();
+      });
+      cancel.addEventListener("click", close);
+      known.bubble.append(form);
+      field.focus();
+    }
+
+    #queueFrame(frame) {
+      const id = this.#nextId("queue");
+      this.#pending.set(id, { kind: "queue" });
+      if (this.#transmit({ ...frame, id })) return true;
+      this.#pending.delete(id);
+      this.#showBanner("Not connected: try again in a moment.");
+      return false;
+    }
+
     #markFailed(bubble, text, message, uncertain = false) {
       if (!bubble.isConnected || bubble.dataset.state === "failed") return;
       bubble.dataset.state = "failed";
@@ -2030,6 +2132,7 @@
       this.#components.clear();
       this.#pending.clear();
       this.#unsent.clear();
+      this.#queued.clear();
       this.#renderQueue.clear();
       this.#remembered = false;
       this.#log().replaceChildren(this.#ui.empty);
@@ -2148,8 +2251,9 @@
     }
 
     #canSend() {
+      // A message sent while a run works waits in the thread's queue (a queued bubble).
       const sending = [...this.#pending.values()].some((p) => p.kind === "send");
-      return this.#welcomed && !this.#activeRun() && !sending;
+      return this.#welcomed && !sending;
     }
 
     #updateComposer() {
@@ -2161,7 +2265,7 @@
       if (!active) stop.disabled = false;
       if (stopWasFocused && !active) input.focus();
       if (!this.#welcomed) input.placeholder = "Connecting…";
-      else input.placeholder = active ? "Working on it… (Stop to interrupt)" : "Write a message…";
+      else input.placeholder = active ? "Working on it… (a new message waits its turn)" : "Write a message…";
     }
 
     /** Three dots at the end of a working run that shows nothing else in motion. */

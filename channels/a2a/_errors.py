@@ -28,6 +28,7 @@ from gateway import (
     ApprovalForbiddenError,
     ApprovalNotFoundError,
     ApprovalSettledError,
+    QueueFullError,
     RunNotActiveError,
     RunNotFoundError,
     ThreadBusyError,
@@ -55,6 +56,8 @@ def map_gateway_errors() -> Iterator[None]:
         raise UnsupportedOperationError(
             message="A task is already working in this context: wait for it or cancel it"
         ) from exc
+    except QueueFullError as exc:
+        raise UnsupportedOperationError(message=f"{exc}: wait for the tasks ahead") from exc
     except RunNotActiveError as exc:
         raise TaskNotCancelableError() from exc
     except (ApprovalNotFoundError, ApprovalForbiddenError, ApprovalSettledError, ApprovalExpiredError) as exc:

@@ -232,7 +232,7 @@ class GatewayRequestHandler(RequestHandler):
         )
         try:  # any failure, cancellation included, frees the messageId for a retry
             with map_gateway_errors():
-                run_id = await self.services.start_turn(turn)
+                run_id = await self._begin(turn)
                 run = await self.services.runtime.get_run(run_id)
         except BaseException:
             await self.book.release_message(actor.key, message.message_id)
@@ -247,6 +247,29 @@ class GatewayRequestHandler(RequestHandler):
         )
         await self.book.add(record)
         return record
+
+    async def _begin(self, turn: Turn) -> str:
+        """Begin the turn's run, after the runs ahead of it in the context's queue; its run id.
+
+        A message to a context whose task is working waits in the context's queue and this
+        request with it: its task is created when its run begins, so the task's events are its
+        own. A context whose task waits for input (an approval) wants that answered first (the
+        ``taskId`` of the waiting task), unless the approval policy lets a new message supersede.
+        """
+        runtime = self.services.runtime
+        if runtime.approval_policy.on_new_message == "queue" and await runtime.pending_approvals(turn.thread_id):
+            raise UnsupportedOperationError(
+                message="A task in this context waits for input: answer it (its taskId) or cancel it first"
+            )
+        after = await runtime.last_seq(turn.thread_id)
+        accepted = await self.services.send(turn)
+        if accepted.run_id is not None:
+            return accepted.run_id
+        queued = accepted.queued
+        started = await runtime.queue.started(turn.thread_id, queued.message_id, after) if queued else None
+        if started is None:
+            raise UnsupportedOperationError(message="The message was removed from the queue before it ran")
+        return started
 
     async def _answer(self, message: Message, actor: Actor) -> TaskRecord:
         record = await self._record(message.task_id, actor)

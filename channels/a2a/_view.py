@@ -37,6 +37,8 @@ from gateway import EventHooks, RunEvent
 from gateway.events import (
     ApprovalRequestedEvent,
     ApprovalSettledEvent,
+    MessageDequeuedEvent,
+    MessageQueuedEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -145,6 +147,12 @@ class TaskView(EventHooks[list[StreamEvent]]):
 
     async def on_text_delta(self, event: TextDeltaEvent) -> list[StreamEvent]:
         return []  # text arrives whole at text-end
+
+    async def on_message_queued(self, event: MessageQueuedEvent) -> list[StreamEvent]:
+        return []  # another message waiting behind this task is not this task's
+
+    async def on_message_dequeued(self, event: MessageDequeuedEvent) -> list[StreamEvent]:
+        return []  # the task's own message leaving the queue: its run-started follows
 
     async def on_text_end(self, event: TextEndEvent) -> list[StreamEvent]:
         self._last_text = event.text

@@ -19,6 +19,8 @@ from ._stream import KEEPALIVE_SECONDS, AgUiStream, encode_frames
 from ._translate import (
     CUSTOM_APPROVAL_REQUESTED,
     CUSTOM_APPROVAL_SETTLED,
+    CUSTOM_MESSAGE_DEQUEUED,
+    CUSTOM_MESSAGE_QUEUED,
     CUSTOM_UI,
     AgUiTranslator,
     RunNamer,
@@ -31,6 +33,8 @@ __all__ = [
     "APPROVAL_RESPONSE_SCHEMA",
     "CUSTOM_APPROVAL_REQUESTED",
     "CUSTOM_APPROVAL_SETTLED",
+    "CUSTOM_MESSAGE_DEQUEUED",
+    "CUSTOM_MESSAGE_QUEUED",
     "CUSTOM_UI",
     "KEEPALIVE_SECONDS",
     "MAX_BODY",

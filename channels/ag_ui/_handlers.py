@@ -2,7 +2,11 @@
 
 Everything that can be refused without a side effect is refused before the stream starts, as an
 HTTP error ``{code, message}``: identity (401), the body (400, 413, 415), the thread (403), a
-turn the runtime will not start (404 unknown agent, 409 busy thread, 429 rate limit). What the
+turn the runtime will not take (404 unknown agent, 409 busy thread for an agent that rejects,
+429 rate limit or a full queue). A turn sent to a thread with a running run waits in the
+thread's queue: its request streams ``RUN_STARTED`` at once, then that turn's run when it
+begins (``AgUiStream.queued``). A thread whose run waits for an interrupt (an approval) still
+wants ``resume[]`` first: AG-UI's own protocol for it. What the
 protocol reports in-band (a missing or bad ``resume``) and anything after the first byte is a
 ``RUN_ERROR`` that ends the stream.
 """
@@ -92,9 +96,14 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
         agent=ask.agent,
     )
     after = await runtime.last_seq(ask.thread_id)
-    agora_run_id = await services.start_turn(turn, client=services.client_address(request))
-    await RunIds(services.state("ag-ui")).remember_turn(ask.thread_id, agora_run_id, ask.run_id)
-    return await stream.turn(ask.run_id, agora_run_id, after)
+    accepted = await services.send(turn, client=services.client_address(request))
+    if accepted.run_id is not None:  # begun at once
+        await RunIds(services.state("ag-ui")).remember_turn(ask.thread_id, accepted.run_id, ask.run_id)
+        return await stream.turn(ask.run_id, accepted.run_id, after)
+    queued = accepted.queued
+    if queued is None:  # pragma: no cover - Runtime.send answers a run or a queued message
+        raise RuntimeError("Runtime.send answered neither a run nor a queued message")
+    return await stream.queued(ask.run_id, queued, accepted.position or 1, after)
 
 
 async def thread_events(request: web.Request) -> web.StreamResponse:

@@ -13,17 +13,18 @@ import logging
 from collections.abc import AsyncGenerator, Coroutine, Sequence
 from typing import Any, cast
 
-from ag_ui.core import BaseEvent
+from ag_ui.core import BaseEvent, CustomEvent
 from aiohttp import web
 
 from gateway import ChannelServices, GatewayError, RunNotFoundError, SseStream, sse_frame
 from gateway.events import ApprovalSettledEvent, RunEvent, UiEvent
+from gateway.stores import QueuedMessage
 from tools import Actor, UiCapabilities
 
 from ._input import AG_UI_DEFAULT_CAPABILITIES
 from ._resume import InterruptError, ResumePlan
 from ._runs import RunIds
-from ._translate import AgUiTranslator
+from ._translate import CUSTOM_MESSAGE_QUEUED, AgUiTranslator
 
 __all__ = ["KEEPALIVE_SECONDS", "AgUiStream", "encode_frames"]
 
@@ -94,6 +95,33 @@ class AgUiStream:
         return await self._serve(
             self._pump_run(agora_run_id, after, first=[self.translator.start(run_id, agora_run_id)])
         )
+
+    async def queued(self, run_id: str, queued: QueuedMessage, position: int, after: int) -> web.StreamResponse:
+        """Stream a turn that waits in the thread's queue: ``RUN_STARTED`` now, its run once it begins.
+
+        The segment opens at once with a ``CUSTOM`` ``agora.message-queued`` (its place in the
+        queue); the events of the run ahead are not this request's and are skipped. When the
+        message begins, its run streams as ``turn`` streams one; when it is removed from the
+        queue instead, the segment ends with ``RUN_ERROR`` ``message_removed``.
+        """
+        self.position = after
+        await self._open()
+        return await self._serve(self._wait_then_pump(run_id, queued, position, after))
+
+    async def _wait_then_pump(self, run_id: str, queued: QueuedMessage, position: int, after: int) -> None:
+        note = CustomEvent(
+            name=CUSTOM_MESSAGE_QUEUED,
+            value={"messageId": queued.message_id, "text": queued.turn.text, "position": position, "edited": False},
+        )
+        await self._send([self.translator.start(run_id, None), note])
+        agora_run_id = await self.runtime.queue.started(self.thread_id, queued.message_id, after)
+        if agora_run_id is None:
+            await self._send([self.translator.error("message_removed", "The queued message was removed")])
+            return
+        self.translator.agora_run_id = agora_run_id
+        await self.run_ids.remember_turn(self.thread_id, agora_run_id, run_id)
+        first_seq = (await self.runtime.get_run(agora_run_id)).first_seq
+        await self._pump_run(agora_run_id, first_seq - 1)
 
     async def resume(self, run_id: str, actor: Actor, plan: ResumePlan) -> web.StreamResponse:
         """Decide what ``plan`` says (as ``actor``, via ``ag-ui``) and stream what follows.

@@ -48,6 +48,8 @@ from ._resume import APPROVAL_RESPONSE_SCHEMA
 __all__ = [
     "CUSTOM_APPROVAL_REQUESTED",
     "CUSTOM_APPROVAL_SETTLED",
+    "CUSTOM_MESSAGE_DEQUEUED",
+    "CUSTOM_MESSAGE_QUEUED",
     "CUSTOM_UI",
     "AgUiTranslator",
     "RunNamer",
@@ -63,6 +65,12 @@ CUSTOM_APPROVAL_REQUESTED = "agora.approval-requested"
 """``CUSTOM`` name of an approval request: ``{toolCallId, tool, input, confirmation, tone, approver, expiresAt}``."""
 CUSTOM_APPROVAL_SETTLED = "agora.approval-settled"
 """``CUSTOM`` name of a decision: ``{toolCallId, status, decidedBy, via}``."""
+CUSTOM_MESSAGE_QUEUED = "agora.message-queued"
+"""``CUSTOM`` name of a message waiting in the thread's queue: ``{messageId, text, position, edited}``."""
+CUSTOM_MESSAGE_DEQUEUED = "agora.message-dequeued"
+"""``CUSTOM`` name of a message leaving the queue: ``{messageId, reason}`` (``started``, ``removed``, ``cleared``)."""
+
+_QUEUE_EVENTS = (ours.MessageQueuedEvent, ours.MessageDequeuedEvent)
 
 UiDeliverer = Callable[[ours.UiEvent], Awaitable[dict[str, Any]]]
 """Gives the delivered form of a ``ui`` event: ``{form, fallbackText, html?, media?}``."""
@@ -172,6 +180,8 @@ class AgUiTranslator(EventHooks[list[BaseEvent]]):
         if not self.open:
             if isinstance(event, ours.RunFinishedEvent) and event.run_id in self._errored:
                 return out  # the RUN_ERROR before it already closed the segment
+            if isinstance(event, _QUEUE_EVENTS):
+                return out  # the queue between runs opens no segment: the run it starts will
             name = event.run_id if self._silent else await self._name_run(event)
             out.append(self.start(name, event.run_id))
             self.opened_by = event
@@ -229,6 +239,15 @@ class AgUiTranslator(EventHooks[list[BaseEvent]]):
 
     async def on_ui(self, event: ours.UiEvent) -> list[BaseEvent]:
         return await self._ui(event)
+
+    async def on_message_queued(self, event: ours.MessageQueuedEvent) -> list[BaseEvent]:
+        value = {"messageId": event.message_id, "text": event.text, "position": event.position, "edited": event.edited}
+        return [CustomEvent(name=CUSTOM_MESSAGE_QUEUED, value=value)]
+
+    async def on_message_dequeued(self, event: ours.MessageDequeuedEvent) -> list[BaseEvent]:
+        return [
+            CustomEvent(name=CUSTOM_MESSAGE_DEQUEUED, value={"messageId": event.message_id, "reason": event.reason})
+        ]
 
     async def on_run_error(self, event: ours.RunErrorEvent) -> list[BaseEvent]:
         self._errored.add(event.run_id)

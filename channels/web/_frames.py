@@ -1,4 +1,4 @@
-"""The web socket's client frames (``hello``, ``send``, ``approve``, ``reject``, ``cancel``)."""
+"""The web socket's client frames (``hello``, ``send``, ``approve``, ``reject``, ``cancel``, ``queue_*``)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from gateway.events import QueueMode
 from tools import UiCapabilities
 
 __all__ = [
@@ -15,6 +16,8 @@ __all__ = [
     "CancelFrame",
     "ClientFrame",
     "HelloFrame",
+    "QueueEditFrame",
+    "QueueRemoveFrame",
     "RejectFrame",
     "SendFrame",
 ]
@@ -46,6 +49,8 @@ class SendFrame(_Frame):
     text: str = Field(min_length=1, max_length=8000, pattern=r"\S")
     """At least one character that is not whitespace."""
     page_context: dict[str, Any] = Field(default_factory=dict)
+    mode: QueueMode | None = None
+    """What a busy thread does with it (the agent's ``queue_mode`` when omitted)."""
 
 
 class ApproveFrame(_Frame):
@@ -71,6 +76,22 @@ class CancelFrame(_Frame):
     run_id: str = Field(pattern=_ID)
 
 
-ClientFrame = Annotated[HelloFrame | SendFrame | ApproveFrame | RejectFrame | CancelFrame, Field(discriminator="type")]
-CLIENT_FRAME: TypeAdapter[HelloFrame | SendFrame | ApproveFrame | RejectFrame | CancelFrame] = TypeAdapter(ClientFrame)
-FRAME_TYPES = frozenset({"hello", "send", "approve", "reject", "cancel"})
+class QueueEditFrame(_Frame):
+    """Change the text of one of the person's queued messages (before it runs)."""
+
+    type: Literal["queue_edit"]
+    message_id: str = Field(pattern=_ID)
+    text: str = Field(min_length=1, max_length=8000, pattern=r"\S")
+
+
+class QueueRemoveFrame(_Frame):
+    """Take one of the person's queued messages out of the queue."""
+
+    type: Literal["queue_remove"]
+    message_id: str = Field(pattern=_ID)
+
+
+AnyFrame = HelloFrame | SendFrame | ApproveFrame | RejectFrame | CancelFrame | QueueEditFrame | QueueRemoveFrame
+ClientFrame = Annotated[AnyFrame, Field(discriminator="type")]
+CLIENT_FRAME: TypeAdapter[AnyFrame] = TypeAdapter(ClientFrame)
+FRAME_TYPES = frozenset({"hello", "send", "approve", "reject", "cancel", "queue_edit", "queue_remove"})

@@ -1,13 +1,19 @@
 """The web-socket channel: one person's chat over ``GET /agent/ws``.
 
 Protocol (JSON text frames). Client -> server: ``hello {thread_id?, after_seq?, ui_capabilities?,
-token?}`` first, then ``send {text, page_context?}``, ``approve {tool_call_id, remember?}``,
-``reject {tool_call_id, reason?}``, ``cancel {run_id}``; any may carry an ``id`` that the answer
-echoes. Server -> client: ``welcome {thread_id, actor, after_seq, restored, ...}`` (``restored``
-is false when the thread the hello named is unknown, or its log is shorter than ``after_seq``),
+token?}`` first, then ``send {text, page_context?, mode?}``, ``approve {tool_call_id, remember?}``,
+``reject {tool_call_id, reason?}``, ``cancel {run_id}``, ``queue_edit {message_id, text}``,
+``queue_remove {message_id}``; any may carry an ``id`` that the answer echoes. A ``send`` to a
+thread with an active run is queued (``mode`` ``queue``, the agent's default), or stops that run
+first (``interrupt``), or is refused ``thread_busy`` (``reject``); its ``ack`` says which
+(``run_id``, or ``queued``, ``message_id``, ``position``), and the ``message-queued`` /
+``message-dequeued`` events follow like every other event.
+
+Server -> client: ``welcome {thread_id, actor, after_seq, restored, ...}`` (``restored`` is
+false when the thread the hello named is unknown, or its log is shorter than ``after_seq``),
 then every run event of the thread with its ``type`` and ``seq`` (``ui`` events carry ``html``,
-``media`` or ``text`` per the client's capabilities), ``ack {id, run_id?}`` and
-``error {id?, code, message}``.
+``media`` or ``text`` per the client's capabilities), ``ack {id, run_id?, queued?, message_id?,
+position?}`` and ``error {id?, code, message}``.
 """
 
 from __future__ import annotations
@@ -36,7 +42,18 @@ from gateway.events import RUN_EVENT_ADAPTER, ApprovalSettledEvent, RunEvent, Ru
 from gateway.stores import ThreadRecord
 from tools import Actor, AgoraError, UiCapabilities
 
-from ._frames import CLIENT_FRAME, FRAME_TYPES, ApproveFrame, CancelFrame, HelloFrame, RejectFrame, SendFrame
+from ._frames import (
+    CLIENT_FRAME,
+    FRAME_TYPES,
+    AnyFrame,
+    ApproveFrame,
+    CancelFrame,
+    HelloFrame,
+    QueueEditFrame,
+    QueueRemoveFrame,
+    RejectFrame,
+    SendFrame,
+)
 from ._options import WEB_OPTIONS, WebOptions
 
 __all__ = ["OPEN_SOCKETS", "WEB_DEFAULT_CAPABILITIES", "EventFrames", "close_sockets", "websocket_handler"]
@@ -237,7 +254,7 @@ class WebSession:
             extra = {"retry_after": round(exc.retry_after, 1)} if hasattr(exc, "retry_after") else {}
             await self.error(exc.code, str(exc), frame.id, **extra)
 
-    async def _dispatch(self, frame: HelloFrame | SendFrame | ApproveFrame | RejectFrame | CancelFrame) -> None:
+    async def _dispatch(self, frame: AnyFrame) -> None:
         if isinstance(frame, HelloFrame):
             await self._hello(frame)
             return
@@ -255,8 +272,12 @@ class WebSession:
                     page_context=frame.page_context,
                     channel="web",
                 )
-                run_id = await self.services.start_turn(turn, client=self._client)
-                await self.send({"type": "ack", "id": frame.id, "run_id": run_id})
+                accepted = await self.services.send(turn, client=self._client, mode=frame.mode)
+                ack: dict[str, Any] = {"type": "ack", "id": frame.id, "run_id": accepted.run_id}
+                if accepted.queued is not None:
+                    ack.update(queued=True, message_id=accepted.queued.message_id, position=accepted.position)
+                    ack.update(interrupting=accepted.interrupting)
+                await self.send(ack)
             case ApproveFrame():
                 record = await runtime.decide(
                     frame.tool_call_id, self.actor, approve=True, via="web", remember=frame.remember
@@ -274,6 +295,12 @@ class WebSession:
                     return
                 await runtime.cancel(frame.run_id, self.actor)
                 await self.send({"type": "ack", "id": frame.id, "run_id": frame.run_id})
+            case QueueEditFrame():
+                edited = await runtime.queue.edit(frame.message_id, self.actor, frame.text)
+                await self.send({"type": "ack", "id": frame.id, "message_id": edited.message_id})
+            case QueueRemoveFrame():
+                removed = await runtime.queue.remove(frame.message_id, self.actor)
+                await self.send({"type": "ack", "id": frame.id, "message_id": removed.message_id})
 
     async def _hello(self, frame: HelloFrame) -> None:
         if self.thread_id is not None:

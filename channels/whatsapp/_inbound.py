@@ -32,8 +32,6 @@ class InboundOptions(ChatOptions):
 
     max_chars: int = 4096
     """Longer messages are refused with a note (WhatsApp itself allows 4096)."""
-    busy_wait: float = 30.0
-    """Seconds to wait for the previous turn of the thread to finish before saying "busy"."""
 
 
 @dataclass(frozen=True, kw_only=True)

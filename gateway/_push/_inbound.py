@@ -2,9 +2,16 @@
 
 A channel verifies its webhook, parses the provider's payload, resolves the sender to an actor
 and names the thread; what follows is the same on every text channel and lives here: bind the
-thread to the sender, redeem a tapped button, read a typed ``yes`` / ``no 2``, refuse what is
-too long, start the turn (or say "too fast" / "still working"), one message of a sender at a
-time, in arrival order.
+thread to the sender, redeem a tapped button, read a typed ``yes`` / ``no 2`` or ``cancel``,
+refuse what is too long, send the turn (or say "too fast"), one message of a sender at a time,
+in arrival order.
+
+A message that arrives while the thread has an active run waits in the thread's queue
+(``Runtime.send``) and is answered after it, so a burst of messages is answered in order and
+none is dropped. When the active run waits for an approval the person is told so in their
+language, and the approval's buttons (with their ``yes`` / ``no`` instruction) are sent again:
+the message does not settle it. A typed ``cancel`` stops the active run (a waiting one ends,
+its approval rejected); the queued messages then run.
 """
 
 from __future__ import annotations
@@ -18,12 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 from tools import Actor
 
-from .._errors import RateLimitedError, ThreadBusyError
+from .._approvals import ApprovalFlow
+from .._errors import QueueFullError, RateLimitedError, RunNotActiveError, ThreadBusyError, ThreadParkedError
 from .._logs import actor_hash
 from ..events import Turn
 from ._approvals import Redeemed
+from ._delivery import PushSendError, Undeliverable
 from ._state import PushTarget
-from ._texts import ChatTexts, parse_decision
+from ._texts import ChatTexts, parse_cancel, parse_decision
 
 if TYPE_CHECKING:
     from .._channel import ChannelServices
@@ -41,7 +50,7 @@ class InboundOptions:
     max_chars: int = 4000
     """Longer messages are refused with ``too_long``."""
     busy_wait: float = 20.0
-    """Seconds a message waits for the thread's running run before "still working"."""
+    """Unused since messages to a busy thread queue (kept so existing configurations load)."""
     refusal_every: float = 3600.0
     """Seconds between two "you are not set up" replies to one unknown sender."""
 
@@ -166,8 +175,23 @@ class ChatInbound:
                 if reply:
                     await self.delivery.reply(target, reply)
                 return None
+        if parse_cancel(body) and await self._cancel(message, texts):
+            return None
         await self._turn(message, body, texts)
         return None
+
+    async def _cancel(self, message: InboundMessage, texts: ChatTexts) -> bool:
+        """Stop the thread's active run for a typed ``cancel``; ``False`` when none is active."""
+        runtime = self.services.runtime
+        active = [r for r in await runtime.thread_runs(message.target.thread_id) if r.status in _ACTIVE]
+        if not active:
+            return False  # nothing runs: "cancel" is an ordinary message to the agent
+        try:
+            await runtime.cancel(active[-1].run_id, message.actor)
+        except RunNotActiveError:
+            pass  # it ended meanwhile: stopped all the same
+        await self.delivery.reply(message.target, texts.cancelled)
+        return True
 
     async def _turn(self, message: InboundMessage, text: str, texts: ChatTexts) -> None:
         target = message.target
@@ -179,26 +203,42 @@ class ChatInbound:
             page_context=dict(message.page_context),
             channel=self.via,
         )
-        for attempt in (1, 2):
-            try:
-                await self.services.start_turn(turn)
-                return
-            except RateLimitedError as exc:
-                await self.delivery.reply(target, texts.rate_limited.format(seconds=max(1, round(exc.retry_after))))
-                return
-            except ThreadBusyError:
-                if attempt == 2 or not await self._wait_for_thread(target.thread_id):
-                    await self.delivery.reply(target, texts.busy)
-                    return
-
-    async def _wait_for_thread(self, thread_id: str) -> bool:
-        """Wait (at most ``busy_wait``) for the thread's running run; True if it stopped."""
-        runtime = self.services.runtime
-        running = [r for r in await runtime.thread_runs(thread_id) if r.status == "running"]
-        if not running:
-            return True
         try:
-            await runtime.wait(running[-1].run_id, timeout=self.options.busy_wait)
-        except TimeoutError:
-            return False
-        return True
+            accepted = await self.services.send(turn)
+        except RateLimitedError as exc:
+            await self.delivery.reply(target, texts.rate_limited.format(seconds=max(1, round(exc.retry_after))))
+            return
+        except QueueFullError:
+            await self.delivery.reply(target, texts.queue_full)
+            return
+        except (ThreadBusyError, ThreadParkedError):
+            await self.delivery.reply(target, texts.busy)  # an agent whose queue_mode is "reject"
+            return
+        if accepted.queued is not None and not accepted.interrupting:
+            await self._remind(target, message.actor, texts)
+
+    async def _remind(self, target: PushTarget, actor: Actor, texts: ChatTexts) -> None:
+        """Say what a message queued behind an approval waits for, and send its buttons again."""
+        runtime = self.services.runtime
+        pending = await runtime.pending_approvals(target.thread_id)
+        if not pending:
+            return  # behind a running run: its answer comes first, then this one's
+        mine = [a for a in pending if runtime.approval_policy.can_decide(actor, a)]
+        await self.delivery.reply(target, texts.waits_for_approval if mine else texts.waits_for_someone)
+        port = self.delivery.port
+        for approval in mine:
+            number = pending.index(approval) + 1 if len(pending) > 1 else None
+            event = ApprovalFlow.requested_event(approval)
+            tokens = await self.delivery.approvals.tokens(event, target)
+            for index, part in enumerate(await port.approval_parts(target, event, tokens, number)):
+                if isinstance(part, Undeliverable):
+                    continue  # outside the window: the card already sent is still there
+                try:
+                    message_id = await port.send(target, part)
+                except PushSendError as exc:
+                    logger.error("approval reminder to %s not sent: %s", actor_hash(target.address), exc)
+                    return
+                await port.sent(target, part, message_id, {"seq": 0, "part": index, "event": "approval-requested"})
+
+
+_ACTIVE = frozenset({"running", "awaiting-approval"})

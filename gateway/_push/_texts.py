@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["CHAT_TEXTS", "ChatTexts", "parse_decision", "texts_for"]
+__all__ = ["CHAT_TEXTS", "ChatTexts", "parse_cancel", "parse_decision", "texts_for"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +44,13 @@ class ChatTexts:
     too_long: str = "That message is too long: please keep it under {limit} characters."
     rate_limited: str = "You are sending messages too fast: try again in {seconds} seconds."
     busy: str = "I'm still working on your previous message: one moment, then try again."
+    queue_full: str = "Many of your messages are still waiting: let me answer them before you send more."
+    waits_for_approval: str = "Got it: I'll answer this once the approval below is decided."
+    """A message queued behind a run that waits for the sender's decision (the buttons follow)."""
+    waits_for_someone: str = "Got it: I'll answer this once the pending approval is decided."
+    """A message queued behind a run that waits for someone else's decision."""
+    cancelled: str = "Stopped."
+    """A typed ``cancel`` stopped the running (or waiting) run."""
     failed: str = "Sorry, something went wrong. Please try again."
     via_names: Mapping[str, str] | None = None
     """How a decision's ``via`` reads (``web`` -> ``on the web``); unknown ones are shown as is."""
@@ -75,6 +82,10 @@ PT_BR = ChatTexts(
     too_long="Essa mensagem é longa demais: envie no máximo {limit} caracteres.",
     rate_limited="Você está enviando mensagens rápido demais: tente de novo em {seconds} segundos.",
     busy="Ainda estou trabalhando na sua mensagem anterior: um momento, depois tente de novo.",
+    queue_full="Várias mensagens suas ainda estão esperando: deixe-me respondê-las antes de enviar mais.",
+    waits_for_approval="Entendido: respondo assim que a aprovação abaixo for decidida.",
+    waits_for_someone="Entendido: respondo assim que a aprovação pendente for decidida.",
+    cancelled="Parei.",
     failed="Desculpe, algo deu errado. Tente de novo.",
     via_names={"web": "na web", "api": "pela API", "ag-ui": "no aplicativo"},
 )
@@ -103,7 +114,9 @@ def texts_for(language: str | None, table: Mapping[str, ChatTexts] = CHAT_TEXTS)
 
 
 _YES = ("yes", "y", "yep", "ok", "okay", "approve", "approved", "confirm", "sim", "s", "aprovar", "aprovo", "confirmar")
-_NO = ("no", "n", "nope", "reject", "deny", "cancel", "não", "nao", "recusar", "recuso", "cancelar")
+_NO = ("no", "n", "nope", "reject", "deny", "não", "nao", "recusar", "recuso")
+# "cancel" is not a "no": it stops the run (parse_cancel), whatever waits in it.
+_CANCEL = re.compile(r"^\s*(?:cancel|cancelar)\s*[.!]*\s*$", re.IGNORECASE)
 _DECISION = re.compile(
     r"^\s*(?P<word>" + "|".join(sorted(map(re.escape, _YES + _NO), key=len, reverse=True)) + r")"
     r"(?:\s*#?\s*(?P<n>\d{1,3}))?\s*[.!]*\s*$",
@@ -122,3 +135,8 @@ def parse_decision(text: str) -> tuple[bool, int | None] | None:
     word = match.group("word").lower()
     number = match.group("n")
     return word in _YES, int(number) if number else None
+
+
+def parse_cancel(text: str) -> bool:
+    """Whether ``text`` is a typed ``cancel`` (or ``cancelar``): stop the thread's active run."""
+    return _CANCEL.match(text) is not None

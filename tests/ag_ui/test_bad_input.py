@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -125,7 +126,12 @@ async def test_the_rate_limit_is_429_before_the_stream(make_client: Any, refused
     assert int(response.headers["Retry-After"]) >= 1
 
 
-async def test_a_busy_thread_is_409_before_the_stream(client: Client, shop: Shop, refused: Refused) -> None:
+async def test_a_busy_thread_is_409_before_the_stream_for_an_agent_that_rejects(
+    client: Client, shop: Shop, refused: Refused
+) -> None:
+    runtime = client.app[SERVICES].runtime
+    runtime.agents["assistant"] = replace(runtime.agents["assistant"], queue_mode="reject")
+    runtime.default_agent = runtime.agents["assistant"]
     thread_id = new_id("t")
     first = await post(client, run_input(thread_id, "slow report please"))
     await shop.entered.wait()

@@ -247,7 +247,8 @@ async def test_a_new_turn_supersedes_a_parked_run(make_runtime: Any) -> None:
             ScriptStep(text="Never mind then."),
         ]
     )
-    runtime = make_runtime(tools=[purge_tool(executed)], model=model)
+    supersede = ApprovalPolicy(on_new_message="supersede")
+    runtime = make_runtime(tools=[purge_tool(executed)], model=model, approval_policy=supersede)
     thread = new_thread()
     run_id, requested = await park(runtime, thread)
     second = await runtime.start_turn(turn(thread, "actually, forget it"))
@@ -270,7 +271,9 @@ def purge_on_request(request: Any, index: int) -> ScriptStep:
 
 async def test_a_decision_racing_a_new_turn_never_strands_the_run(make_runtime: Any) -> None:
     executed: list[str] = []
-    runtime = make_runtime(tools=[purge_tool(executed)], model=ScriptedModel(purge_on_request))
+    supersede = ApprovalPolicy(on_new_message="supersede")
+    model = ScriptedModel(purge_on_request)
+    runtime = make_runtime(tools=[purge_tool(executed)], model=model, approval_policy=supersede)
     outcomes = set()
     for _ in range(12):
         thread = new_thread()
@@ -347,7 +350,12 @@ async def test_a_decision_racing_a_new_turn_on_redis(make_runtime: Any, redis_ur
     prefix = f"race-{uuid.uuid4().hex[:8]}"
     store = RedisStore(redis_url, prefix=prefix)
     executed: list[str] = []
-    runtime = make_runtime(tools=[purge_tool(executed)], model=ScriptedModel(purge_on_request), store=store)
+    runtime = make_runtime(
+        tools=[purge_tool(executed)],
+        model=ScriptedModel(purge_on_request),
+        store=store,
+        approval_policy=ApprovalPolicy(on_new_message="supersede"),
+    )
     try:
         for _ in range(10):
             thread = new_thread()

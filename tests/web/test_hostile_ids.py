@@ -295,9 +295,13 @@ async def test_threads_stored_by_the_previous_version_keep_their_owner(
     hostile = Actor.model_construct(id="acme\x1fu1", roles=["member"], tenant_ref=None)
     with pytest.raises(ThreadForbiddenError):
         await runtime.start_turn(Turn.model_construct(thread_id=thread_id, actor=hostile, text="mine now"))
-    # The victim's own next turn is accepted (it supersedes the parked run, as designed).
-    next_run = await runtime.start_turn(Turn(thread_id=thread_id, actor=VICTIM, text="purge cache:42"))
-    assert await runtime.wait(next_run) == "awaiting-approval"
+    # The victim's own next message is accepted: it waits behind the parked run (the approval
+    # stays pending), and the colliding id cannot manage that queue either.
+    accepted = await runtime.send(Turn(thread_id=thread_id, actor=VICTIM, text="purge cache:42"))
+    assert accepted.queued is not None and accepted.position == 1
+    with pytest.raises(ThreadForbiddenError):
+        await runtime.queue.remove(accepted.queued.message_id, hostile)
+    assert [a.run_id for a in await runtime.pending_approvals(thread_id)] == [run_id]
 
 
 def test_sign_actor_token_refuses_an_actor_that_skipped_validation() -> None:

@@ -243,11 +243,7 @@ async def test_media_we_do_not_read_long_messages_and_unknown_senders(make_gatew
     assert await runtime.store.get_thread(thread_of(BRUNA)) is None
 
 
-async def test_a_message_while_the_previous_turn_runs(make_gateway: MakeGateway) -> None:
-    from channels.whatsapp import InboundOptions
-
-    from .conftest import FAST
-
+async def test_a_message_while_the_previous_turn_runs_waits_its_turn(make_gateway: MakeGateway) -> None:
     release = asyncio.Event()
 
     @define_tool(name="wait_a_bit", description="Waits.", input=CrunchInput)
@@ -256,18 +252,24 @@ async def test_a_message_while_the_previous_turn_runs(make_gateway: MakeGateway)
         return {"size": input.size}
 
     model = ScriptedModel(
-        [ScriptStep(tool_calls=[ToolCallRequest(name="wait_a_bit", args={"size": 1})]), ScriptStep(text="Waited.")]
+        [
+            ScriptStep(tool_calls=[ToolCallRequest(name="wait_a_bit", args={"size": 1})]),
+            ScriptStep(text="Waited."),
+            ScriptStep(text="And the second one."),
+        ]
     )
-    options = type(FAST)(retry=FAST.retry, delivery=FAST.delivery, inbound=InboundOptions(busy_wait=0.05))
-    gw = await make_gateway(runtime_with(model, wait_a_bit), options=options)
+    gw = await make_gateway(runtime_with(model, wait_a_bit))
     await gw.say("first")
     await gw.http.wait_for(lambda h: "⏳ Working…" in h.bodies())
-    await gw.say("second")
-    await gw.http.wait_for(lambda h: any(b.startswith("I'm still working") for b in h.bodies()))
+    await gw.say("second")  # queued behind the working run: no "still working", nothing dropped
     release.set()
-    await gw.http.wait_for(lambda h: "Waited." in h.bodies())
+    await gw.http.wait_for(lambda h: "And the second one." in h.bodies())
     await gw.settle()
-    assert len(await gw.channel.services.runtime.store.thread_runs(THREAD)) == 1
+    assert gw.http.bodies()[-2:] == ["Waited.", "And the second one."], gw.http.bodies()
+    assert gw.http.bodies().index("⏳ Working…") < gw.http.bodies().index("Waited.")
+    assert not any(b.startswith("I'm still working") for b in gw.http.bodies())
+    runs = await gw.channel.services.runtime.store.thread_runs(THREAD)
+    assert [(r.turn.text, r.status) for r in runs] == [("first", "completed"), ("second", "completed")]
 
 
 async def test_a_thread_another_process_is_delivering_waits_for_its_lease(make_gateway: MakeGateway) -> None:
