@@ -20,6 +20,7 @@ from ._errors import (
     QueuedMessageNotFoundError,
     QueueFullError,
     RateLimitedError,
+    RememberRefusedError,
     RunNotActiveError,
     RunNotFoundError,
     StoreUnavailableError,
@@ -78,6 +79,7 @@ from ._runtime import Runtime, RuntimeObserver
 from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef
 from ._settings import Settings, comma_list, comma_map
 from ._sse import SseStream, sse_frame
+from ._staff import APPROVAL_FEED, ApprovalFeed, PendingApproval, StaffApprovals, may_watch_approvals
 from ._unicode import valid_text
 from .events import Attachment, QueueMode, RunEvent, Turn
 
@@ -86,6 +88,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APP_INSTRUCTIONS",
+    "APPROVAL_FEED",
     "BUTTON_PREFIX",
     "CHANNELS",
     "CHANNEL_SERVICES",
@@ -96,6 +99,7 @@ __all__ = [
     "Agent",
     "AnonymousCookieResolver",
     "ApprovalExpiredError",
+    "ApprovalFeed",
     "ApprovalForbiddenError",
     "ApprovalNotFoundError",
     "ApprovalPolicy",
@@ -126,6 +130,7 @@ __all__ = [
     "InvalidTokenError",
     "MediaRef",
     "ModelError",
+    "PendingApproval",
     "PushCursor",
     "QueueFullError",
     "QueueMode",
@@ -138,6 +143,7 @@ __all__ = [
     "PushState",
     "PushTarget",
     "RateLimitedError",
+    "RememberRefusedError",
     "Redeemed",
     "RetryPolicy",
     "RoleMap",
@@ -149,6 +155,7 @@ __all__ = [
     "Settings",
     "SignedTokenResolver",
     "SseStream",
+    "StaffApprovals",
     "StoreUnavailableError",
     "ThreadBusyError",
     "ThreadForbiddenError",
@@ -163,6 +170,7 @@ __all__ = [
     "comma_list",
     "comma_map",
     "create_app",
+    "may_watch_approvals",
     "one_line",
     "parse_decision",
     "parse_json",
