@@ -13,6 +13,7 @@ branches are drawn in ``tools/_errors.py`` and ``renderers/_errors.py``)::
     │   ├── ApprovalSettledError       409  already decided
     │   ├── ApprovalExpiredError       410  it lapsed before the decision
     │   ├── RememberRefusedError       403  "always" asked where the policy forbids it (four eyes)
+    │   ├── ConsoleForbiddenError      403  gateway._console: the caller's roles approve nothing
     │   ├── ThreadNotFoundError        404  (also what a store's ``write`` raises for a missing thread)
     │   ├── ThreadForbiddenError       403  someone else's thread
     │   ├── ThreadBusyError            409  a run is already running on the thread

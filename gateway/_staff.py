@@ -110,6 +110,9 @@ class ApprovalSource(Protocol):
     @property
     def approval_policy(self) -> ApprovalPolicy: ...
 
+    @property
+    def observers(self) -> list[RuntimeObserver]: ...
+
 
 @dataclass(kw_only=True)
 class StaffApprovals:
@@ -228,6 +231,9 @@ class ApprovalFeed(RuntimeObserver):
         watcher = _Watcher(actor=actor)
         self._watchers.add(watcher)
         self._wake.set()
+        observers = self.staff.source.observers
+        if self not in observers:
+            observers.append(self)  # told of this process's writes while something watches
         if self._poller is None or self._poller.done():
             self._poller = asyncio.create_task(self._poll_while_watched(), name="agora-approval-feed")
         try:
@@ -247,19 +253,25 @@ class ApprovalFeed(RuntimeObserver):
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
+        if self in self.staff.source.observers:
+            self.staff.source.observers.remove(self)
 
     async def _poll_while_watched(self) -> None:
-        while self._watchers:
-            self._wake.clear()
-            try:
-                await self.poll()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the store is away: the next look tries again
-                logger.warning("the approval feed could not read the store: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.interval):
-                    await self._wake.wait()
+        try:
+            while self._watchers:
+                self._wake.clear()
+                try:
+                    await self.poll()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # the store is away: the next look tries again
+                    logger.warning("the approval feed could not read the store: %s", exc)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.interval):
+                        await self._wake.wait()
+        finally:
+            if not self._watchers and self in self.staff.source.observers:
+                self.staff.source.observers.remove(self)
 
     async def poll(self) -> None:
         """One look at the store: tell each watcher what is new and what closed since its last."""
@@ -389,12 +401,9 @@ def add_staff_routes(app: web.Application) -> None:
     app[APPROVAL_FEED] = approval_feed
 
     async def lifecycle(_app: web.Application) -> AsyncIterator[None]:
-        runtime.observers.append(approval_feed)
         try:
             yield
         finally:
-            if approval_feed in runtime.observers:
-                runtime.observers.remove(approval_feed)
             await approval_feed.aclose()
 
     app.cleanup_ctx.append(lifecycle)

@@ -45,6 +45,16 @@ class ChatTexts:
     rate_limited: str = "You are sending messages too fast: try again in {seconds} seconds."
     busy: str = "I'm still working on your previous message: one moment, then try again."
     failed: str = "Sorry, something went wrong. Please try again."
+    waiting_for_staff: str = "Waiting for a person at {brand} to approve: {title}"
+    """To the requester, when a role decides (the buttons went to its people)."""
+    staff_approved: str = "A person at {brand} approved: {title}"
+    staff_rejected: str = "A person at {brand} declined: {title}"
+    asked_by: str = "Asked by {requester} ({channel})."
+    """Below the detail of an approval card on a staff member's chat."""
+    always: str = "Always"
+    """The third button: approve, and approve later calls of the same tool in the thread."""
+    remember_refused: str = "That cannot be remembered: each one needs a person's decision. Reply *yes* or *no*."
+    """A typed "yes always" where the policy forbids remembering (four eyes)."""
     via_names: Mapping[str, str] | None = None
     """How a decision's ``via`` reads (``web`` -> ``on the web``); unknown ones are shown as is."""
 
@@ -76,6 +86,12 @@ PT_BR = ChatTexts(
     rate_limited="Você está enviando mensagens rápido demais: tente de novo em {seconds} segundos.",
     busy="Ainda estou trabalhando na sua mensagem anterior: um momento, depois tente de novo.",
     failed="Desculpe, algo deu errado. Tente de novo.",
+    waiting_for_staff="Aguardando uma pessoa da {brand} aprovar: {title}",
+    staff_approved="Uma pessoa da {brand} aprovou: {title}",
+    staff_rejected="Uma pessoa da {brand} recusou: {title}",
+    asked_by="Pedido por {requester} ({channel}).",
+    always="Sempre",
+    remember_refused="Isso não pode ser lembrado: cada um precisa da decisão de uma pessoa. Responda *sim* ou *não*.",
     via_names={"web": "na web", "api": "pela API", "ag-ui": "no aplicativo"},
 )
 
