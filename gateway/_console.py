@@ -8,7 +8,7 @@ The page is rendered on the server (``templates/console.html``) with the pending
 actor may decide and the tenant's recent runs; ``static/agora-console.js`` (plain JS, no build
 step) then keeps it live over the web socket's approval feed (``hello {watch_approvals: true}``,
 see ``gateway._staff``), decides through ``POST /agent/tool-call/approve`` and ``/reject``, and
-re-reads the runs from ``GET /console/runs`` whenever an approval closes.
+re-reads the runs from ``GET /console/runs`` whenever an approval comes or goes.
 """
 
 from __future__ import annotations

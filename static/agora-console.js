@@ -7,7 +7,7 @@
  * approval this staff member may decide (and, at once, for those waiting already) and
  * `approval-closed` when one stops waiting, decided here, elsewhere or by expiry. Decisions go
  * through POST /agent/tool-call/approve and /reject; the runs are re-read from GET /console/runs
- * when an approval closes. Every change is announced in the polite live region.
+ * when an approval comes or goes. Every change is announced in the polite live region.
  */
 (() => {
   "use strict";
@@ -141,6 +141,7 @@
     list.prepend(card(approval)); // newest first
     renderCount();
     announce(`New approval waiting: ${approval.confirmation.title}, asked by ${approval.requester.id}`);
+    refreshRuns();
   }
 
   function closed(toolCallId, outcome) {
