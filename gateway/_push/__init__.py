@@ -27,7 +27,7 @@ from ._mdv2 import split_telegram, to_telegram
 from ._roles import RoleMap
 from ._staff import Forwarded, StaffMember
 from ._state import DAY, ChannelState, PushCursor, PushState, PushTarget
-from ._texts import CHAT_TEXTS, ChatTexts, parse_decision, texts_for
+from ._texts import CHAT_TEXTS, ChatTexts, parse_always, parse_decision, texts_for
 
 __all__ = [
     "BUTTON_PREFIX",
@@ -55,6 +55,7 @@ __all__ = [
     "StaffMember",
     "Undeliverable",
     "clip",
+    "parse_always",
     "parse_decision",
     "result_line",
     "split_message",

@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from tools import Actor
 
-from .._errors import ApprovalExpiredError, ApprovalForbiddenError, ApprovalNotFoundError, ApprovalSettledError
+from .._errors import (
+    ApprovalExpiredError,
+    ApprovalForbiddenError,
+    ApprovalNotFoundError,
+    ApprovalSettledError,
+    RememberRefusedError,
+)
 from .._logs import actor_hash
 from ..events import ApprovalRequestedEvent
 from ._state import DAY, PushState, PushTarget
@@ -165,8 +171,12 @@ class ChatApprovals:
         actor: Actor,
         texts: ChatTexts,
         via: str,
+        remember: bool = False,
     ) -> str | None:
-        """Decide by a typed ``yes`` / ``no [n]``; the reply to send, ``None`` for none.
+        """Decide by a typed ``yes`` / ``no [n]`` (``yes always``: ``remember``); the reply to send, ``None`` for none.
+
+        A ``remember`` the policy forbids (a role decides: four eyes) decides nothing and is
+        answered ``remember_refused``.
 
         Raises:
             LookupError: Nothing waits for this actor and no number was given: the text is an
@@ -187,7 +197,9 @@ class ChatApprovals:
         if not 0 <= index < len(pending):
             return texts.nothing_pending
         try:
-            await runtime.decide(pending[index].tool_call_id, actor, approve=approve, via=via)
+            await runtime.decide(pending[index].tool_call_id, actor, approve=approve, via=via, remember=remember)
+        except RememberRefusedError:
+            return texts.remember_refused
         except ApprovalSettledError:
             return await self._settled_reply(runtime, pending[index].tool_call_id, texts)
         except (ApprovalExpiredError, ApprovalNotFoundError):

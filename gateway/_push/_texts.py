@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["CHAT_TEXTS", "ChatTexts", "parse_decision", "texts_for"]
+__all__ = ["CHAT_TEXTS", "ChatTexts", "parse_always", "parse_decision", "texts_for"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,3 +138,22 @@ def parse_decision(text: str) -> tuple[bool, int | None] | None:
     word = match.group("word").lower()
     number = match.group("n")
     return word in _YES, int(number) if number else None
+
+
+_ALWAYS = re.compile(
+    r"^\s*(?:(?:yes|sim|s|y|ok|approve|aprovar)\s+)?(?P<word>always|sempre)"
+    r"(?:\s*#?\s*(?P<n>\d{1,3}))?\s*[.!]*\s*$",
+    re.IGNORECASE,
+)
+
+
+def parse_always(text: str) -> tuple[bool, int | None] | None:
+    """Read a typed "approve and remember": ``yes always`` -> ``(True, None)``, ``sempre 2`` -> ``(True, 2)``.
+
+    ``None`` when the text is no such answer. As ``parse_decision``, whatever the sender's language.
+    """
+    match = _ALWAYS.match(text)
+    if match is None:
+        return None
+    number = match.group("n")
+    return True, int(number) if number else None

@@ -105,3 +105,58 @@ async def test_a_rejection_by_staff_in_portuguese(make_gateway: MakeGateway) -> 
     await gw.settle()
     assert bodies_to(gw, BRUNA)[1] == "Uma pessoa da Loja recusou: Refund €129.00 for order 1042?", bodies_to(gw, BRUNA)
     assert await refunds(runtime, thread_of(BRUNA)) == []
+
+
+async def test_yes_always_approves_and_remembers_sim_sempre_too(make_gateway: MakeGateway) -> None:
+    runtime = Runtime(
+        tools=demo_tools(SECRET.encode()),
+        agents=[Agent(name="assistant", instructions="Demo.")],
+        model=DemoModel(),
+    )
+    gw = await make_gateway(runtime)
+    for number, words in ((ALICE, "yes always"), (BRUNA, "sim sempre")):
+        await gw.say("refund order 1042", number=number)
+        await gw.http.wait_for(lambda h, n=number: bool(cards(gw, n)))
+        await gw.settle()
+        await gw.say(words, number=number)
+        await gw.http.wait_for(
+            lambda h, n=number: any(b.startswith("✓ Refunded") for b in bodies_to(gw, n)), timeout=30
+        )
+        await gw.settle()
+        (approval,) = [a for a in await runtime.store.thread_approvals(thread_of(number))]
+        assert (approval.status, approval.remember) == ("approved", True)
+        # The next refund in the thread runs without asking.
+        await gw.say("refund order 1041", number=number)
+        await gw.http.wait_for(lambda h, n=number: len(refunds_said(gw, n)) == 2, timeout=30)
+        await gw.settle()
+        assert len(cards(gw, number)) == 1
+        assert len(await refunds(runtime, thread_of(number))) == 2
+
+
+def refunds_said(gw: Gateway, number: str) -> list[str]:
+    return [b for b in bodies_to(gw, number) if b.startswith("✓ Refunded")]
+
+
+async def test_yes_always_is_refused_where_a_role_decides(make_gateway: MakeGateway) -> None:
+    # The customer holds the role that decides refunds (``member``, everyone's default): they may
+    # decide, but a role's approval is never remembered (four eyes), so "yes always" decides nothing.
+    runtime = Runtime(
+        tools=demo_tools(SECRET.encode()),
+        agents=[Agent(name="assistant", instructions="Demo.")],
+        model=DemoModel(),
+        approval_policy=ApprovalPolicy(rules={"refund_order": ApprovalRule(approver="member")}),
+    )
+    gw = await make_gateway(runtime)
+    await gw.say("refund order 1042")
+    await gw.http.wait_for(lambda h: bool(bodies_to(gw, ALICE)))
+    await gw.settle()
+    await gw.say("yes always")
+    await gw.http.wait_for(lambda h: len(bodies_to(gw, ALICE)) >= 2)
+    await gw.settle()
+    assert bodies_to(gw, ALICE)[-1] == (
+        "That cannot be remembered: each one needs a person's decision. Reply *yes* or *no*."
+    )
+    (pending,) = await runtime.pending_approvals(thread_of(ALICE))
+    assert pending.status == "pending" and await refunds(runtime, thread_of(ALICE)) == []
+    await gw.say("yes")
+    await gw.http.wait_for(lambda h: any(b.startswith("✓ Refunded") for b in bodies_to(gw, ALICE)), timeout=30)
