@@ -28,6 +28,7 @@ from gateway import (
     ApprovalForbiddenError,
     ApprovalNotFoundError,
     ApprovalSettledError,
+    RememberRefusedError,
     RunNotActiveError,
     RunNotFoundError,
     ThreadBusyError,
@@ -57,7 +58,13 @@ def map_gateway_errors() -> Iterator[None]:
         ) from exc
     except RunNotActiveError as exc:
         raise TaskNotCancelableError() from exc
-    except (ApprovalNotFoundError, ApprovalForbiddenError, ApprovalSettledError, ApprovalExpiredError) as exc:
+    except (
+        ApprovalNotFoundError,
+        ApprovalForbiddenError,
+        ApprovalSettledError,
+        ApprovalExpiredError,
+        RememberRefusedError,
+    ) as exc:
         raise InvalidParamsError(message=str(exc)) from exc
     except UnknownAgentError as exc:
         raise InvalidParamsError(message=str(exc)) from exc

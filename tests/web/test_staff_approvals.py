@@ -260,3 +260,30 @@ async def test_the_console_is_for_staff_only(make_client: Any, refusals: Refusal
     assert [(r["requester"], r["status"]) for r in runs] == [("alice", "awaiting-approval")]
     response = await client.get("/console/runs", headers={"Authorization": f"Bearer {token_for(OTTO)}"})
     assert (await response.json())["runs"] == []  # another tenant's runs are not his
+
+
+async def test_remember_is_refused_where_a_role_decides_on_http_and_the_socket(
+    make_client: Any, refusals: RefusalLog
+) -> None:
+    runtime = staff_runtime()
+    client = await make_client(runtime)
+    refund = await park(runtime, SHOP_ALICE, "refund M-1")
+    body = {"tool_call_id": refund, "remember": True}
+    refusals.caplog.clear()
+    response = await client.post(
+        "/agent/tool-call/approve", json=body, headers={"Authorization": f"Bearer {token_for(OLGA)}"}
+    )
+    answer = await response.json()
+    assert (response.status, answer["code"]) == (403, "remember_refused")
+    assert "role 'staff' each time" in answer["message"]
+    refusals.one(403, "remember_refused", route="/agent/tool-call/approve")
+    olga = await connect(client, token=token_for(OLGA))
+    await olga.hello()
+    await olga.send({"type": "approve", "tool_call_id": refund, "remember": True, "id": "a1"})
+    error = (await olga.until_type("error"))[-1]
+    assert (error["code"], error["id"]) == ("remember_refused", "a1")
+    pending = await runtime.get_approval(refund)
+    assert pending is not None and pending.status == "pending"  # nothing was decided
+    await olga.send({"type": "approve", "tool_call_id": refund, "id": "a2"})
+    assert (await olga.until(lambda f: f.get("id") == "a2"))[-1]["status"] == "approved"
+    await olga.ws.close()
