@@ -3,10 +3,11 @@
 A part is one Bot API call: ``sendMessage`` (MarkdownV2 text, split at 4096), ``sendPhoto`` /
 ``sendDocument`` (a rendered component's page, uploaded from the media store, its caption at
 most 1024), or ``editMessageText`` (an approval card showing its outcome). An approval is a
-card with an inline keyboard: the approve button titled with the tool's confirmation verb, and
-reject; each button's ``callback_data`` is ``agora:<token>`` (30 bytes of Telegram's 64). The
-card's ``message_id`` is kept per tool call, so that when the approval settles (here, on the
-web, or by expiring) the card is edited to say so and loses its keyboard. An approval a role
+card with an inline keyboard: the approve button titled with the tool's confirmation verb,
+reject, and "Always" where the decision may be remembered; each button's ``callback_data`` is
+``agora:<token>`` (30 bytes of Telegram's 64). The card's ``message_id`` is kept per tool call,
+so that when the approval settles (here, on the web, or by expiring) the card is edited to say
+so and loses its keyboard. An approval a role
 decides goes to the private chats of the configured users holding it (``staff_targets``).
 
 While a run works the chat shows "typing…" (``sendChatAction``, which lasts 5 s on Telegram's
@@ -167,6 +168,10 @@ class TelegramPort(PushPort[TelegramPart]):
                 ]
             ]
         }
+        if tokens.always:  # approve, and approve later calls of the tool in this chat's thread
+            keyboard["inline_keyboard"][0].append(
+                {"text": texts.always, "callback_data": tokens.payload(True, remember=True)}
+            )
         part = self._message(target, f"{body}\n{chat_markup(footer)}", keyboard)
         return [TelegramPart(method=part.method, payload=part.payload, card=event.tool_call_id, extra={"body": body})]
 

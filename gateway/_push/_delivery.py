@@ -315,7 +315,9 @@ class PushPort(EventHooks[Parts], Generic[P]):
         if event.approver != REQUESTER:
             return await staff_request_parts(self, target, event)  # to the role's people, not the requester
         number = ids.index(event.tool_call_id) + 1 if len(ids) > 1 else None
-        tokens = await self.delivery.approvals.tokens(event, target)
+        # A third button, "always", where the decision may be remembered (the requester decides).
+        always = self.services.runtime.approval_policy.allow_remember
+        tokens = await self.delivery.approvals.tokens(event, target, always=always)
         return await self.approval_parts(target, event, tokens, number)
 
     async def staff_outcome(self, event: ApprovalSettledEvent) -> list[Any] | None:

@@ -53,3 +53,21 @@ async def test_a_staff_user_gets_the_card_and_their_tap_completes_the_customers_
     assert to_alice[-1] == "Refund done\\."
     assert [r.status for r in await runtime.thread_runs(thread_of(ALICE_ID))] == ["completed"]
     assert pending.approver == "staff"
+
+
+async def test_the_always_button_approves_and_remembers(make_gateway: MakeGateway) -> None:
+    executed: list[str] = []
+    runtime = refund_runtime(executed)
+    gw = await make_gateway(runtime)
+    await gw.send(message("refund order 1042"))
+    await gw.bot.wait_for(lambda b: any("reply_markup" in c.json for c in b.of("sendMessage")))
+    [card] = [c for c in gw.bot.of("sendMessage") if "reply_markup" in c.json]
+    approve, reject, always = card.json["reply_markup"]["inline_keyboard"][0]
+    assert always["text"] == "Always" and always["callback_data"].startswith("agora:")
+    await gw.send(callback(always["callback_data"], message_id=gw.bot.message_ids[id(card)]))
+    await gw.bot.wait_for(lambda b: "Refund done\\." in b.texts())
+    await gw.settle()
+    [settled] = await runtime.store.thread_approvals(thread_of(ALICE_ID))
+    assert (settled.status, settled.remember, executed) == ("approved", True, ["1042"])
+    assert await runtime.store.is_remembered(thread_of(ALICE_ID), "refund_order")
+    assert approve["callback_data"] != reject["callback_data"]

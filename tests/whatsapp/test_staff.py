@@ -13,6 +13,7 @@ STAFF = "+15551239999"
 SUPPORT = "+15551238888"
 """A number with a role that decides nothing here."""
 ROLES = {STAFF: ["staff"], SUPPORT: ["support"]}
+OTHER = "+15551237777"
 
 
 def staff_runtime() -> Runtime:
@@ -61,6 +62,7 @@ async def test_a_staff_number_gets_the_buttons_and_its_tap_completes_the_custome
     assert card.variables["1"] == "Refund €129.00 for order 1042?"
     assert card.variables["2"].endswith(f"Asked by whatsapp:{ALICE} (whatsapp).")
     assert cards(gw, SUPPORT) == []
+    assert "5" not in card.variables  # no "Always" where a role decides (four eyes)
     approve, reject = card.variables["3"], card.variables["4"]
 
     # Someone else taps the staff's button (the customer, a number of another role): not theirs.
@@ -114,11 +116,14 @@ async def test_yes_always_approves_and_remembers_sim_sempre_too(make_gateway: Ma
         model=DemoModel(),
     )
     gw = await make_gateway(runtime)
-    for number, words in ((ALICE, "yes always"), (BRUNA, "sim sempre")):
+    for number, words in ((ALICE, "yes always"), (BRUNA, "sim sempre"), (OTHER, "always")):
         await gw.say("refund order 1042", number=number)
         await gw.http.wait_for(lambda h, n=number: bool(cards(gw, n)))
         await gw.settle()
-        await gw.say(words, number=number)
+        if words == "always":  # the third button, "Always", rather than words
+            await gw.post(button(cards(gw, number)[0].variables["5"], "Always", number=number))
+        else:
+            await gw.say(words, number=number)
         await gw.http.wait_for(
             lambda h, n=number: any(b.startswith("✓ Refunded") for b in bodies_to(gw, n)), timeout=30
         )
