@@ -20,6 +20,7 @@ from ._errors import (
     QueuedMessageNotFoundError,
     QueueFullError,
     RateLimitedError,
+    RememberRefusedError,
     RunNotActiveError,
     RunNotFoundError,
     StoreUnavailableError,
@@ -51,6 +52,7 @@ from ._push import (
     ChatApprovals,
     ChatInbound,
     ChatTexts,
+    Forwarded,
     InboundMessage,
     InboundOptions,
     PushCursor,
@@ -64,8 +66,10 @@ from ._push import (
     Redeemed,
     RetryPolicy,
     RoleMap,
+    StaffMember,
     Undeliverable,
     clip,
+    parse_always,
     parse_decision,
     split_message,
     split_telegram,
@@ -79,6 +83,7 @@ from ._runtime import Runtime, RuntimeObserver
 from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef
 from ._settings import Settings, comma_list, comma_map
 from ._sse import SseStream, sse_frame
+from ._staff import APPROVAL_FEED, ApprovalFeed, PendingApproval, StaffApprovals, may_watch_approvals
 from ._unicode import valid_text
 from .events import Attachment, QueueMode, RunEvent, Turn
 
@@ -87,6 +92,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APP_INSTRUCTIONS",
+    "APPROVAL_FEED",
     "BUTTON_PREFIX",
     "CHANNELS",
     "CHANNEL_SERVICES",
@@ -98,6 +104,7 @@ __all__ = [
     "Agent",
     "AnonymousCookieResolver",
     "ApprovalExpiredError",
+    "ApprovalFeed",
     "ApprovalForbiddenError",
     "ApprovalNotFoundError",
     "ApprovalPolicy",
@@ -120,6 +127,7 @@ __all__ = [
     "ChatTexts",
     "DeliveredUi",
     "EventHooks",
+    "Forwarded",
     "Gateway",
     "GatewayError",
     "GatewayServices",
@@ -128,6 +136,7 @@ __all__ = [
     "InvalidTokenError",
     "MediaRef",
     "ModelError",
+    "PendingApproval",
     "PushCursor",
     "PushDelivery",
     "PushOptions",
@@ -140,6 +149,7 @@ __all__ = [
     "QueueMode",
     "QueuedMessageNotFoundError",
     "RateLimitedError",
+    "RememberRefusedError",
     "Redeemed",
     "RetryPolicy",
     "RoleMap",
@@ -151,6 +161,8 @@ __all__ = [
     "Settings",
     "SignedTokenResolver",
     "SseStream",
+    "StaffApprovals",
+    "StaffMember",
     "StoreUnavailableError",
     "ThreadBusyError",
     "ThreadForbiddenError",
@@ -165,7 +177,9 @@ __all__ = [
     "comma_list",
     "comma_map",
     "create_app",
+    "may_watch_approvals",
     "one_line",
+    "parse_always",
     "parse_decision",
     "parse_json",
     "read_body",

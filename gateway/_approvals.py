@@ -33,6 +33,7 @@ from ._errors import (
     ApprovalForbiddenError,
     ApprovalNotFoundError,
     ApprovalSettledError,
+    RememberRefusedError,
     ThreadBusyError,
 )
 from ._leases import Leases
@@ -103,6 +104,18 @@ class ApprovalPolicy:
         if approval.approver == REQUESTER:
             return actor.id == approval.requester_id
         return approval.approver in actor.roles
+
+    def remember_refusal(self, approval: ApprovalRecord) -> str | None:
+        """Why a decision of ``approval`` may not ``remember`` (in words for a person), or ``None``.
+
+        A role's approvals are never remembered: each call waits for a person of the role (four
+        eyes). Nor is anything when ``allow_remember`` is off.
+        """
+        if approval.approver != REQUESTER:
+            return f"This action needs a person with the role {approval.approver!r} each time; it cannot be remembered."
+        if not self.allow_remember:
+            return "Decisions are not remembered here; approve each action on its own."
+        return None
 
     def approver_roles(self) -> frozenset[str]:
         """Every role that approves some tool (its members may read the threads they decide in)."""
@@ -221,6 +234,7 @@ class ApprovalFlow:
             ApprovalForbiddenError: ``actor`` may not decide it (403).
             ApprovalSettledError: It was already decided (409).
             ApprovalExpiredError: It lapsed; the run is told it expired (410).
+            RememberRefusedError: ``remember`` where the policy forbids it (403; nothing decided).
             ThreadBusyError: Its run is being driven right now (409; a retry gets the answer).
         """
         approval = await self.store.get_approval(tool_call_id)
@@ -230,6 +244,9 @@ class ApprovalFlow:
             raise ApprovalForbiddenError("You may not decide this approval")
         if approval.status != "pending":
             raise ApprovalSettledError(f"The approval was already {approval.status}")
+        refusal = self.policy.remember_refusal(approval) if remember and approve else None
+        if refusal is not None:
+            raise RememberRefusedError(refusal)
         if approval.lapsed():
             await self.expire(approval)
             raise ApprovalExpiredError("The approval has expired")
@@ -249,10 +266,7 @@ class ApprovalFlow:
                 decided_by=actor.id,
                 via=via,
                 reason=reason,
-                remember=remember
-                and approve
-                and self.policy.allow_remember
-                and approval.approver == REQUESTER,  # a four-eyes rule is never remembered
+                remember=remember and approve,  # refused above where the policy forbids it
             )
             if settled is not None:
                 await self.announce(settled)

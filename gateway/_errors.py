@@ -12,6 +12,8 @@ branches are drawn in ``tools/_errors.py`` and ``renderers/_errors.py``)::
     │   ├── ApprovalForbiddenError     403  this actor may not decide it
     │   ├── ApprovalSettledError       409  already decided
     │   ├── ApprovalExpiredError       410  it lapsed before the decision
+    │   ├── RememberRefusedError       403  "always" asked where the policy forbids it (four eyes)
+    │   ├── ConsoleForbiddenError      403  gateway._console: the caller's roles approve nothing
     │   ├── ThreadNotFoundError        404  (also what a store's ``write`` raises for a missing thread)
     │   ├── ThreadForbiddenError       403  someone else's thread
     │   ├── ThreadBusyError            409  a run is already running on the thread
@@ -62,6 +64,7 @@ __all__ = [
     "InvalidTokenError",
     "ModelError",
     "RateLimitedError",
+    "RememberRefusedError",
     "RequestTimeoutError",
     "RunNotActiveError",
     "RunNotFoundError",
@@ -122,6 +125,16 @@ class ApprovalExpiredError(GatewayError):
     """The approval lapsed before this decision; the run was told it expired."""
 
     status, code = 410, "approval_expired"
+
+
+class RememberRefusedError(GatewayError):
+    """A decision asked to ``remember`` where the policy forbids it; nothing was decided.
+
+    A role's approvals are never remembered (four eyes: each call is decided by a person of the
+    role), nor any when ``ApprovalPolicy.allow_remember`` is off.
+    """
+
+    status, code = 403, "remember_refused"
 
 
 class ThreadNotFoundError(GatewayError):

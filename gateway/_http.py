@@ -24,11 +24,13 @@ from renderers import ASSETS_PATH, MediaTokenError, MediaUnavailableError, publi
 from tools import Actor, AgoraError
 
 from ._access import access_upgraded
+from ._console import add_console_routes
 from ._errors import GatewayError
 from ._guard import log_refusal, read_body, refused_where, route_template
 from ._health import health_report
 from ._queue_http import add_queue_routes
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
+from ._staff import add_staff_routes
 from .events import RUN_EVENT_ADAPTER
 
 __all__ = ["STATIC_DIR", "add_routes", "error_middleware", "json_error"]
@@ -473,6 +475,8 @@ def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
     app.router.add_delete("/agent/threads/{thread_id}", delete_thread)
     app.router.add_get("/agent/threads/{thread_id}/export", export_thread)
     add_queue_routes(app)
+    add_staff_routes(app)  # GET /agent/approvals, the approval feed (gateway._staff)
+    add_console_routes(app)  # GET /console (gateway._console)
     app.router.add_get("/media/{token}", media)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)

@@ -1654,7 +1654,17 @@
       const reject = h("button", { type: "button", class: "ac-btn ac-btn--secondary", "data-action": "reject" }, "Reject");
       const expiry = frame.expires_at ? formatExpiry(frame.expires_at) : "";
       // The person asking decides, unless the gateway's policy names approvers of a role.
-      const kicker = !frame.approver || frame.approver === "requester" ? "Needs your approval" : "Needs approval";
+      const mine = !frame.approver || frame.approver === "requester";
+      const kicker = mine ? "Needs your approval" : "Needs approval";
+      // "Always": approve later calls of this tool in the conversation too (never for a role's: four eyes).
+      const remember = mine
+        ? h(
+            "label",
+            { class: "ac-approval__remember" },
+            h("input", { type: "checkbox", "data-remember": true }),
+            "Always allow this in this conversation",
+          )
+        : null;
       const card = h(
         "div",
         {
@@ -1675,6 +1685,7 @@
           expiry ? h("span", { class: "ac-approval__expiry", "data-expires-at": frame.expires_at }, expiry) : null,
         ),
         h("div", { class: "ac-approval__actions" }, reject, approve),
+        remember,
         h("p", { class: "ac-approval__error", role: "alert", hidden: true }),
         h("p", { class: "ac-approval__outcome", hidden: true }),
       );
@@ -1704,6 +1715,7 @@
       if (card.dataset.status !== "pending" || card.hasAttribute("aria-busy")) return;
       const id = this.#nextId(approve ? "approve" : "reject");
       const frame = { type: approve ? "approve" : "reject", id, tool_call_id: card.dataset.toolCallId };
+      if (approve && card.querySelector("[data-remember]")?.checked) frame.remember = true;
       if (!this.#transmit(frame)) {
         this.#decisionFailed(card, "Not connected; try again in a moment.", { connection: true });
         return;
@@ -1756,6 +1768,7 @@
       card.dataset.status = status;
       card.removeAttribute("aria-busy");
       card.querySelector(".ac-approval__actions")?.remove();
+      card.querySelector(".ac-approval__remember")?.remove();
       card.querySelector(".ac-approval__expiry")?.remove();
       const error = card.querySelector(".ac-approval__error");
       error.hidden = true;

@@ -29,6 +29,7 @@ from gateway import (
     ApprovalNotFoundError,
     ApprovalSettledError,
     QueueFullError,
+    RememberRefusedError,
     RunNotActiveError,
     RunNotFoundError,
     ThreadBusyError,
@@ -60,7 +61,13 @@ def map_gateway_errors() -> Iterator[None]:
         raise UnsupportedOperationError(message=f"{exc}: wait for the tasks ahead") from exc
     except RunNotActiveError as exc:
         raise TaskNotCancelableError() from exc
-    except (ApprovalNotFoundError, ApprovalForbiddenError, ApprovalSettledError, ApprovalExpiredError) as exc:
+    except (
+        ApprovalNotFoundError,
+        ApprovalForbiddenError,
+        ApprovalSettledError,
+        ApprovalExpiredError,
+        RememberRefusedError,
+    ) as exc:
         raise InvalidParamsError(message=str(exc)) from exc
     except UnknownAgentError as exc:
         raise InvalidParamsError(message=str(exc)) from exc

@@ -313,7 +313,12 @@ class GatewayRequestHandler(RequestHandler):
         after = await runtime.last_seq(record.context_id)
         with map_gateway_errors():
             await runtime.decide(
-                chosen[0].tool_call_id, actor, approve=decision.approve, reason=decision.reason, via="a2a"
+                chosen[0].tool_call_id,
+                actor,
+                approve=decision.approve,
+                reason=decision.reason,
+                via="a2a",
+                remember=decision.remember,
             )
         return after
 

@@ -72,12 +72,15 @@ class Decision:
     reason: str | None = None
     tool_call_id: str | None = None
     """Which approval, when the caller names it (the oldest pending one otherwise)."""
+    remember: bool = False
+    """Also approve later calls of the same tool in the context (``ApprovalPolicy.allow_remember``)."""
 
 
 def read_decision(message: Message) -> Decision:
     """The answer a message gives: a data part ``{approved: bool}`` or a text yes / no.
 
-    A data part may also carry ``reason`` and ``toolCallId``.
+    A data part may also carry ``reason``, ``toolCallId`` and ``remember`` (with an approval: also
+    approve later calls of the tool in the context, where the policy allows it).
 
     Raises:
         InvalidParamsError: The message answers neither way.
@@ -90,10 +93,14 @@ def read_decision(message: Message) -> Decision:
             if isinstance(data, dict) and isinstance(data.get("approved"), bool):
                 reason = data.get("reason")
                 call = data.get("toolCallId", data.get("tool_call_id"))
+                remember = data.get("remember", False)
+                if not isinstance(remember, bool):
+                    raise InvalidParamsError(message="remember, when given, is true or false")
                 return Decision(
                     approve=data["approved"],
                     reason=reason[:500] if isinstance(reason, str) and reason else None,
                     tool_call_id=call if isinstance(call, str) and call else None,
+                    remember=remember and data["approved"],
                 )
         elif kind == "text":
             texts.append(part.text)

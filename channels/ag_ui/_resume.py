@@ -6,6 +6,8 @@ An interrupt's id is the approval's ``tool_call_id``, so ``resume[].interruptId`
 - a resume addresses every open interrupt of the thread (else ``resume_incomplete``);
 - the answer is ``{approved, reason?}`` in the payload; ``status: "cancelled"`` rejects;
 - an unknown id (or another thread's) is ``interrupt_unknown``, a lapsed one ``interrupt_expired``;
+- ``remember: true`` with an approval also approves later calls of the tool in the thread; where
+  the policy forbids it (a role decides: four eyes) the resume is ``remember_refused``;
 - a resume replayed after it was applied changes nothing: it replays what followed it, and
   one that contradicts the decision already made is ``interrupt_settled``.
 
@@ -37,6 +39,10 @@ APPROVAL_RESPONSE_SCHEMA: dict[str, Any] = {
     "properties": {
         "approved": {"type": "boolean", "description": "true runs the action; false rejects it."},
         "reason": {"type": "string", "maxLength": 500, "description": "Why it was rejected (shown to the model)."},
+        "remember": {
+            "type": "boolean",
+            "description": "With approved: also approve later calls of this tool in the thread (where allowed).",
+        },
     },
     "required": ["approved"],
     "additionalProperties": False,
@@ -51,14 +57,15 @@ class ApprovalAnswer(BaseModel):
 
     approved: bool
     reason: str | None = Field(default=None, max_length=500)
+    remember: bool = False
 
 
 class InterruptError(GatewayError):
     """A resume (or its absence) that does not fit the thread's open interrupts.
 
     Reported in the stream as ``RUN_ERROR`` with ``code``: ``interrupt_pending``,
-    ``interrupt_unknown``, ``interrupt_expired``, ``interrupt_settled``, ``resume_incomplete``
-    or ``resume_invalid``.
+    ``interrupt_unknown``, ``interrupt_expired``, ``interrupt_settled``, ``resume_incomplete``,
+    ``resume_invalid`` or ``remember_refused``.
     """
 
     status = 409
@@ -75,6 +82,7 @@ class Decision:
     tool_call_id: str
     approve: bool
     reason: str | None = None
+    remember: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,9 +109,15 @@ def _decision(entry: ResumeEntry) -> Decision:
     except ValidationError:
         raise InterruptError(
             "resume_invalid",
-            f"The answer to interrupt {entry.interrupt_id!r} must be {{approved: boolean, reason?: string}}",
+            f"The answer to interrupt {entry.interrupt_id!r} must be"
+            " {approved: boolean, reason?: string, remember?: boolean}",
         ) from None
-    return Decision(tool_call_id=entry.interrupt_id, approve=answer.approved, reason=answer.reason)
+    return Decision(
+        tool_call_id=entry.interrupt_id,
+        approve=answer.approved,
+        reason=answer.reason,
+        remember=answer.remember and answer.approved,
+    )
 
 
 async def plan_resume(runtime: ChannelRuntime, actor: Actor, thread_id: str, entries: list[ResumeEntry]) -> ResumePlan:
@@ -131,6 +145,9 @@ async def plan_resume(runtime: ChannelRuntime, actor: Actor, thread_id: str, ent
         run_ids.append(approval.run_id)
         if approval.status == "expired" or (approval.status == "pending" and approval.lapsed()):
             raise InterruptError("interrupt_expired", f"Interrupt {entry.interrupt_id!r} expired")
+        refusal = runtime.approval_policy.remember_refusal(approval) if decision.remember else None
+        if refusal is not None and approval.status == "pending":
+            raise InterruptError("remember_refused", refusal)
         if approval.status == "pending":
             pending.append(decision)
         elif (approval.status == "approved") == decision.approve:

@@ -171,7 +171,12 @@ class AgUiStream:
         for decision in plan.decisions:
             await self.run_ids.remember_resume(self.thread_id, decision.tool_call_id, run_id)
             await self.runtime.decide(
-                decision.tool_call_id, actor, approve=decision.approve, reason=decision.reason, via="ag-ui"
+                decision.tool_call_id,
+                actor,
+                approve=decision.approve,
+                reason=decision.reason,
+                via="ag-ui",
+                remember=decision.remember,
             )
         await self._pump_run(plan.run_id, after)
 

@@ -35,6 +35,8 @@ from gateway import (
     PushSendError,
     PushTarget,
     RetryPolicy,
+    RoleMap,
+    StaffMember,
 )
 from tools import Actor
 
@@ -115,11 +117,31 @@ class TelegramChannel(Channel):
         assert self.options.bot_token is not None and self.options.webhook_secret is not None
         self._gate = WebhookGate(self.options.webhook_secret)
         self._api = TelegramApi(self.options.bot_token, api_base=self.options.api_base, session=self._session)
-        port = TelegramPort(self._api, retry=self._retry, typing=self._typing)
+        port = TelegramPort(self._api, retry=self._retry, typing=self._typing, staff=self.staff_targets)
         self._delivery = PushDelivery(services, port, prefix=PREFIX, options=self._push_options)
         self._inbound = ChatInbound(services, self._delivery, via=self.name, options=self._inbound_options)
         self._thread_namer = self._thread_namer or keyed_thread_namer(services.secret)
         self.mount_lifecycle(app)
+
+    async def staff_targets(self, role: str) -> list[StaffMember]:
+        """The private chats of the configured users (``AGORA_TELEGRAM_ROLES``) holding ``role``.
+
+        Each user id is resolved by the channel's resolver, so a card is bound to the actor its
+        tap resolves to; the bot reaches them once they have started a chat with it. A custom
+        resolver that is no ``RoleMap`` names no staff.
+        """
+        members: list[StaffMember] = []
+        roles = self.resolver.roles if isinstance(self.resolver, RoleMap) else {}
+        for key, held in roles.items():
+            if role not in held or not key.lstrip("-").isdigit():
+                continue
+            user = User(id=int(key))
+            actor = await self.resolver.resolve(user)
+            if actor is None or role not in actor.roles:
+                continue
+            chat = Chat(id=int(key), type="private")
+            members.append(StaffMember(target=self._target(chat, user, actor.id), actor=actor))
+        return members
 
     @property
     def api(self) -> TelegramApi:

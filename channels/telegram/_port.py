@@ -3,10 +3,12 @@
 A part is one Bot API call: ``sendMessage`` (MarkdownV2 text, split at 4096), ``sendPhoto`` /
 ``sendDocument`` (a rendered component's page, uploaded from the media store, its caption at
 most 1024), or ``editMessageText`` (an approval card showing its outcome). An approval is a
-card with an inline keyboard: the approve button titled with the tool's confirmation verb, and
-reject; each button's ``callback_data`` is ``agora:<token>`` (30 bytes of Telegram's 64). The
-card's ``message_id`` is kept per tool call, so that when the approval settles (here, on the
-web, or by expiring) the card is edited to say so and loses its keyboard.
+card with an inline keyboard: the approve button titled with the tool's confirmation verb,
+reject, and "Always" where the decision may be remembered; each button's ``callback_data`` is
+``agora:<token>`` (30 bytes of Telegram's 64). The card's ``message_id`` is kept per tool call,
+so that when the approval settles (here, on the web, or by expiring) the card is edited to say
+so and loses its keyboard. An approval a role
+decides goes to the private chats of the configured users holding it (``staff_targets``).
 
 While a run works the chat shows "typing…" (``sendChatAction``, which lasts 5 s on Telegram's
 side, re-sent every 4 s until the run stops running; best effort, never retried).
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -27,6 +30,7 @@ from gateway import (
     PushSendError,
     PushTarget,
     RetryPolicy,
+    StaffMember,
     clip,
     split_telegram,
     to_telegram,
@@ -97,10 +101,22 @@ class TelegramPort(PushPort[TelegramPart]):
     capabilities = TELEGRAM_CAPABILITIES
     shown = PushPort.shown | {"run-started"}
 
-    def __init__(self, api: TelegramApi, *, retry: RetryPolicy | None = None, typing: bool = True) -> None:
+    def __init__(
+        self,
+        api: TelegramApi,
+        *,
+        retry: RetryPolicy | None = None,
+        typing: bool = True,
+        staff: Callable[[str], Awaitable[list[StaffMember]]] | None = None,
+    ) -> None:
         self.api = api
         self.retry = retry or RetryPolicy()
         self.typing = typing
+        self.staff = staff
+        """The staff chats holding a role (the channel's configured users), when set."""
+
+    async def staff_targets(self, role: str) -> list[StaffMember]:
+        return await self.staff(role) if self.staff is not None else []
 
     # -- parts ------------------------------------------------------------------------------------
 
@@ -152,6 +168,10 @@ class TelegramPort(PushPort[TelegramPart]):
                 ]
             ]
         }
+        if tokens.always:  # approve, and approve later calls of the tool in this chat's thread
+            keyboard["inline_keyboard"][0].append(
+                {"text": texts.always, "callback_data": tokens.payload(True, remember=True)}
+            )
         part = self._message(target, f"{body}\n{chat_markup(footer)}", keyboard)
         return [TelegramPart(method=part.method, payload=part.payload, card=event.tool_call_id, extra={"body": body})]
 
@@ -175,6 +195,12 @@ class TelegramPort(PushPort[TelegramPart]):
         card = await self.delivery.state.get(self._card_key(event.tool_call_id))
         if not isinstance(card, dict):
             return await super().on_approval_settled(event)
+        staff = await self.staff_outcome(event)
+        if staff is not None:  # the card was a staff member's: it shows the outcome, the requester is told
+            return [
+                self._edited(card, self._outcomes()[event.status if event.status in self._outcomes() else "rejected"]),
+                *staff,
+            ]
         texts = self.texts()
         outcomes = _OUTCOMES.get(texts.language, _OUTCOMES["en"])
         status = event.status if event.status in outcomes else "rejected"
@@ -184,6 +210,14 @@ class TelegramPort(PushPort[TelegramPart]):
             outcome = texts.approved_elsewhere.format(via=texts.via(event.via))
         else:
             outcome = texts.rejected_elsewhere.format(via=texts.via(event.via))
+        return [self._edited(card, outcome)]
+
+    def _outcomes(self) -> dict[str, str]:
+        return _OUTCOMES.get(self.texts().language, _OUTCOMES["en"])
+
+    @staticmethod
+    def _edited(card: dict[str, Any], outcome: str) -> TelegramPart:
+        """The card edited to end with ``outcome``, without its keyboard."""
         payload = {
             "chat_id": int(card["chat_id"]),
             "message_id": int(card["message_id"]),
@@ -191,7 +225,7 @@ class TelegramPort(PushPort[TelegramPart]):
             "parse_mode": "MarkdownV2",
             "reply_markup": {"inline_keyboard": []},
         }
-        return [TelegramPart(method="editMessageText", payload=payload)]
+        return TelegramPart(method="editMessageText", payload=payload)
 
     # -- sending ----------------------------------------------------------------------------------
 

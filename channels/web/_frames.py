@@ -40,6 +40,8 @@ class HelloFrame(_Frame):
     after_seq: int = Field(default=0, ge=0, le=2**53)
     ui_capabilities: UiCapabilities | None = None
     token: str | None = Field(default=None, max_length=4096)
+    watch_approvals: bool = False
+    """Also receive the approval feed (``approval-pending`` / ``approval-closed``): staff only."""
 
 
 class SendFrame(_Frame):

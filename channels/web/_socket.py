@@ -14,6 +14,12 @@ false when the thread the hello named is unknown, or its log is shorter than ``a
 then every run event of the thread with its ``type`` and ``seq`` (``ui`` events carry ``html``,
 ``media`` or ``text`` per the client's capabilities), ``ack {id, run_id?, queued?, message_id?,
 position?}`` and ``error {id?, code, message}``.
+
+Staff: ``hello {watch_approvals: true}`` from an actor holding a role that approves some tool
+also receives ``approval-pending {approval}`` for each approval they may decide (those waiting
+already, then each new one, asked on any process) and ``approval-closed {tool_call_id, status}``
+when one stops waiting (``gateway._staff``). Anyone else gets ``error {code: "watch_forbidden"}``
+and the rest of the session as usual.
 """
 
 from __future__ import annotations
@@ -30,11 +36,14 @@ from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
 from gateway import (
+    APPROVAL_FEED,
     CHANNEL_SERVICES,
+    ApprovalFeed,
     ChannelServices,
     EventHooks,
     GatewayError,
     InvalidTokenError,
+    may_watch_approvals,
     parse_json,
     verify_actor_token,
 )
@@ -122,7 +131,9 @@ class WebSession:
     """One socket: its actor, thread, capabilities and the task following the thread."""
 
     __slots__ = (
+        "_feed",
         "_follower",
+        "_watcher",
         "_frames",
         "_client",
         "_lock",
@@ -143,8 +154,11 @@ class WebSession:
         transport: Any = None,
         client: str | None = None,
         options: WebOptions | None = None,
+        feed: ApprovalFeed | None = None,
     ) -> None:
         self.services = services
+        self._feed = feed
+        self._watcher: asyncio.Task[None] | None = None
         self.options = options or WebOptions()
         self.ws = ws
         self.actor = actor
@@ -205,10 +219,11 @@ class WebSession:
         except _Closed:
             pass
         finally:
-            if self._follower is not None:
-                self._follower.cancel()
-                with contextlib.suppress(asyncio.CancelledError, _Closed):
-                    await self._follower
+            for task in (self._follower, self._watcher):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, _Closed):
+                        await task
 
     async def _on_message(self, message: Any) -> None:
         self._frames.incoming += 1
@@ -372,6 +387,16 @@ class WebSession:
         self._follower = asyncio.create_task(
             self._follow(thread_id, after_seq, approver=approver), name=f"agora-ws-{thread_id}"
         )
+        if frame.watch_approvals:
+            await self._watch_approvals(frame.id)
+
+    async def _watch_approvals(self, frame_id: str | None) -> None:
+        """Follow the approval feed too (staff only; the session goes on either way)."""
+        assert self.actor is not None
+        if self._feed is None or not may_watch_approvals(self.services.runtime.approval_policy, self.actor):
+            await self.error("watch_forbidden", "Only staff who approve actions may watch approvals", frame_id)
+            return
+        self._watcher = asyncio.create_task(self._feed.follow(self.actor, self.send), name="agora-ws-approvals")
 
     async def _reading_ends(
         self,
@@ -454,7 +479,16 @@ async def websocket_handler(request: web.Request) -> web.StreamResponse:
     if sockets is not None:
         sockets.add(ws)
     try:
-        await WebSession(services, ws, actor, request.transport, services.client_address(request), options).run()
+        session = WebSession(
+            services,
+            ws,
+            actor,
+            request.transport,
+            services.client_address(request),
+            options,
+            request.app.get(APPROVAL_FEED),
+        )
+        await session.run()
     finally:
         services.metrics.sockets.dec()
         if sockets is not None:

@@ -1,7 +1,8 @@
 """Approvals on WhatsApp through Twilio: quick-reply buttons from Content API templates.
 
 An ``approval-requested`` event becomes one message of a Content API ``twilio/quick-reply``
-template (a ``twilio/text`` twin serves clients without buttons). Templates are created once per
+template (a ``twilio/text`` twin serves clients without buttons): approve (the verb), reject,
+and "Always" (approve and remember) where the policy lets the decision be remembered. Templates are created once per
 text shape (language, labels, instruction) and cached in the store; the filled title, detail and
 the two button payloads travel as ``content_variables``. The payloads are the push kit's
 single-use tokens (``agora:<token>``, ``gateway.ChatApprovals``): nothing about the decision can
@@ -53,10 +54,15 @@ class _Shape:
     reject: str
     instruction: str
     has_detail: bool
+    always: str = ""
+    """The third button's title; empty for two buttons."""
 
     @property
     def key(self) -> str:
-        raw = json.dumps([self.language, self.approve, self.reject, self.instruction, self.has_detail])
+        parts: list[Any] = [self.language, self.approve, self.reject, self.instruction, self.has_detail]
+        if self.always:
+            parts.append(self.always)  # two-button shapes keep the key (and template) they had
+        raw = json.dumps(parts)
         return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
 
     def request(self) -> dict[str, Any]:
@@ -65,6 +71,13 @@ class _Shape:
         samples = {"1": "Refund order 1042?", "3": f"{BUTTON_PREFIX}approve", "4": f"{BUTTON_PREFIX}reject"}
         if self.has_detail:
             samples["2"] = "Burr grinder"
+        actions = [
+            {"type": "QUICK_REPLY", "title": self.approve, "id": "{{3}}"},
+            {"type": "QUICK_REPLY", "title": self.reject, "id": "{{4}}"},
+        ]
+        if self.always:
+            samples["5"] = f"{BUTTON_PREFIX}always"
+            actions.append({"type": "QUICK_REPLY", "title": self.always, "id": "{{5}}"})
         return {
             "friendly_name": f"agora_approval_{self.key}",
             "language": self.language.replace("-", "_"),
@@ -72,10 +85,7 @@ class _Shape:
             "types": {
                 "twilio/quick-reply": {
                     "body": f"{head}\n\n{self.instruction}",
-                    "actions": [
-                        {"type": "QUICK_REPLY", "title": self.approve, "id": "{{3}}"},
-                        {"type": "QUICK_REPLY", "title": self.reject, "id": "{{4}}"},
-                    ],
+                    "actions": actions,
                 },
                 "twilio/text": {"body": f"{head}\n\n{self.instruction}"},
             },
@@ -92,7 +102,7 @@ class ApprovalButtons:
         self._content: dict[str, str] = {}
         self._creating: dict[str, asyncio.Lock] = {}
 
-    async def content_sid(self, texts: ChatTexts, verb: str, *, has_detail: bool) -> str:
+    async def content_sid(self, texts: ChatTexts, verb: str, *, has_detail: bool, always: bool = False) -> str:
         """The Content template of this text shape, created on first use and cached in the store.
 
         Raises:
@@ -104,6 +114,7 @@ class ApprovalButtons:
             reject=button_title(texts.reject, "Reject"),
             instruction=texts.instruction,
             has_detail=has_detail,
+            always=button_title(texts.always, "Always") if always else "",
         )
         if shape.approve.casefold() == shape.reject.casefold():
             shape = _Shape(**{**shape.__dict__, "approve": button_title(texts.approve, "Approve")})
@@ -145,6 +156,9 @@ class ApprovalButtons:
         variables = {"1": title, "3": tokens.payload(True), "4": tokens.payload(False)}
         if detail:
             variables["2"] = detail
+        always = bool(tokens.always) and in_window  # the approved template outside the window has two
+        if always:
+            variables["5"] = tokens.payload(True, remember=True)
         if not in_window:
             if not self.template_sid:
                 return None
@@ -157,5 +171,5 @@ class ApprovalButtons:
             )
             variables.setdefault("2", "-")
             return OutboundMessage(to=target.address, content_sid=self.template_sid, content_variables=variables)
-        sid = await self.content_sid(texts, confirmation.verb, has_detail=bool(detail))
+        sid = await self.content_sid(texts, confirmation.verb, has_detail=bool(detail), always=always)
         return OutboundMessage(to=target.address, content_sid=sid, content_variables=variables)

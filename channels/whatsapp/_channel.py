@@ -9,10 +9,17 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway import Channel, ChannelServices, PushDelivery, RetryPolicy
+from gateway import Channel, ChannelServices, PushDelivery, PushTarget, RetryPolicy, RoleMap, StaffMember
 
 from ._approvals import ApprovalButtons
-from ._identity import SenderResolver, SettingsSenderResolver, ThreadNamer, keyed_thread_namer
+from ._identity import (
+    SenderResolver,
+    SettingsSenderResolver,
+    ThreadNamer,
+    WhatsAppSender,
+    keyed_thread_namer,
+    language_for,
+)
 from ._inbound import InboundHandler, InboundOptions
 from ._options import TwilioOptions, WhatsAppSenderOptions
 from ._outbound import WHATSAPP_CAPABILITIES, DeliveryOptions, WhatsAppPort
@@ -112,7 +119,11 @@ class WhatsAppChannel(Channel):
         )
         self.buttons = ApprovalButtons(self.state, self.sender, template_sid=twilio.approval_template_sid)
         self.port = WhatsAppPort(
-            state=self.state, sender=self.sender, buttons=self.buttons, window=self.options.delivery.window
+            state=self.state,
+            sender=self.sender,
+            buttons=self.buttons,
+            window=self.options.delivery.window,
+            staff=self.staff_targets,
         )
         self.delivery: PushDelivery[OutboundMessage] = PushDelivery(
             services,
@@ -138,6 +149,14 @@ class WhatsAppChannel(Channel):
             languages=self.senders.languages,
             options=self.options.inbound,
         )
+
+    async def staff_targets(self, role: str) -> list[StaffMember]:
+        """The chats of the configured numbers (``AGORA_WHATSAPP_ROLES``) holding ``role``.
+
+        Each number is resolved by the channel's resolver, so the actor a card is bound to is
+        the one its tap resolves to. A custom resolver that is no ``RoleMap`` names no staff.
+        """
+        return await _staff_of(self, role)
 
     def configure(
         self,
@@ -210,6 +229,32 @@ class WhatsAppChannel(Channel):
 
 WHATSAPP = web.AppKey("agora_whatsapp", WhatsAppChannel)
 """Where a gateway app keeps its ``WhatsAppChannel``."""
+
+
+async def _staff_of(channel: WhatsAppChannel, role: str) -> list[StaffMember]:
+    members: list[StaffMember] = []
+    roles = channel.resolver.roles if isinstance(channel.resolver, RoleMap) else {}
+    for number, held in roles.items():
+        if role not in held:
+            continue
+        try:
+            sender = WhatsAppSender.from_webhook(f"whatsapp:{number}")
+        except ValueError:
+            logger.warning("AGORA_WHATSAPP_ROLES holds an entry that is not a number; skipped for staff")
+            continue
+        actor = await channel.resolver.resolve(sender)
+        if actor is None or role not in actor.roles:
+            continue
+        language = language_for(sender, channel.senders.languages)
+        target = PushTarget(
+            thread_id=channel.thread_for(actor, sender),
+            address=sender.address,
+            actor_id=actor.id,
+            language=language,
+            extra={"e164": sender.e164},
+        )
+        members.append(StaffMember(target=target, actor=actor))
+    return members
 
 
 def setup(app: web.Application, services: ChannelServices, **kwargs: Any) -> WhatsAppChannel:

@@ -9,12 +9,15 @@ WhatsApp's own is here:
   outside the 24 h window;
 - components go as one image or PDF per message with the component's text as caption;
 - nothing but approvals (by template) goes out after 24 h without an inbound message: those
-  parts are recorded as ``outside_window``.
+  parts are recorded as ``outside_window``;
+- staff: an approval a role decides goes to the numbers of ``AGORA_WHATSAPP_ROLES`` holding the
+  role (``staff_targets``; resolved by the channel's resolver, so a tap is theirs), with buttons.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +28,7 @@ from gateway import (
     PushOptions,
     PushPort,
     PushTarget,
+    StaffMember,
     Undeliverable,
     clip,
     to_whatsapp,
@@ -67,11 +71,24 @@ class WhatsAppPort(PushPort[OutboundMessage]):
     via = "whatsapp"
     capabilities = WHATSAPP_CAPABILITIES
 
-    def __init__(self, *, state: ChannelState, sender: TwilioSender, buttons: ApprovalButtons, window: float) -> None:
+    def __init__(
+        self,
+        *,
+        state: ChannelState,
+        sender: TwilioSender,
+        buttons: ApprovalButtons,
+        window: float,
+        staff: Callable[[str], Awaitable[list[StaffMember]]] | None = None,
+    ) -> None:
         self.state = state
         self.sender = sender
         self.buttons = buttons
         self.window = window
+        self.staff = staff
+        """The staff chats holding a role (the channel's configured numbers), when set."""
+
+    async def staff_targets(self, role: str) -> list[StaffMember]:
+        return await self.staff(role) if self.staff is not None else []
 
     async def in_window(self, target: PushTarget) -> bool:
         """Whether the sender wrote within the 24 h customer-service window."""

@@ -1,7 +1,8 @@
 """Approvals on text channels: buttons whose payloads are single-use server tokens, and typed answers.
 
 An ``approval-requested`` event gets two tokens, made once per approval (every process and every
-resend sends the same): ``{p}:btn:{token}`` names the tool call, the decision, and the address
+resend sends the same), and a third, "always" (approve and remember), where the policy lets the
+decision be remembered: ``{p}:btn:{token}`` names the tool call, the decision, and the address
 and actor it was sent to. A button carries ``agora:<token>``; nothing about the decision can be
 read from it or forged. Redeeming a token claims it once (``{p}:btn-used:{token}``), so a
 second tap, on any process, reads "already decided". A typed ``yes`` / ``no 2`` decides the
@@ -19,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from tools import Actor
 
-from .._errors import ApprovalExpiredError, ApprovalForbiddenError, ApprovalNotFoundError, ApprovalSettledError
+from .._errors import (
+    ApprovalExpiredError,
+    ApprovalForbiddenError,
+    ApprovalNotFoundError,
+    ApprovalSettledError,
+    RememberRefusedError,
+)
 from .._logs import actor_hash
 from ..events import ApprovalRequestedEvent
 from ._state import DAY, PushState, PushTarget
@@ -38,14 +45,20 @@ BUTTON_PREFIX = "agora:"
 
 @dataclass(frozen=True, kw_only=True)
 class ApprovalTokens:
-    """The two single-use tokens of one approval (url-safe, 24 characters)."""
+    """The single-use tokens of one approval (url-safe, 24 characters).
+
+    ``always`` (approve and remember) is empty where the decision may not be remembered.
+    """
 
     approve: str
     reject: str
     title: str
+    always: str = ""
 
-    def payload(self, approve: bool) -> str:
-        """The button payload: ``agora:<token>``."""
+    def payload(self, approve: bool, *, remember: bool = False) -> str:
+        """The button payload: ``agora:<token>`` (``remember``: the "always" button's)."""
+        if remember:
+            return BUTTON_PREFIX + self.always
         return BUTTON_PREFIX + (self.approve if approve else self.reject)
 
 
@@ -65,8 +78,13 @@ class ChatApprovals:
     def __init__(self, state: PushState) -> None:
         self.state = state
 
-    async def tokens(self, event: ApprovalRequestedEvent, target: PushTarget) -> ApprovalTokens:
-        """The approval's tokens, made once (every process and every resend gets the same)."""
+    async def tokens(
+        self, event: ApprovalRequestedEvent, target: PushTarget, *, always: bool = False
+    ) -> ApprovalTokens:
+        """The approval's tokens, made once (every process and every resend gets the same).
+
+        ``always`` adds the "approve and remember" token (where the policy allows remembering).
+        """
         key = self.state.key("appr", event.tool_call_id)
         existing = await self.state.get(key)
         if isinstance(existing, dict):
@@ -78,17 +96,22 @@ class ChatApprovals:
             "title": event.confirmation.title,
             "thread_id": event.thread_id,
         }
-        for decision in ("approve", "reject"):
+        decisions = ["approve", "reject"]
+        if always:
+            record["always"] = secrets.token_urlsafe(18)
+            decisions.append("always")
+        for decision in decisions:
             button = {
                 "tool_call_id": event.tool_call_id,
-                "approve": decision == "approve",
+                "approve": decision != "reject",
+                "remember": decision == "always",
                 "to": target.address,
                 "actor_id": target.actor_id,
             }
             await self.state.set(self.state.key("btn", record[decision]), button, ttl=ttl)
         if await self.state.claim(key, ttl=ttl, value=record):
             return _tokens(record)
-        for decision in ("approve", "reject"):  # another process won: its tokens are the ones sent
+        for decision in decisions:  # another process won: its tokens are the ones sent
             await self.state.delete(self.state.key("btn", record[decision]))
         existing = await self.state.get(key)
         return _tokens(existing if isinstance(existing, dict) else record)
@@ -137,7 +160,10 @@ class ChatApprovals:
         tool_call_id = str(button["tool_call_id"])
         approve = bool(button["approve"])
         try:
-            await runtime.decide(tool_call_id, actor, approve=approve, via=via)
+            await runtime.decide(tool_call_id, actor, approve=approve, via=via, remember=bool(button.get("remember")))
+        except RememberRefusedError:  # the policy changed since the button was sent
+            await self.state.delete(used_key)
+            return Redeemed(decided=False, tool_call_id=tool_call_id, reply=texts.remember_refused)
         except ApprovalSettledError:
             reply = await self._settled_reply(runtime, tool_call_id, texts)
             return Redeemed(decided=False, tool_call_id=tool_call_id, reply=reply)
@@ -165,8 +191,12 @@ class ChatApprovals:
         actor: Actor,
         texts: ChatTexts,
         via: str,
+        remember: bool = False,
     ) -> str | None:
-        """Decide by a typed ``yes`` / ``no [n]``; the reply to send, ``None`` for none.
+        """Decide by a typed ``yes`` / ``no [n]`` (``yes always``: ``remember``); the reply to send, ``None`` for none.
+
+        A ``remember`` the policy forbids (a role decides: four eyes) decides nothing and is
+        answered ``remember_refused``.
 
         Raises:
             LookupError: Nothing waits for this actor and no number was given: the text is an
@@ -187,7 +217,9 @@ class ChatApprovals:
         if not 0 <= index < len(pending):
             return texts.nothing_pending
         try:
-            await runtime.decide(pending[index].tool_call_id, actor, approve=approve, via=via)
+            await runtime.decide(pending[index].tool_call_id, actor, approve=approve, via=via, remember=remember)
+        except RememberRefusedError:
+            return texts.remember_refused
         except ApprovalSettledError:
             return await self._settled_reply(runtime, pending[index].tool_call_id, texts)
         except (ApprovalExpiredError, ApprovalNotFoundError):
@@ -199,5 +231,8 @@ class ChatApprovals:
 
 def _tokens(record: dict[str, Any]) -> ApprovalTokens:
     return ApprovalTokens(
-        approve=str(record["approve"]), reject=str(record["reject"]), title=str(record.get("title") or "")
+        approve=str(record["approve"]),
+        reject=str(record["reject"]),
+        title=str(record.get("title") or ""),
+        always=str(record.get("always") or ""),
     )

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from tools import AgoraError, UiCapabilities
 
+from .._approvals import REQUESTER
 from .._errors import GatewayError, StoreUnavailableError
 from .._hooks import EventHooks
 from .._logs import actor_hash, bind_log
@@ -47,6 +48,7 @@ from ..events import (
     UiEvent,
 )
 from ._approvals import ApprovalTokens, ChatApprovals
+from ._staff import Forwarded, StaffMember, staff_outcome_parts, staff_request_parts
 from ._state import PushCursor, PushState, PushTarget
 from ._texts import CHAT_TEXTS, ChatTexts, texts_for
 
@@ -246,6 +248,13 @@ class PushPort(EventHooks[Parts], Generic[P]):
         """Why free-form messages cannot go to ``target`` now (WhatsApp's 24 h window), or ``None``."""
         return None
 
+    async def staff_targets(self, role: str) -> list[StaffMember]:
+        """The staff chats of this channel whose people hold ``role`` (``gateway._push._staff``); none by default.
+
+        An approval that role decides is sent there, with buttons, instead of to the requester.
+        """
+        return []
+
     async def sent(self, target: PushTarget, part: P, message_id: str | None, where: dict[str, Any]) -> None:
         """Called after each part is sent (``where``: its ``seq``, ``part`` and ``event``)."""
 
@@ -303,11 +312,22 @@ class PushPort(EventHooks[Parts], Generic[P]):
         ids = [a.tool_call_id for a in pending]
         if event.tool_call_id not in ids:
             return []  # decided (or superseded) before we got to it: no buttons that only say "too late"
+        if event.approver != REQUESTER:
+            return await staff_request_parts(self, target, event)  # to the role's people, not the requester
         number = ids.index(event.tool_call_id) + 1 if len(ids) > 1 else None
-        tokens = await self.delivery.approvals.tokens(event, target)
+        # A third button, "always", where the decision may be remembered (the requester decides).
+        always = self.services.runtime.approval_policy.allow_remember
+        tokens = await self.delivery.approvals.tokens(event, target, always=always)
         return await self.approval_parts(target, event, tokens, number)
 
+    async def staff_outcome(self, event: ApprovalSettledEvent) -> list[Any] | None:
+        """The requester's line when staff decided their approval; ``None`` when it was not a role's."""
+        return await staff_outcome_parts(self, event)
+
     async def on_approval_settled(self, event: ApprovalSettledEvent) -> Parts:
+        staff = await self.staff_outcome(event)
+        if staff is not None:
+            return staff  # staff decided: the requester is told the outcome, whichever channel it came by
         if event.via == self.via or event.via in self.silent_via:
             return []
         free = await self._free(event)
@@ -613,8 +633,10 @@ class PushDelivery(RuntimeObserver, Generic[P]):
             logger.warning("thread %s seq %d: not sent: %s", thread_id, event.seq, part.reason)
             await self.state.record_failure(thread_id, {**where, "reason": part.reason})
             return None
+        # A staff member's approval card goes to their chat, through this thread's cursor.
+        destination, message = (part.target, part.part) if isinstance(part, Forwarded) else (target, part)
         try:
-            message_id = await self.port.send(target, part)
+            message_id = await self.port.send(destination, message)
         except StoreUnavailableError:
             raise
         except PushSendError as exc:
@@ -656,7 +678,7 @@ class PushDelivery(RuntimeObserver, Generic[P]):
             await self.state.record_sent(
                 message_id, {"thread_id": thread_id, **where, "message": part.to_json(), "resends": 0}
             )
-        await self.port.sent(target, part, message_id, where)
+        await self.port.sent(destination, message, message_id, where)
         return None
 
     async def _failed_round(

@@ -32,7 +32,7 @@ from ..events import Turn
 from ._approvals import Redeemed
 from ._delivery import PushSendError, Undeliverable
 from ._state import PushTarget
-from ._texts import ChatTexts, parse_cancel, parse_decision
+from ._texts import ChatTexts, parse_always, parse_cancel, parse_decision
 
 if TYPE_CHECKING:
     from .._channel import ChannelServices
@@ -163,11 +163,12 @@ class ChatInbound:
         if len(body) > self.options.max_chars:
             await self.delivery.reply(target, texts.too_long.format(limit=self.options.max_chars))
             return None
-        decision = parse_decision(body)
+        always = parse_always(body)  # "yes always" / "sim sempre": approve and remember
+        decision = always or parse_decision(body)
         if decision is not None:
             try:
                 reply = await self.delivery.approvals.decide_text(
-                    runtime, target.thread_id, decision, actor=actor, texts=texts, via=self.via
+                    runtime, target.thread_id, decision, actor=actor, texts=texts, via=self.via, remember=bool(always)
                 )
             except LookupError:
                 pass  # nothing waits: "yes" is an ordinary answer to the agent

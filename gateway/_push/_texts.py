@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["CHAT_TEXTS", "ChatTexts", "parse_cancel", "parse_decision", "texts_for"]
+__all__ = ["CHAT_TEXTS", "ChatTexts", "parse_always", "parse_cancel", "parse_decision", "texts_for"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +52,16 @@ class ChatTexts:
     cancelled: str = "Stopped."
     """A typed ``cancel`` stopped the running (or waiting) run."""
     failed: str = "Sorry, something went wrong. Please try again."
+    waiting_for_staff: str = "Waiting for a person at {brand} to approve: {title}"
+    """To the requester, when a role decides (the buttons went to its people)."""
+    staff_approved: str = "A person at {brand} approved: {title}"
+    staff_rejected: str = "A person at {brand} declined: {title}"
+    asked_by: str = "Asked by {requester} ({channel})."
+    """Below the detail of an approval card on a staff member's chat."""
+    always: str = "Always"
+    """The third button: approve, and approve later calls of the same tool in the thread."""
+    remember_refused: str = "That cannot be remembered: each one needs a person's decision. Reply *yes* or *no*."
+    """A typed "yes always" where the policy forbids remembering (four eyes)."""
     via_names: Mapping[str, str] | None = None
     """How a decision's ``via`` reads (``web`` -> ``on the web``); unknown ones are shown as is."""
 
@@ -87,6 +97,12 @@ PT_BR = ChatTexts(
     waits_for_someone="Entendido: respondo assim que a aprovação pendente for decidida.",
     cancelled="Parei.",
     failed="Desculpe, algo deu errado. Tente de novo.",
+    waiting_for_staff="Aguardando uma pessoa da {brand} aprovar: {title}",
+    staff_approved="Uma pessoa da {brand} aprovou: {title}",
+    staff_rejected="Uma pessoa da {brand} recusou: {title}",
+    asked_by="Pedido por {requester} ({channel}).",
+    always="Sempre",
+    remember_refused="Isso não pode ser lembrado: cada um precisa da decisão de uma pessoa. Responda *sim* ou *não*.",
     via_names={"web": "na web", "api": "pela API", "ag-ui": "no aplicativo"},
 )
 
@@ -140,3 +156,22 @@ def parse_decision(text: str) -> tuple[bool, int | None] | None:
 def parse_cancel(text: str) -> bool:
     """Whether ``text`` is a typed ``cancel`` (or ``cancelar``): stop the thread's active run."""
     return _CANCEL.match(text) is not None
+
+
+_ALWAYS = re.compile(
+    r"^\s*(?:(?:yes|sim|s|y|ok|approve|aprovar)\s+)?(?P<word>always|sempre)"
+    r"(?:\s*#?\s*(?P<n>\d{1,3}))?\s*[.!]*\s*$",
+    re.IGNORECASE,
+)
+
+
+def parse_always(text: str) -> tuple[bool, int | None] | None:
+    """Read a typed "approve and remember": ``yes always`` -> ``(True, None)``, ``sempre 2`` -> ``(True, 2)``.
+
+    ``None`` when the text is no such answer. As ``parse_decision``, whatever the sender's language.
+    """
+    match = _ALWAYS.match(text)
+    if match is None:
+        return None
+    number = match.group("n")
+    return True, int(number) if number else None

@@ -30,6 +30,8 @@ def message(*parts: Part) -> Message:
             Decision(approve=False, reason="too much", tool_call_id="tc_1"),
         ),
         ([new_data_part({"approved": True, "tool_call_id": "tc_2"})], Decision(approve=True, tool_call_id="tc_2")),
+        ([new_data_part({"approved": True, "remember": True})], Decision(approve=True, remember=True)),
+        ([new_data_part({"approved": False, "remember": True})], Decision(approve=False)),  # nothing to remember
         ([Part(text="Yes please")], Decision(approve=True)),
         ([Part(text="  OK")], Decision(approve=True)),
         ([Part(text="No, keep it")], Decision(approve=False, reason="keep it")),
@@ -55,6 +57,11 @@ def test_approval_answers(parts: list[Part], expected: Decision) -> None:
 def test_answers_that_decide_nothing_are_refused(parts: list[Part]) -> None:
     with pytest.raises(InvalidParamsError, match="waits for an approval"):
         read_decision(message(*parts))
+
+
+def test_a_remember_that_is_no_boolean_is_refused() -> None:
+    with pytest.raises(InvalidParamsError, match="remember, when given, is true or false"):
+        read_decision(message(new_data_part({"approved": True, "remember": "always"})))
 
 
 def test_turn_text_joins_text_data_and_files() -> None:

@@ -203,3 +203,32 @@ async def test_resume_on_a_thread_without_interrupts(client: Client, status: str
     await run(client, run_input(thread_id, "hello"))
     answer = await run(client, run_input(thread_id, resume=[ResumeEntry(interrupt_id="tc_x", status=status)]))
     assert types(answer) == ["RUN_STARTED", "RUN_ERROR"] and answer[1].data["code"] == "interrupt_unknown"
+
+
+async def test_remember_in_a_resume_approves_later_calls_and_is_refused_where_a_role_decides(
+    client: Client, shop: Shop, refusal_log: RefusalLog
+) -> None:
+    from gateway import ApprovalPolicy, ApprovalRule
+
+    runtime = client.app[SERVICES].runtime
+    thread_id, frames = await park(client, "cache:1")
+    call_id = interrupt_of(frames)["id"]
+    remembered = ResumeEntry(interrupt_id=call_id, status="resolved", payload={"approved": True, "remember": True})
+    resumed = await run(client, run_input(thread_id, resume=[remembered]))
+    assert resumed[-1].data["outcome"]["type"] == "success"
+    settled = await runtime.store.get_approval(call_id)
+    assert settled is not None and (settled.status, settled.remember) == ("approved", True)
+    later = await run(client, run_input(thread_id, "purge cache:2"))  # the same tool again: not asked
+    assert later[-1].data["outcome"]["type"] == "success" and shop.executed == ["cache:1", "cache:2"]
+
+    # Where a role decides (four eyes), remember is refused: a RUN_ERROR, nothing decided.
+    runtime.approval_policy = ApprovalPolicy(rules={"purge_cache": ApprovalRule(approver="member")})
+    thread_id, frames = await park(client, "cache:3")
+    call_id = interrupt_of(frames)["id"]
+    entry = ResumeEntry(interrupt_id=call_id, status="resolved", payload={"approved": True, "remember": True})
+    answer = await run(client, run_input(thread_id, resume=[entry]))
+    assert types(answer) == ["RUN_STARTED", "RUN_ERROR"]
+    assert answer[1].data["code"] == "remember_refused" and "role 'member'" in answer[1].data["message"]
+    refusal_log.one("RUN_ERROR", "remember_refused")
+    pending = await runtime.store.get_approval(call_id)
+    assert pending is not None and pending.status == "pending" and "cache:3" not in shop.executed

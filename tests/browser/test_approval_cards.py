@@ -7,7 +7,7 @@ import json
 
 from playwright.async_api import WebSocketRoute, expect
 
-from .conftest import BROWSER_TESTS, Chat, OpenPage
+from .conftest import BROWSER_TESTS, Chat, OpenPage, record_sent
 
 pytestmark = BROWSER_TESTS
 
@@ -107,3 +107,26 @@ async def test_a_decision_lost_with_the_connection_says_so_until_the_connection_
     await expect(card).to_have_attribute("data-status", "approved")
     await expect(error).to_be_hidden()
     await chat.turn_ends(0)
+
+
+async def test_the_always_checkbox_remembers_the_decision(gateway: str, open_page: OpenPage) -> None:
+    page = await open_page()
+    sent = record_sent(page)
+    await page.goto(gateway)
+    chat = Chat(page)
+    await chat.ready()
+    await chat.say("refund order 1042")
+    await chat.turn_ends(0, "awaiting-approval")
+    card = chat.approvals.first
+    always = card.get_by_label("Always allow this in this conversation")
+    await expect(always).not_to_be_checked()
+    await always.check()  # by its label, as a person would
+    await card.get_by_role("button", name="Refund").click()
+    await expect(card).to_have_attribute("data-status", "approved")
+    await expect(always).to_have_count(0)  # a decided card asks nothing more
+    (decision,) = [f for f in sent if f["type"] == "approve"]
+    assert decision["remember"] is True
+    # The next refund in the conversation runs without asking.
+    await chat.say("refund order 1041")
+    await chat.turn_ends(1)
+    await expect(chat.approvals).to_have_count(1)

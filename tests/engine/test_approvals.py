@@ -16,6 +16,7 @@ from gateway import (
     ApprovalPolicy,
     ApprovalRule,
     ApprovalSettledError,
+    RememberRefusedError,
     ThreadBusyError,
 )
 from gateway.events import ApprovalRequestedEvent, ApprovalSettledEvent, ToolCompletedEvent, ToolDeniedEvent
@@ -333,7 +334,11 @@ async def test_remember_is_refused_for_a_four_eyes_rule(make_runtime: Any) -> No
     thread = new_thread()
     run_id, requested = await park(runtime, thread)
     carol = Actor(id="carol", roles=["ops"])
-    settled = await runtime.decide(requested.tool_call_id, carol, remember=True)
+    with pytest.raises(RememberRefusedError, match="role 'ops' each time"):
+        await runtime.decide(requested.tool_call_id, carol, remember=True)
+    pending = await runtime.get_approval(requested.tool_call_id)
+    assert pending is not None and pending.status == "pending"  # refused: nothing was decided
+    settled = await runtime.decide(requested.tool_call_id, carol)
     assert settled.remember is False
     assert await runtime.wait(run_id, timeout=5) == "completed"
     second, _ = await park(runtime, thread)  # asked again: one approval never covers the next call

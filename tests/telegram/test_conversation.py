@@ -33,8 +33,8 @@ async def test_a_refund_approved_by_a_button_tap(make_gateway: MakeGateway, any_
         card.json["text"]
         == "*Refund order 1042?*\nBack to the card \\(4242\\)\\.\nTap a button, or reply *yes* or *no*\\."
     )
-    approve, reject = keyboard(gw)
-    assert approve["text"] == "Refund" and reject["text"] == "Reject"
+    approve, reject, always = keyboard(gw)
+    assert approve["text"] == "Refund" and reject["text"] == "Reject" and always["text"] == "Always"
     assert approve["callback_data"].startswith("agora:") and reject["callback_data"].startswith("agora:")
     assert len(approve["callback_data"].encode()) <= 64 and approve["callback_data"] != reject["callback_data"]
     [pending] = await gw.runtime.pending_approvals(thread_of(ALICE_ID))

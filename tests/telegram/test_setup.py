@@ -75,7 +75,7 @@ async def test_portuguese_speakers_read_portuguese(make_gateway: MakeGateway) ->
     await gw.bot.wait_for(lambda b: any("reply_markup" in c.json for c in b.of("sendMessage")))
     [card] = gw.bot.of("sendMessage")
     assert card.json["text"].endswith("\nToque num botão, ou responda *sim* ou *não*\\.")
-    assert [b["text"] for b in card.json["reply_markup"]["inline_keyboard"][0]] == ["Refund", "Recusar"]
+    assert [b["text"] for b in card.json["reply_markup"]["inline_keyboard"][0]] == ["Refund", "Recusar", "Sempre"]
 
 
 async def test_in_a_group_another_member_cannot_decide(make_gateway: MakeGateway) -> None:

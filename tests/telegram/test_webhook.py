@@ -109,7 +109,7 @@ async def refund_card(gw: Gateway, chat_id: int = ALICE_ID) -> tuple[str, str, i
     await gw.bot.wait_for(lambda b: any("reply_markup" in c.json for c in b.of("sendMessage")))
     [card] = [c for c in gw.bot.of("sendMessage") if "reply_markup" in c.json]
     assert card.json["chat_id"] == chat_id
-    approve, reject = card.json["reply_markup"]["inline_keyboard"][0]
+    approve, reject, _always = card.json["reply_markup"]["inline_keyboard"][0]
     return approve["callback_data"], reject["callback_data"], gw.bot.message_ids[id(card)]
 
 

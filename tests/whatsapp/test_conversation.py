@@ -58,8 +58,8 @@ async def test_refund_from_request_to_receipt_image(make_gateway: MakeGateway) -
     assert len(templates) == 1
     assert templates[0].headers["Content-Type"] == "application/json"
     quick_reply = templates[0].data["types"]["twilio/quick-reply"]
-    assert [a["title"] for a in quick_reply["actions"]] == ["Refund", "Reject"]
-    assert [a["id"] for a in quick_reply["actions"]] == ["{{3}}", "{{4}}"]
+    assert [a["title"] for a in quick_reply["actions"]] == ["Refund", "Reject", "Always"]
+    assert [a["id"] for a in quick_reply["actions"]] == ["{{3}}", "{{4}}", "{{5}}"]
     assert "reply *yes* or *no*" in templates[0].data["types"]["twilio/text"]["body"]
     request = approval_message(gw)
     assert request.data["To"] == f"whatsapp:{ALICE}"
@@ -70,8 +70,9 @@ async def test_refund_from_request_to_receipt_image(make_gateway: MakeGateway) -
     variables = request.variables
     assert variables["1"] == "Refund €129.00 for order 1042?"
     assert variables["2"] == "Burr grinder · back to the card ending 4242"
-    approve, reject = variables["3"], variables["4"]
+    approve, reject, always = variables["3"], variables["4"], variables["5"]
     assert approve.startswith(BUTTON_PREFIX) and reject.startswith(BUTTON_PREFIX) and approve != reject
+    assert always.startswith(BUTTON_PREFIX) and always not in (approve, reject)
     pending = await gw.channel.services.runtime.pending_approvals(THREAD)
     assert len(pending) == 1 and pending[0].tool_call_id not in approve  # opaque: names nothing
 
@@ -250,7 +251,7 @@ async def test_portuguese_for_brazilian_numbers(make_gateway: MakeGateway) -> No
     (template,) = [r for r in gw.http.requests if r.url == CONTENT_URL]
     assert template.data["language"] == "pt_BR"
     quick_reply = template.data["types"]["twilio/quick-reply"]
-    assert [a["title"] for a in quick_reply["actions"]] == ["Refund", "Recusar"]
+    assert [a["title"] for a in quick_reply["actions"]] == ["Refund", "Recusar", "Sempre"]
     assert quick_reply["body"].endswith("Toque num botão, ou responda *sim* ou *não*.")
     await gw.say("sim", number=BRUNA)
     await gw.http.wait_for(lambda h: any(b.startswith("Done:") for b in h.bodies()))
