@@ -28,6 +28,7 @@ from ._errors import GatewayError
 from ._guard import log_refusal, read_body, refused_where, route_template
 from ._health import health_report
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
+from ._uploads import upload_attachment
 from .events import RUN_EVENT_ADAPTER
 
 __all__ = ["STATIC_DIR", "add_routes", "error_middleware", "json_error"]
@@ -471,6 +472,7 @@ def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
     app.router.add_patch("/agent/threads/{thread_id}", rename_thread)
     app.router.add_delete("/agent/threads/{thread_id}", delete_thread)
     app.router.add_get("/agent/threads/{thread_id}/export", export_thread)
+    app.router.add_post("/agent/attachments", upload_attachment)
     app.router.add_get("/media/{token}", media)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)

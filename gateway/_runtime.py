@@ -15,6 +15,7 @@ from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, UserError
 
 from ._agents import Agent
 from ._approvals import ApprovalFlow, ApprovalPolicy
+from ._attachments import AttachmentReader
 from ._driver import RunDriver
 from ._errors import (
     RunNotActiveError,
@@ -183,6 +184,8 @@ class Runtime:
         self.threads = Threads(store=self.store, runs=self, retention_days=retention_days)
         """Threads as data their owner controls (``gateway._threads``): list, rename, erase, export, retention."""
         self.observers: list[RuntimeObserver] = []
+        self.attachment_reader: AttachmentReader | None = None
+        """Reads the bytes of a turn's attachments for tools and models (``create_app`` sets the app's)."""
         self._drivers: dict[str, RunDriver] = {}
         self._tasks: dict[str, asyncio.Task[RunStatus]] = {}
         self._maintenance: asyncio.Task[None] | None = None
@@ -295,7 +298,7 @@ class Runtime:
         run = RunRecord(run_id=new_id("run"), thread_id=turn.thread_id, agent=agent.name, turn=turn)
         batch = Batch(
             events=[RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name)],
-            messages=[UserMessage(content=turn.text)],
+            messages=[UserMessage(content=turn.text, attachments=list(turn.attachments))],
         )
         record = ThreadRecord(
             thread_id=turn.thread_id, owner_id=turn.actor.id, tenant_ref=turn.actor.tenant_ref, channel=turn.channel
