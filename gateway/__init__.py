@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._agents import Agent
 from ._approvals import REQUESTER, ApprovalPolicy, ApprovalRule
+from ._attachments import Attachments
 from ._channel import CHANNEL_SERVICES, CHANNELS, Channel, ChannelRuntime, ChannelServices
 from ._errors import (
     ApprovalExpiredError,
@@ -53,6 +54,9 @@ from ._push import (
     ChatTexts,
     InboundMessage,
     InboundOptions,
+    MediaFetchError,
+    MediaSource,
+    ProviderMedia,
     PushCursor,
     PushDelivery,
     PushOptions,
@@ -66,6 +70,7 @@ from ._push import (
     RoleMap,
     Undeliverable,
     clip,
+    fetch_media,
     parse_decision,
     split_message,
     split_telegram,
@@ -107,6 +112,7 @@ __all__ = [
     "AttachmentNotFoundError",
     "AttachmentTooLargeError",
     "AttachmentTypeError",
+    "Attachments",
     "Branding",
     "ChainResolver",
     "Channel",
@@ -124,8 +130,11 @@ __all__ = [
     "InboundMessage",
     "InboundOptions",
     "InvalidTokenError",
+    "MediaFetchError",
     "MediaRef",
+    "MediaSource",
     "ModelError",
+    "ProviderMedia",
     "PushCursor",
     "PushDelivery",
     "PushOptions",
@@ -163,6 +172,7 @@ __all__ = [
     "comma_list",
     "comma_map",
     "create_app",
+    "fetch_media",
     "one_line",
     "parse_decision",
     "parse_json",

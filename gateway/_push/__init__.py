@@ -23,6 +23,7 @@ from ._delivery import (
 from ._inbound import ChatInbound, InboundMessage, InboundOptions
 from ._markdown import split_message, to_plain, to_whatsapp
 from ._mdv2 import split_telegram, to_telegram
+from ._media_fetch import MediaFetchError, MediaSource, ProviderMedia, fetch_media
 from ._roles import RoleMap
 from ._state import DAY, ChannelState, PushCursor, PushState, PushTarget
 from ._texts import CHAT_TEXTS, ChatTexts, parse_decision, texts_for
@@ -38,6 +39,9 @@ __all__ = [
     "ChatTexts",
     "InboundMessage",
     "InboundOptions",
+    "MediaFetchError",
+    "MediaSource",
+    "ProviderMedia",
     "PushCursor",
     "PushDelivery",
     "PushOptions",
@@ -51,6 +55,7 @@ __all__ = [
     "RoleMap",
     "Undeliverable",
     "clip",
+    "fetch_media",
     "parse_decision",
     "result_line",
     "split_message",
