@@ -809,11 +809,11 @@
       <ul class="ac-files" data-slot="files" aria-label="Files to send" hidden></ul>
       <form class="ac-composer" data-slot="form" novalidate>
         <label class="ac-sr" data-slot="label">Message</label>
+        <textarea data-slot="input" rows="1" maxlength="${MAX_TEXT}" placeholder="Write a message…" enterkeyhint="send"
+          autocomplete="off" aria-describedby="ac-hint"></textarea>
         <button type="button" class="ac-attach" data-slot="attach" aria-label="Attach a file"></button>
         <input type="file" data-slot="file" multiple hidden tabindex="-1"
           accept="image/png,image/jpeg,image/gif,image/webp,application/pdf">
-        <textarea data-slot="input" rows="1" maxlength="${MAX_TEXT}" placeholder="Write a message…" enterkeyhint="send"
-          autocomplete="off" aria-describedby="ac-hint"></textarea>
         <button type="button" class="ac-stop" data-slot="stop" aria-label="Stop" hidden><span>Stop</span></button>
         <button type="submit" class="ac-send" data-slot="send" aria-label="Send"></button>
       </form>

@@ -32,19 +32,13 @@ from yarl import URL
 from tools import Actor
 
 from .._attachments import Attachments
-from .._errors import GatewayError
+from .._errors import MediaFetchError
 from ..events import Attachment
 
 __all__ = ["MediaFetchError", "MediaSource", "ProviderMedia", "fetch_media"]
 
 _CHUNK = 64 * 1024
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-
-
-class MediaFetchError(GatewayError):
-    """A provider's media could not be fetched: a host or address not allowed, or the provider failed."""
-
-    status, code = 502, "media_unreachable"
 
 
 @dataclass(frozen=True, kw_only=True)
