@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._agents import Agent
 from ._approvals import REQUESTER, ApprovalPolicy, ApprovalRule
+from ._attachments import Attachments
 from ._channel import CHANNEL_SERVICES, CHANNELS, Channel, ChannelRuntime, ChannelServices
 from ._errors import (
     ApprovalExpiredError,
@@ -55,6 +56,9 @@ from ._push import (
     Forwarded,
     InboundMessage,
     InboundOptions,
+    MediaFetchError,
+    MediaSource,
+    ProviderMedia,
     PushCursor,
     PushDelivery,
     PushOptions,
@@ -69,6 +73,7 @@ from ._push import (
     StaffMember,
     Undeliverable,
     clip,
+    fetch_media,
     parse_always,
     parse_decision,
     split_message,
@@ -116,6 +121,7 @@ __all__ = [
     "AttachmentNotFoundError",
     "AttachmentTooLargeError",
     "AttachmentTypeError",
+    "Attachments",
     "Branding",
     "ChainResolver",
     "Channel",
@@ -134,9 +140,12 @@ __all__ = [
     "InboundMessage",
     "InboundOptions",
     "InvalidTokenError",
+    "MediaFetchError",
     "MediaRef",
+    "MediaSource",
     "ModelError",
     "PendingApproval",
+    "ProviderMedia",
     "PushCursor",
     "PushDelivery",
     "PushOptions",
@@ -177,6 +186,7 @@ __all__ = [
     "comma_list",
     "comma_map",
     "create_app",
+    "fetch_media",
     "may_watch_approvals",
     "one_line",
     "parse_always",

@@ -22,6 +22,7 @@ from tools import Actor, ToolRegistry, UiCapabilities
 
 from ._agents import Agent
 from ._approvals import ApprovalPolicy
+from ._attachments import Attachments
 from ._gateway import Branding
 from ._metrics import Metrics
 from ._push._state import ChannelState
@@ -132,6 +133,11 @@ class ChannelServices(Protocol):
 
     @property
     def metrics(self) -> Metrics: ...
+
+    @property
+    def attachments(self) -> Attachments:
+        """Where files people send are stored (type-sniffed, size-limited) and resolved for a turn."""
+        ...
 
     async def resolve_actor(self, request: web.Request) -> Actor: ...
 

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -22,6 +22,7 @@ from pydantic_core import PydanticSerializationError
 
 from tools import (
     AgoraError,
+    AttachedFile,
     PreflightCompleted,
     PreflightDenied,
     PreflightPhase,
@@ -46,6 +47,7 @@ from ._logs import log_scope
 from ._transcript import error_value, jsonable, transcript_of
 from ._unicode import valid_text, valid_tree
 from .events import (
+    Attachment,
     RunErrorEvent,
     RunEvent,
     RunFinishedEvent,
@@ -83,6 +85,7 @@ from .stores import (
 
 if TYPE_CHECKING:
     from ._agents import Agent
+    from ._attachments import AttachmentReader
     from ._host import RunHost
 
 __all__ = ["RunDriver"]
@@ -263,7 +266,22 @@ class RunDriver:
             page_context=dict(turn.page_context),
             ui_capabilities=turn.ui_capabilities,
             channel=turn.channel,
+            attachments=self._attached_files(),
             confirm_tokens=self.store,
+        )
+
+    def _attached_files(self) -> tuple[AttachedFile, ...]:
+        """The turn's attachments as tools see them, each read through the host's reader."""
+        reader = self.host.attachment_reader
+        if reader is None:
+            return ()
+
+        def read_one(attachment: Attachment, read: AttachmentReader = reader) -> Callable[[], Awaitable[bytes]]:
+            return lambda: read(attachment)
+
+        return tuple(
+            AttachedFile(id=a.id, name=a.name, mime=a.mime, size=a.size, reader=read_one(a))
+            for a in self.run.turn.attachments
         )
 
     # -- the loop -----------------------------------------------------------------------------------
@@ -396,6 +414,7 @@ class RunDriver:
                 "thread_id": self.run.thread_id,
                 "run_id": self.run.run_id,
             },
+            read_attachment=self.host.attachment_reader,
         )
         message_id = new_id("msg")
         started = time.perf_counter()

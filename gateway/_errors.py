@@ -34,6 +34,7 @@ branches are drawn in ``tools/_errors.py`` and ``renderers/_errors.py``)::
     │   ├── StoreUnavailableError      503  the store cannot be reached: the one store failure type
     │   ├── PushSendError              502  a push provider refused a part or was unreachable
     │   │   └── WhatsAppSendError      502  channels.whatsapp: Twilio refused or was unreachable
+    │   ├── MediaFetchError            502  a provider's media: a host or address not allowed, or it failed
     │   ├── CloudNotConfiguredError    503  channels.whatsapp: the Cloud API credentials are not set
     │   ├── CloudWebhookRefusedError   403  channels.whatsapp: a forged notification, a wrong verify token
     │   ├── TelegramWebhookError       4xx  channels.telegram: a bad secret (403), size (413) or update (400)
@@ -62,6 +63,7 @@ __all__ = [
     "ApprovalSettledError",
     "GatewayError",
     "InvalidTokenError",
+    "MediaFetchError",
     "ModelError",
     "RateLimitedError",
     "RememberRefusedError",
@@ -200,6 +202,12 @@ class AttachmentTypeError(GatewayError):
     """The file's type is not accepted, or its bytes are not what it claims to be."""
 
     status, code = 415, "attachment_type"
+
+
+class MediaFetchError(GatewayError):
+    """A provider's media could not be fetched: a host or address not allowed, or the provider failed."""
+
+    status, code = 502, "media_unreachable"
 
 
 class RunNotFoundError(GatewayError):

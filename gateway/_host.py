@@ -12,6 +12,7 @@ from .stores import Batch, RunRecord, Store
 
 if TYPE_CHECKING:
     from ._approvals import ApprovalFlow
+    from ._attachments import AttachmentReader
     from ._leases import Leases
 
 __all__ = ["RunHost"]
@@ -52,6 +53,11 @@ class RunHost(Protocol):
     @property
     def store_retry(self) -> float:
         """Seconds a step is held while the store is away (``0``: stop at once)."""
+        ...
+
+    @property
+    def attachment_reader(self) -> AttachmentReader | None:
+        """Reads a turn's attachments (``None``: no media store; tools see no bytes)."""
         ...
 
     @property

@@ -31,6 +31,7 @@ from ._health import health_report
 from ._queue_http import add_queue_routes
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
 from ._staff import add_staff_routes
+from ._uploads import upload_attachment
 from .events import RUN_EVENT_ADAPTER
 
 __all__ = ["STATIC_DIR", "add_routes", "error_middleware", "json_error"]
@@ -477,6 +478,7 @@ def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
     add_queue_routes(app)
     add_staff_routes(app)  # GET /agent/approvals, the approval feed (gateway._staff)
     add_console_routes(app)  # GET /console (gateway._console)
+    app.router.add_post("/agent/attachments", upload_attachment)
     app.router.add_get("/media/{token}", media)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)

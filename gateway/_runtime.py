@@ -15,6 +15,7 @@ from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, UserError
 
 from ._agents import Agent
 from ._approvals import ApprovalFlow, ApprovalPolicy
+from ._attachments import AttachmentReader
 from ._driver import RunDriver
 from ._errors import (
     QueuedMessageNotFoundError,
@@ -199,6 +200,8 @@ class Runtime:
         self.queue = ThreadQueue(store=self.store, write=self.write, drain=self.drain, stop=self._stop_active)
         """Threads' message queues as their owners manage them (``gateway._queue``)."""
         self.observers: list[RuntimeObserver] = []
+        self.attachment_reader: AttachmentReader | None = None
+        """Reads the bytes of a turn's attachments for tools and models (``create_app`` sets the app's)."""
         self._drivers: dict[str, RunDriver] = {}
         self._tasks: dict[str, asyncio.Task[RunStatus]] = {}
         self._maintenance: asyncio.Task[None] | None = None
@@ -364,7 +367,7 @@ class Runtime:
                 thread_id=turn.thread_id, run_id=run.run_id, message_id=dequeue, reason="started"
             )
             events.insert(0, started)
-        batch = Batch(events=events, messages=[UserMessage(content=turn.text)])
+        batch = Batch(events=events, messages=[UserMessage(content=turn.text, attachments=list(turn.attachments))])
         record = ThreadRecord(
             thread_id=turn.thread_id, owner_id=turn.actor.id, tenant_ref=turn.actor.tenant_ref, channel=turn.channel
         )

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from renderers import Catalog, MediaStore, MediaTokenError, Renderer, RenderError, TemplateFailedError, negotiate
 from tools import Actor, UiCapabilities
 
+from ._attachments import Attachments
 from ._errors import RateLimitedError, UnauthenticatedError
 from ._gateway import Branding
 from ._identity import ChainResolver
@@ -94,6 +95,8 @@ class GatewayServices:
     metrics: Metrics
     limiter: RateLimiter
     secret: bytes
+    attachments: Attachments
+    """Files people send: stored, resolved for a turn, read back (every channel's)."""
     branding: Branding = field(default_factory=Branding)
     demo: bool = False
     _media_urls: OrderedDict[tuple[str, str, int, str, str], tuple[float, tuple[MediaRef, ...]]] = field(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ._store_url import REDIS_SCHEMES, parse_store_url
 
@@ -105,6 +105,23 @@ class Settings(BaseSettings):
     retention_days: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Erase conversations nobody wrote to for this many days (fractions allowed), in the
     background, never one with a run running or waiting for an approval. None: keep them."""
+
+    attachment_types: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"]
+    )
+    """Media types people may attach (comma-separated), checked against the file's own bytes:
+    ``image/png``, ``image/jpeg``, ``image/gif``, ``image/webp`` and ``application/pdf`` are
+    recognised. Empty: attachments are refused."""
+    attachment_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1, le=64 * 1024 * 1024)
+    """Largest attachment, in bytes (an upload or a provider's media; at most 64 MiB)."""
+
+    @field_validator("attachment_types", mode="before")
+    @classmethod
+    def _attachment_types(cls, value: Any) -> Any:
+        value = comma_list(value)
+        if isinstance(value, list):
+            return [str(item).strip().lower() for item in value]
+        return value
 
     @field_validator("secret")
     @classmethod

@@ -30,6 +30,7 @@ from tools import UserError
 
 from ._access import access_log, channel_routes
 from ._agents import Agent
+from ._attachments import DEFAULT_ATTACHMENT_TTL, Attachments
 from ._channel import CHANNEL_SERVICES, CHANNELS, Channel
 from ._gateway import Branding, Gateway
 from ._guard import AddressCounter, ProtocolLog, body_deadline, connection_limit
@@ -391,6 +392,12 @@ def assemble(
         metrics=metrics,
         limiter=RateLimiter(settings.turn_rate_per_minute, settings.turn_burst),
         secret=secret,
+        attachments=Attachments(
+            backend=media.backend,
+            accepted=tuple(settings.attachment_types),
+            max_bytes=settings.attachment_max_bytes,
+            ttl=settings.retention_days * 86_400 if settings.retention_days else DEFAULT_ATTACHMENT_TTL,
+        ),
         branding=branding,
         demo=gateway.demo,
     )
@@ -409,6 +416,7 @@ def assemble(
     app[SERVICES] = services
     app[CHANNEL_SERVICES] = services
     served.threads.erasers.append(services)  # an erased thread's rendered media go with it
+    served.attachment_reader = services.attachments.read  # tools and models read the turn's files
     add_routes(app, static_dir=gateway.static_dir)
 
     async def close() -> None:
@@ -417,6 +425,8 @@ def assemble(
         # of this app's (its media backend is closed here).
         served.observers.remove(metrics)
         served.threads.erasers.remove(services)
+        if served.attachment_reader == services.attachments.read:
+            served.attachment_reader = None
         await services.renderer.aclose()
         for client in media_redis:
             await client.aclose()

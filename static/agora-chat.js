@@ -76,6 +76,7 @@
   const BACKOFF_FIRST_MS = 500;
   const BACKOFF_MAX_MS = 15_000;
   const MAX_TEXT = 8000;
+  const MAX_FILES = 10; // attachments one message may carry (the gateway's MAX_ATTACHMENTS)
   const DEMO_BADGE = "Demo model — rule-based, offline";
 
   // Close codes of channels/web/_socket.py.
@@ -101,6 +102,7 @@
     send: '<path d="M12 19V5M5.5 11.5 12 5l6.5 6.5"/>',
     stop: '<rect x="7" y="7" width="10" height="10" rx="1.5" fill="currentColor" stroke="none"/>',
     plus: '<path d="M12 5v14M5 12h14"/>',
+    attach: '<path d="M20.5 11.5 12 20a5 5 0 0 1-7-7l8.5-8.5a3.3 3.3 0 0 1 4.7 4.7L9.7 17.7a1.7 1.7 0 0 1-2.4-2.4L15 7.6"/>',
     spark: '<path d="M12 3l1.9 5.6L19.5 10.5l-5.6 1.9L12 18l-1.9-5.6L4.5 10.5l5.6-1.9z"/><path d="M19 16l.8 2.2L22 19l-2.2.8L19 22l-.8-2.2L16 19l2.2-.8z"/>',
     arrowDown: '<path d="M12 5v14M5.5 12.5 12 19l6.5-6.5"/>',
     retry: '<path d="M20 11a8 8 0 1 0-2.3 5.7"/><path d="M20 4v7h-7"/>',
@@ -804,10 +806,14 @@
         <button type="button" class="ac-jump" data-slot="jump" hidden>Latest messages</button>
       </div>
       <p class="ac-banner" data-slot="banner" role="alert" hidden></p>
+      <ul class="ac-files" data-slot="files" aria-label="Files to send" hidden></ul>
       <form class="ac-composer" data-slot="form" novalidate>
         <label class="ac-sr" data-slot="label">Message</label>
         <textarea data-slot="input" rows="1" maxlength="${MAX_TEXT}" placeholder="Write a message…" enterkeyhint="send"
           autocomplete="off" aria-describedby="ac-hint"></textarea>
+        <button type="button" class="ac-attach" data-slot="attach" aria-label="Attach a file"></button>
+        <input type="file" data-slot="file" multiple hidden tabindex="-1"
+          accept="image/png,image/jpeg,image/gif,image/webp,application/pdf">
         <button type="button" class="ac-stop" data-slot="stop" aria-label="Stop" hidden><span>Stop</span></button>
         <button type="submit" class="ac-send" data-slot="send" aria-label="Send"></button>
       </form>
@@ -833,6 +839,8 @@
     #attempt = 0;
     #retryTimer = 0;
     #stopped = true;
+    #files = []; // attachments waiting for the next send: {id, name, mime, size, url}
+    #uploading = 0;
     #halted = false; // an auth failure: wait for a new token instead of retrying
     #welcomed = false;
     #frameCounter = 0;
@@ -881,6 +889,7 @@
       this.#applyLogo();
       this.#ui.new.append(icon("plus"));
       this.#ui.send.append(icon("send"));
+      this.#ui.attach.append(icon("attach"));
       this.#ui.stop.prepend(icon("stop"));
       this.#ui.jump.prepend(icon("arrowDown"));
       this.#ui["threads-toggle"].append(icon("menu"));
@@ -931,16 +940,21 @@
     /** Send `text` as the person; false when it cannot be sent right now. */
     send(text, pageContext) {
       const value = String(text ?? "").trim();
-      if (!value || value.length > MAX_TEXT || !this.#canSend()) return false;
+      const files = this.#files.filter((file) => file.id);
+      if ((!value && !files.length) || value.length > MAX_TEXT || !this.#canSend() || this.#uploading) return false;
       const id = this.#nextId("send");
       const bubble = this.#userBubble(value, { pending: true });
+      if (files.length) bubble.querySelector(".ac-msg__body").append(this.#fileList(files, false));
       this.#pending.set(id, { kind: "send", text: value, bubble });
       this.#log().append(bubble);
       this.#ui.empty.hidden = true;
       this.#scrollToEnd(true);
       const context = pageContext ?? (typeof this.#pageContext === "function" ? this.#pageContext() : this.#pageContext);
       const frame = { type: "send", id, text: value };
+      if (files.length) frame.attachments = files.map((file) => file.id);
       if (context && typeof context === "object") frame.page_context = context;
+      this.#files = [];
+      this.#renderFiles();
       if (!this.#transmit(frame)) {
         this.#pending.delete(id);
         this.#markFailed(bubble, value, "Not sent: not connected.");
@@ -2186,6 +2200,7 @@
         this.#updateComposer();
       });
       stop.addEventListener("click", () => this.#stop());
+      this.#bindFiles();
       this.#ui.new.addEventListener("click", () => this.newConversation());
       this.#ui["threads-toggle"].addEventListener("click", () => {
         this.#showThreads(!this.#ui.panel.hasAttribute("data-threads-open"));
@@ -2238,9 +2253,125 @@
       messages[to].focus();
     }
 
+    // -- attachments: uploaded over HTTP first, then sent by id --------------------------------------
+
+    /** The attach button, drag and drop onto the panel, and pasted files all upload. */
+    #bindFiles() {
+      const { attach, file, input, panel } = this.#ui;
+      attach.addEventListener("click", () => file.click());
+      file.addEventListener("change", () => {
+        this.attachFiles([...file.files]);
+        file.value = "";
+      });
+      input.addEventListener("paste", (event) => {
+        const pasted = [...(event.clipboardData?.files || [])];
+        if (pasted.length) {
+          event.preventDefault();
+          this.attachFiles(pasted);
+        }
+      });
+      const target = panel || this.#ui.form;
+      target.addEventListener("dragover", (event) => {
+        if ([...(event.dataTransfer?.types || [])].includes("Files")) {
+          event.preventDefault();
+          target.dataset.dropping = "";
+        }
+      });
+      target.addEventListener("dragleave", () => delete target.dataset.dropping);
+      target.addEventListener("drop", (event) => {
+        delete target.dataset.dropping;
+        const dropped = [...(event.dataTransfer?.files || [])];
+        if (dropped.length) {
+          event.preventDefault();
+          this.attachFiles(dropped);
+        }
+      });
+    }
+
+    /** Upload `files` (File objects) to send with the next message; each shows as a chip. */
+    attachFiles(files) {
+      for (const file of files.slice(0, Math.max(0, MAX_FILES - this.#files.length))) {
+        const entry = { id: null, name: file.name || "file", mime: file.type, size: file.size, url: null };
+        if (file.type.startsWith("image/")) entry.url = URL.createObjectURL(file);
+        this.#files.push(entry);
+        this.#uploading += 1;
+        this.#upload(file)
+          .then((answer) => {
+            entry.id = answer.id;
+            entry.mime = answer.mime;
+            this.#announce(`${entry.name} attached`);
+          })
+          .catch((error) => {
+            this.#files = this.#files.filter((other) => other !== entry);
+            this.#announce(`${entry.name}: ${error.message}`);
+            this.#showFileError(`${entry.name}: ${error.message}`);
+          })
+          .finally(() => {
+            this.#uploading -= 1;
+            this.#renderFiles();
+            this.#updateComposer();
+          });
+      }
+      this.#renderFiles();
+      this.#updateComposer();
+    }
+
+    async #upload(file) {
+      const base = this.#endpoint();
+      base.protocol = base.protocol === "wss:" ? "https:" : "http:";
+      const url = new URL("attachments", base);
+      if (this.#threadId) url.searchParams.set("thread_id", this.#threadId);
+      const headers = {};
+      const token = this.getAttribute("token");
+      if (token) headers.Authorization = `Bearer ${token}`;
+      const body = new FormData();
+      body.append("file", file, file.name || "file");
+      const credentials = url.origin === location.origin ? "same-origin" : "include";
+      const response = await fetch(url, { method: "POST", headers, body, credentials });
+      const answer = await response.json().catch(() => ({}));
+      if (response.status !== 201) throw new Error(answer.message || `not uploaded (${response.status})`);
+      return answer;
+    }
+
+    #showFileError(message) {
+      const banner = this.#ui.banner;
+      banner.textContent = message;
+      banner.hidden = false;
+    }
+
+    /** The files waiting to be sent, as chips (a thumbnail for images) with a remove button. */
+    #renderFiles() {
+      const list = this.#ui.files;
+      list.replaceChildren(this.#fileList(this.#files, true));
+      list.hidden = !this.#files.length;
+    }
+
+    #fileList(files, removable) {
+      const fragment = document.createDocumentFragment();
+      for (const file of files) {
+        const chip = h(removable ? "li" : "span", { class: "ac-file", "data-state": file.id ? "ready" : "uploading" });
+        if (file.url) chip.append(h("img", { class: "ac-file__thumb", src: file.url, alt: "" }));
+        else chip.append(icon("document"));
+        chip.append(h("span", { class: "ac-file__name" }, file.name));
+        if (removable) {
+          const remove = h("button", { type: "button", class: "ac-file__remove", "aria-label": `Remove ${file.name}` });
+          remove.append(icon("cross"));
+          remove.addEventListener("click", () => {
+            this.#files = this.#files.filter((other) => other !== file);
+            this.#renderFiles();
+            this.#updateComposer();
+          });
+          chip.append(remove);
+        }
+        fragment.append(chip);
+      }
+      if (removable) return fragment;
+      return h("span", { class: "ac-files ac-files--sent" }, fragment);
+    }
+
     #submit() {
       const text = this.#ui.input.value.trim();
-      if (!text) return;
+      if (!text && !this.#files.length) return;
       if (this.send(text)) {
         this.#ui.input.value = "";
         this.#autosize();
@@ -2272,7 +2403,7 @@
     #updateComposer() {
       const { input, send, stop } = this.#ui;
       const active = this.#activeRun();
-      send.disabled = !input.value.trim() || !this.#canSend();
+      send.disabled = (!input.value.trim() && !this.#files.length) || this.#uploading > 0 || !this.#canSend();
       const stopWasFocused = this.shadowRoot.activeElement === stop;
       stop.hidden = !active;
       if (!active) stop.disabled = false;

@@ -24,6 +24,7 @@ from pytest_aiohttp import AiohttpServer
 from channels.web import WebChannel, WebOptions
 from gateway import Channel, Gateway, Runtime, Settings, create_app
 from gateway.app import assemble, default_channels
+from gateway.models import OpenAIModel
 from gateway.stores import MemoryStore, PostgresStore, RedisStore, Store
 from tests.models.fake_openai import FakeOpenAI
 
@@ -270,6 +271,14 @@ async def fake(aiohttp_server: AiohttpServer) -> AsyncIterator[FakeOpenAI]:
     fake.base_url = str(server.make_url("/v1"))
     yield fake
     fake.release.set()  # stalled replies return, so the server closes without waiting
+
+
+@pytest.fixture
+async def openai_model(fake: FakeOpenAI) -> AsyncIterator[OpenAIModel]:
+    """An ``OpenAIModel`` on the ``fake`` server (closed at teardown)."""
+    model = OpenAIModel("gpt-test", api_key="test-key", base_url=fake.base_url, backoff=0.01, timeout=5.0)
+    yield model
+    await model.aclose()
 
 
 def serve(

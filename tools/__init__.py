@@ -8,7 +8,7 @@ Depends on pydantic (and, for ``data_tool``, on sqlglot and the app's SQLAlchemy
 from ._actor import Actor
 from ._confirm_store import ConfirmTokenStore, InMemoryConfirmTokenStore
 from ._confirmed import DEFAULT_CONFIRM_TTL, define_confirmed_tool, sign_confirm_token, verify_confirm_token
-from ._context import ToolContext, UiSink
+from ._context import AttachedFile, ToolContext, UiSink
 from ._data import data_tool
 from ._discovery import discover_tools
 from ._errors import (
@@ -97,6 +97,7 @@ __all__ = [
     "Actor",
     "AgentScope",
     "AgoraError",
+    "AttachedFile",
     "BaseTool",
     "ComponentRef",
     "ConfirmTemplate",

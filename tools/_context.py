@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -14,10 +14,37 @@ from ._ui import UiCapabilities, UiComponent
 if TYPE_CHECKING:
     from ._confirm_store import ConfirmTokenStore
 
-__all__ = ["ToolContext", "UiSink"]
+__all__ = ["AttachedFile", "ToolContext", "UiSink"]
 
 UiSink = Callable[[UiComponent], None]
 """Receives each component a tool pushes; the runtime turns it into a ``ui`` event."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class AttachedFile:
+    """A file the person sent with the turn, as a tool sees it (``ctx.attachments``).
+
+    The bytes stay in the gateway's media store until ``read()`` (they may be megabytes).
+    """
+
+    id: str
+    """The attachment's id (``att_...``)."""
+    name: str
+    """The file name the person gave it (may be empty)."""
+    mime: str
+    """The type its bytes show (``image/png``, ``application/pdf``...), never a client's claim."""
+    size: int
+    """Bytes."""
+    reader: Callable[[], Awaitable[bytes]] = field(repr=False, compare=False)
+    """Reads the bytes (the runtime passes its media store's reader)."""
+
+    async def read(self) -> bytes:
+        """The file's bytes.
+
+        Raises:
+            AgoraError: The file is no longer kept (it expired, or its thread was erased).
+        """
+        return await self.reader()
 
 
 @dataclass(kw_only=True)
@@ -46,6 +73,8 @@ class ToolContext:
     """What the client can draw."""
     channel: str | None = None
     """The channel the turn came from (``web``, ``whatsapp``, ``ag-ui``, ``a2a``), for wording only."""
+    attachments: tuple[AttachedFile, ...] = ()
+    """The files sent with the turn this call serves (images, PDFs...), in the order sent."""
     confirm_tokens: ConfirmTokenStore | None = None
     """Where confirmed tools claim their single-use tokens; the runtime passes its store's."""
     ui_sink: UiSink | None = None

@@ -53,15 +53,15 @@ from a2a.utils.task import (
     validate_page_size,
 )
 
-from gateway import ChannelServices, RunEvent, RunNotFoundError
-from gateway.events import Turn
+from gateway import AttachmentTooLargeError, AttachmentTypeError, ChannelServices, RunEvent, RunNotFoundError
+from gateway.events import MAX_ATTACHMENTS, Attachment, Turn
 from gateway.stores import RunRecord
 from tools import Actor, UiCapabilities
 
 from ._book import CallerMessage, TaskBook, TaskRecord
 from ._card import A2AOptions, build_agent_card
 from ._errors import map_gateway_errors
-from ._inbound import read_decision, turn_text
+from ._inbound import inline_files, read_decision, turn_text
 from ._parts import UiParts
 from ._proto import to_json
 from ._view import TERMINAL_STATES, StreamEvent, TaskView, state_of_run
@@ -210,12 +210,28 @@ class GatewayRequestHandler(RequestHandler):
             raise UnsupportedOperationError(message="A message with this messageId is being accepted; retry later")
         return record
 
+    async def _attachments(
+        self, actor: Actor, context_id: str, files: list[tuple[str, str, bytes]]
+    ) -> tuple[Attachment, ...]:
+        """A message's inline files, stored as the caller's attachments (type-sniffed, size-limited)."""
+        if len(files) > MAX_ATTACHMENTS:
+            raise InvalidParamsError(message=f"A message may carry at most {MAX_ATTACHMENTS} files")
+        stored: list[Attachment] = []
+        for name, mime, data in files:
+            try:
+                stored.append(await self.services.attachments.store_upload(actor, context_id, name, mime, data))
+            except (AttachmentTooLargeError, AttachmentTypeError) as exc:
+                raise InvalidParamsError(message=f"{name or 'file'}: {exc}") from exc
+        return tuple(stored)
+
     async def _start(self, params: SendMessageRequest, actor: Actor) -> TaskRecord:
         message = params.message
         context_id = message.context_id or f"a2a-{uuid.uuid4().hex}"
         if not _CONTEXT_ID.match(context_id):
             raise InvalidParamsError(message="contextId must match ^[A-Za-z0-9_.:-]{1,200}$")
-        text = turn_text(message)
+        files = inline_files(message)
+        text = turn_text(message, files_attached=bool(files))
+        attachments = await self._attachments(actor, context_id, files)
         task_id = str(uuid.uuid4())
         claimed = await self.book.claim_message(actor.key, message.message_id, task_id)
         if claimed is not None:
@@ -229,6 +245,7 @@ class GatewayRequestHandler(RequestHandler):
             ui_capabilities=UiCapabilities(formats=[*formats, "text"]),
             channel="a2a",
             agent=_agent_of(params),
+            attachments=attachments,
         )
         try:  # any failure, cancellation included, frees the messageId for a retry
             with map_gateway_errors():

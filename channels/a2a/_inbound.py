@@ -15,7 +15,7 @@ from tools import UiFormat
 
 from ._proto import to_json
 
-__all__ = ["MAX_TURN_TEXT", "Decision", "OutputModes", "read_decision", "turn_text"]
+__all__ = ["MAX_TURN_TEXT", "Decision", "OutputModes", "inline_files", "read_decision", "turn_text"]
 
 MAX_TURN_TEXT = 32_000
 
@@ -39,8 +39,23 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def turn_text(message: Message) -> str:
+def inline_files(message: Message) -> list[tuple[str, str, bytes]]:
+    """The message's file parts with inline bytes (``raw``), as ``(filename, media type, bytes)``.
+
+    They become the turn's attachments. A file by URL is never fetched: it stays a link in the text.
+    """
+    return [
+        (part.filename, part.media_type, bytes(part.raw))
+        for part in message.parts
+        if part.WhichOneof("content") == "raw"
+    ]
+
+
+def turn_text(message: Message, *, files_attached: bool = False) -> str:
     """The text a message gives the agent: its text parts, data parts as JSON, files as links.
+
+    With ``files_attached`` (its inline files are the turn's attachments) those files are left
+    out of the text, and a message of files alone is accepted.
 
     Raises:
         InvalidParamsError: Nothing to say, or more than ``MAX_TURN_TEXT`` characters.
@@ -54,10 +69,10 @@ def turn_text(message: Message) -> str:
                 pieces.append(json.dumps(_plain(to_json(part.data)), ensure_ascii=False, separators=(",", ":")))
             case "url":
                 pieces.append(f"[{part.filename or 'file'}]({part.url})")
-            case "raw":
+            case "raw" if not files_attached:
                 pieces.append(f"[{part.filename or 'file'}: {part.media_type or 'bytes'}, not read]")
     text = "\n".join(p for p in pieces if p.strip())
-    if not text.strip():
+    if not text.strip() and not files_attached:
         raise InvalidParamsError(message="The message has no text")
     if len(text) > MAX_TURN_TEXT:
         raise InvalidParamsError(message=f"The message is longer than {MAX_TURN_TEXT} characters")

@@ -78,7 +78,7 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
         except InterruptError as exc:
             _log_refusal(request, "RUN_ERROR", exc.code, str(exc))
             return await stream.refuse(ask.run_id, exc)
-    if ask.text is None:
+    if ask.text is None and not ask.files:
         raise AgUiRequestError("no_user_message", "messages has no user message with text, and there is no resume")
     pending = await runtime.pending_approvals(ask.thread_id)
     if pending:
@@ -86,10 +86,16 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
         error = InterruptError("interrupt_pending", f"Answer the open interrupts first with resume[] ({ids})")
         _log_refusal(request, "RUN_ERROR", error.code, str(error))
         return await stream.refuse(ask.run_id, error)
+    # Refused here (413, 415) before anything starts: the error middleware answers and logs it.
+    attachments = [
+        await services.attachments.store_upload(actor, ask.thread_id, name, mime, data)
+        for name, mime, data in ask.files
+    ]
     turn = Turn(
+        attachments=tuple(attachments),
         thread_id=ask.thread_id,
         actor=actor,
-        text=ask.text,
+        text=ask.text or "",
         ui_capabilities=ask.capabilities,
         page_context=ask.page_context,
         channel="ag-ui",

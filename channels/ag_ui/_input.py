@@ -6,11 +6,21 @@ an HTTP error (400, 413, 415) and nothing was written anywhere.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ag_ui.core import ResumeEntry, RunAgentInput, TextPart, UserMessage
+from ag_ui.core import (
+    DocumentPart,
+    ImagePart,
+    InputContentDataSource,
+    ResumeEntry,
+    RunAgentInput,
+    TextPart,
+    UserMessage,
+)
 from aiohttp import web
 from pydantic import ValidationError
 
@@ -72,6 +82,9 @@ class AgUiRequest:
     """``forwardedProps.pageContext``: free-form context from the client's page."""
     capabilities: UiCapabilities | None = None
     """``forwardedProps.uiCapabilities`` as declared; ``None`` when absent."""
+    files: tuple[tuple[str, str, bytes], ...] = ()
+    """The last user message's image and document parts with inline data (``source.type``
+    ``data``), as ``(name, mime type, bytes)``: the turn's attachments. URL sources are never fetched."""
 
 
 async def read_run_input(request: web.Request, *, max_body: int = MAX_BODY) -> RunAgentInput:
@@ -157,6 +170,7 @@ def parse_run_input(run_input: RunAgentInput) -> AgUiRequest:
     except ValidationError as exc:
         raise AgUiRequestError("invalid_ui_capabilities", f"forwardedProps.uiCapabilities: {_describe(exc)}") from None
     return AgUiRequest(
+        files=_last_user_files(run_input),
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
         text=text,
@@ -165,6 +179,31 @@ def parse_run_input(run_input: RunAgentInput) -> AgUiRequest:
         page_context=page_context or {},
         capabilities=capabilities,
     )
+
+
+def _last_user_files(run_input: RunAgentInput) -> tuple[tuple[str, str, bytes], ...]:
+    """The inline images and documents of the last user message.
+
+    Raises:
+        AgUiRequestError: A data source that is not base64 (400).
+    """
+    for message in reversed(run_input.messages):
+        if not isinstance(message, UserMessage):
+            continue
+        if isinstance(message.content, str):
+            return ()
+        files: list[tuple[str, str, bytes]] = []
+        for part in message.content:
+            if not isinstance(part, ImagePart | DocumentPart) or not isinstance(part.source, InputContentDataSource):
+                continue
+            try:
+                data = base64.b64decode(part.source.value, validate=True)
+            except (binascii.Error, ValueError):
+                raise AgUiRequestError("invalid_content", "an inline image or document is not base64") from None
+            name = part.metadata.get("filename") if isinstance(part.metadata, dict) else None
+            files.append((name if isinstance(name, str) else "", part.source.mime_type, data))
+        return tuple(files)
+    return ()
 
 
 def _prop(props: dict[str, Any], camel: str, snake: str) -> Any:

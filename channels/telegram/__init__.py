@@ -9,7 +9,7 @@ app's ``cleanup_ctx``) and one set of models (ours); aiogram would bring a secon
 """
 
 from ._api import InputFile, TelegramApi
-from ._channel import PREFIX, TELEGRAM, WEBHOOK_PATH, TelegramChannel
+from ._channel import PREFIX, TELEGRAM, TELEGRAM_MEDIA, WEBHOOK_PATH, TelegramChannel
 from ._identity import OptionsUserResolver, ThreadNamer, UserResolver, keyed_thread_namer, language_for
 from ._options import TelegramOptions
 from ._port import MAX_CAPTION, TELEGRAM_CAPABILITIES, TelegramPart, TelegramPort, chat_markup
@@ -23,6 +23,7 @@ __all__ = [
     "SECRET_HEADER",
     "TELEGRAM",
     "TELEGRAM_CAPABILITIES",
+    "TELEGRAM_MEDIA",
     "WEBHOOK_PATH",
     "CallbackQuery",
     "Chat",

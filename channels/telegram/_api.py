@@ -97,6 +97,13 @@ class TelegramApi:
         form.add_field(UPLOAD_FIELDS[method], file.data, filename=file.filename, content_type=file.mime)
         return await self._post(method, data=form)
 
+    def file_url(self, file_path: str) -> str:
+        """Where a file ``getFile`` named is downloaded: ``<api_base>/file/bot<token>/<file_path>``.
+
+        The URL holds the token: never log it.
+        """
+        return f"{self._base}/file/bot{self._token.get_secret_value()}/{file_path.lstrip('/')}"
+
     async def aclose(self) -> None:
         """Close the session this client made (a given one stays open)."""
         if self._owns_session and self._session is not None:

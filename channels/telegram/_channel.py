@@ -30,6 +30,9 @@ from gateway import (
     ChatInbound,
     InboundMessage,
     InboundOptions,
+    MediaFetchError,
+    MediaSource,
+    ProviderMedia,
     PushDelivery,
     PushOptions,
     PushSendError,
@@ -37,7 +40,9 @@ from gateway import (
     RetryPolicy,
     RoleMap,
     StaffMember,
+    fetch_media,
 )
+from gateway.events import Attachment
 from tools import Actor
 
 from ._api import TelegramApi
@@ -47,7 +52,7 @@ from ._port import TELEGRAM_CAPABILITIES, TelegramPart, TelegramPort
 from ._updates import CallbackQuery, Chat, Message, Update, User, addressed_text
 from ._webhook import TelegramWebhookError, WebhookGate
 
-__all__ = ["PREFIX", "TELEGRAM", "WEBHOOK_PATH", "TelegramChannel"]
+__all__ = ["PREFIX", "TELEGRAM", "TELEGRAM_MEDIA", "WEBHOOK_PATH", "TelegramChannel"]
 
 logger = logging.getLogger("channels.telegram")
 
@@ -56,6 +61,8 @@ PREFIX = "tg"
 WEBHOOK_PATH = "/channels/telegram"
 ALLOWED_UPDATES = ["message", "callback_query"]
 UPDATE_TTL = 2 * 24 * 3600.0
+TELEGRAM_MEDIA = MediaSource(hosts=frozenset({"api.telegram.org"}))
+"""Where the Bot API serves the files people send (``/file/bot<token>/<file_path>``)."""
 """Seconds an ``update_id`` is remembered: Telegram gives up redelivering an update within a day."""
 
 
@@ -87,8 +94,11 @@ class TelegramChannel(Channel):
         resolver: UserResolver | None = None,
         thread_namer: ThreadNamer | None = None,
         typing: bool = True,
+        media: MediaSource | None = None,
     ) -> None:
         self.options = options if options is not None else TelegramOptions()
+        self.media_source = media or TELEGRAM_MEDIA
+        """Where files people send may be downloaded from (a self-hosted Bot API server: name it)."""
         self.disabled_reason = self.options.disabled_reason
         self._session = session
         self._push_options = push
@@ -268,9 +278,56 @@ class TelegramChannel(Channel):
         page_context = {"channel": "telegram", "chat_type": message.chat.type}
         await inbound.handle(
             InboundMessage(
-                target=target, actor=actor, text=text, has_media=message.has_media, page_context=page_context
+                target=target,
+                actor=actor,
+                text=text,
+                has_media=message.has_media,
+                media=self._media(message),
+                page_context=page_context,
             )
         )
+
+    def _media(self, message: Message) -> tuple[ProviderMedia, ...]:
+        """A photo (its largest size) or a document: ``getFile``, then the file's URL, fetched."""
+        files: list[tuple[str, str, str | None]] = []  # (file_id, name, claimed type)
+        if message.photo:
+            largest = message.photo[-1]  # Telegram lists a photo's sizes smallest first
+            files.append((str(largest.get("file_id") or ""), "photo.jpg", "image/jpeg"))
+        if message.document:
+            document = message.document
+            name, mime = document.get("file_name"), document.get("mime_type")
+            files.append(
+                (str(document.get("file_id") or ""), str(name or ""), str(mime) if isinstance(mime, str) else None)
+            )
+        found: list[ProviderMedia] = []
+        for file_id, name, claimed in files:
+            if not file_id:
+                continue
+
+            async def fetch(
+                actor: Actor, thread_id: str, file_id: str = file_id, name: str = name, claimed: str | None = claimed
+            ) -> Attachment:
+                services = self._services
+                assert services is not None  # a message arrives only on a set-up channel
+                try:
+                    described = await self.api.call("getFile", {"file_id": file_id})
+                except PushSendError as exc:
+                    raise MediaFetchError(f"getFile failed: {exc}") from None
+                path = described.get("file_path") if isinstance(described, dict) else None
+                if not isinstance(path, str) or not path:
+                    raise MediaFetchError("getFile named no file_path (a file over 20 MB, say)")
+                return await fetch_media(
+                    services.attachments,
+                    url=self.api.file_url(path),
+                    source=self.media_source,
+                    actor=actor,
+                    thread_id=thread_id,
+                    name=name,
+                    claimed_mime=claimed,
+                )
+
+            found.append(ProviderMedia(fetch=fetch, kind="photo" if name == "photo.jpg" else "document"))
+        return tuple(found)
 
     async def _callback(self, query: CallbackQuery) -> None:
         inbound = self._inbound

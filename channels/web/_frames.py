@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from gateway.events import QueueMode
+from gateway.events import MAX_ATTACHMENTS, QueueMode
 from tools import UiCapabilities
 
 __all__ = [
@@ -48,11 +48,19 @@ class SendFrame(_Frame):
     """A message from the person: starts a turn."""
 
     type: Literal["send"]
-    text: str = Field(min_length=1, max_length=8000, pattern=r"\S")
-    """At least one character that is not whitespace."""
+    text: str = Field(default="", max_length=8000)
+    """At least one character that is not whitespace, unless files come with it."""
     page_context: dict[str, Any] = Field(default_factory=dict)
     mode: QueueMode | None = None
     """What a busy thread does with it (the agent's ``queue_mode`` when omitted)."""
+    attachments: list[str] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
+    """Ids of files this socket's actor uploaded (``POST /agent/attachments``)."""
+
+    @model_validator(mode="after")
+    def _says_something(self) -> SendFrame:
+        if not self.attachments and not self.text.strip():
+            raise ValueError("text must hold a character that is not whitespace (or send attachments)")
+        return self
 
 
 class ApproveFrame(_Frame):

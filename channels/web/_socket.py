@@ -47,7 +47,15 @@ from gateway import (
     parse_json,
     verify_actor_token,
 )
-from gateway.events import RUN_EVENT_ADAPTER, ApprovalSettledEvent, RunEvent, RunStartedEvent, Turn, UiEvent
+from gateway.events import (
+    RUN_EVENT_ADAPTER,
+    ApprovalSettledEvent,
+    Attachment,
+    RunEvent,
+    RunStartedEvent,
+    Turn,
+    UiEvent,
+)
 from gateway.stores import ThreadRecord
 from tools import Actor, AgoraError, UiCapabilities
 
@@ -286,6 +294,7 @@ class WebSession:
                     ui_capabilities=self.capabilities,
                     page_context=frame.page_context,
                     channel="web",
+                    attachments=await self._attachments(frame.attachments),
                 )
                 accepted = await self.services.send(turn, client=self._client, mode=frame.mode)
                 ack: dict[str, Any] = {"type": "ack", "id": frame.id, "run_id": accepted.run_id}
@@ -316,6 +325,12 @@ class WebSession:
             case QueueRemoveFrame():
                 removed = await runtime.queue.remove(frame.message_id, self.actor)
                 await self.send({"type": "ack", "id": frame.id, "message_id": removed.message_id})
+
+    async def _attachments(self, ids: list[str]) -> tuple[Attachment, ...]:
+        """The send's files, each this socket's actor's own (403 another's, 404 an unknown one)."""
+        if not ids or self.actor is None:
+            return ()
+        return await self.services.attachments.resolve(self.actor, ids, thread_id=self.thread_id)
 
     async def _hello(self, frame: HelloFrame) -> None:
         if self.thread_id is not None:

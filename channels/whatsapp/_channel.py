@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -148,6 +149,7 @@ class WhatsAppChannel(Channel):
             thread_for=self.thread_for,
             languages=self.senders.languages,
             options=self.options.inbound,
+            media_auth=_media_auth(twilio),
         )
 
     async def staff_targets(self, role: str) -> list[StaffMember]:
@@ -262,3 +264,11 @@ def setup(app: web.Application, services: ChannelServices, **kwargs: Any) -> Wha
     channel = WhatsAppChannel(**kwargs)
     channel.setup(app, services)
     return channel
+
+
+def _media_auth(twilio: TwilioOptions) -> dict[str, str]:
+    """The account's credentials, which Twilio's media URLs want (basic auth), as a header."""
+    if not (twilio.account_sid and twilio.auth_token):
+        return {}
+    pair = f"{twilio.account_sid}:{twilio.auth_token.get_secret_value()}".encode()
+    return {"Authorization": "Basic " + base64.b64encode(pair).decode("ascii")}

@@ -37,12 +37,19 @@ from gateway import (
     GatewayError,
     InboundMessage,
     InboundOptions,
+    MediaFetchError,
+    MediaSource,
+    ProviderMedia,
     PushDelivery,
+    PushSendError,
     PushTarget,
     RetryPolicy,
+    fetch_media,
     one_line,
     read_body,
 )
+from gateway.events import Attachment
+from tools import Actor
 
 from ._cloud_api import GraphClient
 from ._cloud_options import WhatsAppCloudOptions
@@ -111,6 +118,7 @@ class WhatsAppCloudChannel(Channel):
         inbound: Limits of inbound messages.
         texts: Sentences by language (the kit's ``CHAT_TEXTS``).
         retry: Retries of one Graph request within a delivery round.
+        media: Where received media may be downloaded from (``GRAPH_MEDIA``).
     """
 
     name = CLOUD
@@ -128,8 +136,11 @@ class WhatsAppCloudChannel(Channel):
         inbound: InboundOptions | None = None,
         texts: dict[str, ChatTexts] | None = None,
         retry: RetryPolicy | None = None,
+        media: MediaSource | None = None,
     ) -> None:
         self.options = options if options is not None else WhatsAppCloudOptions()
+        self.media_source = media or GRAPH_MEDIA
+        """Where received media may be downloaded from (Meta's media host; tests name loopback)."""
         self.senders = senders if senders is not None else WhatsAppSenderOptions()
         self.disabled_reason = self.options.disabled_reason
         token = self.options.access_token.get_secret_value() if self.options.access_token else ""
@@ -265,11 +276,39 @@ class WhatsAppCloudChannel(Channel):
                 text="" if button else message.text,
                 button=button,
                 has_media=message.kind == "media",
+                media=self._media(message),
             )
         )
         if redeemed is not None and redeemed.reply:
             await self.delivery.reply(target, redeemed.reply)
 
+    def _media(self, message: CloudMessage) -> tuple[ProviderMedia, ...]:
+        """An image or document: its URL from Graph, then the bytes, both with the bearer token."""
+        media_id = message.media_id
+        if not media_id:
+            return ()
+
+        async def fetch(actor: Actor, thread_id: str) -> Attachment:
+            try:
+                url, mime = await self.client.media_url(media_id)
+            except PushSendError as exc:
+                raise MediaFetchError(f"Graph named no media URL: {exc}") from None
+            return await fetch_media(
+                self.services.attachments,
+                url=url,
+                source=self.media_source,
+                actor=actor,
+                thread_id=thread_id,
+                name=message.media_name,
+                claimed_mime=message.media_mime or mime,
+                headers=self.client.bearer(),
+            )
+
+        return (ProviderMedia(fetch=fetch, kind=message.media_mime or "media"),)
+
+
+GRAPH_MEDIA = MediaSource(hosts=frozenset({"lookaside.fbsbx.com"}))
+"""Where Graph's media URLs point (Meta's media host)."""
 
 WHATSAPP_CLOUD = web.AppKey("agora_whatsapp_cloud", WhatsAppCloudChannel)
 """The app's Cloud API channel."""

@@ -33,6 +33,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 
@@ -170,6 +171,34 @@ class GraphClient:
         if not media_id:
             raise PushSendError("Graph upload: the answer names no media id", retryable=False)
         return str(media_id)
+
+    async def media_url(self, media_id: str) -> tuple[str, str | None]:
+        """Where a received media item is downloaded (with this token), and the type Meta says it is.
+
+        ``GET {graph_base}/{version}/{media-id}`` answers ``{url, mime_type, file_size, id}``;
+        the ``url`` lives a few minutes and wants the same bearer token.
+
+        Raises:
+            PushSendError: Graph refused it or could not be reached.
+        """
+        url = f"{self.graph_base.rstrip('/')}/{self.api_version}/{quote(media_id, safe='')}"
+        with _network_errors("media"):
+            async with self._session().get(url, headers=self._headers()) as response:
+                raw = await response.read()
+                if response.status >= 400:
+                    raise _graph_error(response.status, raw, response.headers, "media")
+        try:
+            answer = parse_json(raw)
+        except ValueError:
+            raise PushSendError("Graph media: the answer is not JSON", retryable=False) from None
+        if not isinstance(answer, dict) or not isinstance(answer.get("url"), str):
+            raise PushSendError("Graph media: the answer names no url", retryable=False)
+        mime = answer.get("mime_type")
+        return answer["url"], mime if isinstance(mime, str) else None
+
+    def bearer(self) -> dict[str, str]:
+        """The ``Authorization`` header of this phone number's token (a media download wants it)."""
+        return self._headers()
 
     async def _post(self, edge: str, what: str, **body: Any) -> dict[str, Any]:
         with _network_errors(what):

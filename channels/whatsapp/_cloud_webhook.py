@@ -113,6 +113,9 @@ class _Button(_Wire):
 
 class _Media(_Wire):
     caption: str | None = None
+    id: str | None = None
+    mime_type: str | None = None
+    filename: str | None = None
 
 
 class _Message(_Wire):
@@ -166,6 +169,10 @@ class CloudMessage:
     button: str | None = None
     """A tapped button's id (``interactive``) or payload (a template's quick reply)."""
     profile_name: str | None = None
+    media_id: str | None = None
+    """An ``image`` or ``document``'s media id (``GraphClient.media_url`` says where to fetch it)."""
+    media_mime: str | None = None
+    media_name: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -278,6 +285,15 @@ def _message(item: Any, names: dict[str, str], found: Notification) -> CloudMess
     if message.type in _MEDIA:
         media = {"image": message.image, "video": message.video, "document": message.document}.get(message.type)
         caption = media.caption if media is not None else None
+        if media is not None and media.id and message.type in ("image", "document"):
+            return CloudMessage(
+                kind="media",
+                text=caption or "",
+                media_id=media.id,
+                media_mime=media.mime_type,
+                media_name=media.filename or "",
+                **base,
+            )
         return CloudMessage(kind="media", text=caption or "", **base)
     found.ignored.append(f"a message of type {one_line(message.type, 40)}")
     return None

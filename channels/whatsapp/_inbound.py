@@ -13,17 +13,33 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway import BUTTON_PREFIX, ChannelServices, ChatInbound, InboundMessage, PushDelivery, PushTarget, one_line
+from gateway import (
+    BUTTON_PREFIX,
+    ChannelServices,
+    ChatInbound,
+    InboundMessage,
+    MediaSource,
+    ProviderMedia,
+    PushDelivery,
+    PushTarget,
+    fetch_media,
+    one_line,
+)
 from gateway import InboundOptions as ChatOptions
+from gateway.events import MAX_ATTACHMENTS, Attachment
+from tools import Actor
 
 from ._identity import SenderResolver, ThreadNamer, WhatsAppSender, language_for
 from ._state import ChannelState
 
-__all__ = ["InboundHandler", "InboundOptions", "WhatsAppInbound"]
+__all__ = ["TWILIO_MEDIA", "InboundHandler", "InboundOptions", "WhatsAppInbound"]
 
 logger = logging.getLogger("channels.whatsapp.inbound")
 
 _TEXT_TYPES = frozenset({"", "text", "button", "interactive"})
+
+TWILIO_MEDIA = MediaSource(hosts=frozenset({"api.twilio.com", "media.twiliocdn.com", "mms.twiliocdn.com"}))
+"""Where Twilio's ``MediaUrl<n>`` may point: its API, and the hosts its media URLs redirect to."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +48,9 @@ class InboundOptions(ChatOptions):
 
     max_chars: int = 4096
     """Longer messages are refused with a note (WhatsApp itself allows 4096)."""
+    media: MediaSource | None = None
+    """Where the provider's media may be fetched from; ``None``: the provider's own hosts
+    (``TWILIO_MEDIA``, the Cloud API's ``GRAPH_MEDIA``). Tests name their loopback server."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +62,8 @@ class WhatsAppInbound:
     button: str | None = None
     """A tapped button's payload (``agora:<token>``)."""
     has_media: bool = False
+    media: tuple[ProviderMedia, ...] = ()
+    """Media the provider can give us (fetched once the sender is known)."""
     message_id: str = ""
 
 
@@ -60,6 +81,7 @@ class InboundHandler:
         languages: Mapping[str, Sequence[str]],
         options: InboundOptions | None = None,
         via: str = "whatsapp",
+        media_auth: Mapping[str, str] | None = None,
     ) -> None:
         self.services = services
         self.state = state
@@ -68,6 +90,8 @@ class InboundHandler:
         self.thread_for = thread_for
         self.languages = languages
         self.options = options or InboundOptions()
+        self.media_auth = dict(media_auth or {})
+        """Twilio's account SID and auth token: its media URLs want them (basic auth)."""
         self.chat = ChatInbound(
             services,
             delivery,
@@ -95,9 +119,38 @@ class InboundHandler:
                 text=body,
                 button=button,
                 has_media=_has_media(fields),
+                media=self._twilio_media(fields),
                 message_id=str(fields.get("MessageSid") or ""),
             )
         )
+
+    def _twilio_media(self, fields: dict[str, Any]) -> tuple[ProviderMedia, ...]:
+        """``MediaUrl0..n`` (with ``MediaContentType0..n``), each fetched with the account's credentials."""
+        try:
+            count = min(int(fields.get("NumMedia") or 0), MAX_ATTACHMENTS)
+        except ValueError:
+            count = 0
+        source = self.options.media or TWILIO_MEDIA
+        found: list[ProviderMedia] = []
+        for index in range(count):
+            url = str(fields.get(f"MediaUrl{index}") or "")
+            claimed = str(fields.get(f"MediaContentType{index}") or "")
+            if not url:
+                continue
+
+            async def fetch(actor: Actor, thread_id: str, url: str = url, claimed: str = claimed) -> Attachment:
+                return await fetch_media(
+                    self.services.attachments,
+                    url=url,
+                    source=source,
+                    actor=actor,
+                    thread_id=thread_id,
+                    claimed_mime=claimed,
+                    headers=self.media_auth,
+                )
+
+            found.append(ProviderMedia(fetch=fetch, kind=claimed))
+        return tuple(found)
 
     async def handle_message(self, message: WhatsAppInbound) -> None:
         """Handle one accepted message (a sender's in arrival order); never raises but for cancellation."""
@@ -126,6 +179,7 @@ class InboundHandler:
                 text=message.text,
                 button=message.button,
                 has_media=message.has_media,
+                media=message.media,
                 page_context={"channel": {"name": self.chat.via, "profile_name": sender.profile_name}},
             )
         )

@@ -24,6 +24,7 @@ from ._delivery import (
 from ._inbound import ChatInbound, InboundMessage, InboundOptions
 from ._markdown import split_message, to_plain, to_whatsapp
 from ._mdv2 import split_telegram, to_telegram
+from ._media_fetch import MediaFetchError, MediaSource, ProviderMedia, fetch_media
 from ._roles import RoleMap
 from ._staff import Forwarded, StaffMember
 from ._state import DAY, ChannelState, PushCursor, PushState, PushTarget
@@ -41,6 +42,9 @@ __all__ = [
     "ChatTexts",
     "InboundMessage",
     "InboundOptions",
+    "MediaFetchError",
+    "MediaSource",
+    "ProviderMedia",
     "PushCursor",
     "PushDelivery",
     "PushOptions",
@@ -55,6 +59,7 @@ __all__ = [
     "StaffMember",
     "Undeliverable",
     "clip",
+    "fetch_media",
     "parse_always",
     "parse_decision",
     "result_line",

@@ -26,11 +26,20 @@ from typing import TYPE_CHECKING, Any
 from tools import Actor
 
 from .._approvals import ApprovalFlow
-from .._errors import QueueFullError, RateLimitedError, RunNotActiveError, ThreadBusyError, ThreadParkedError
+from .._errors import (
+    AttachmentTooLargeError,
+    AttachmentTypeError,
+    QueueFullError,
+    RateLimitedError,
+    RunNotActiveError,
+    ThreadBusyError,
+    ThreadParkedError,
+)
 from .._logs import actor_hash
-from ..events import Turn
+from ..events import MAX_ATTACHMENTS, Attachment, Turn
 from ._approvals import Redeemed
 from ._delivery import PushSendError, Undeliverable
+from ._media_fetch import MediaFetchError, ProviderMedia
 from ._state import PushTarget
 from ._texts import ChatTexts, parse_always, parse_cancel, parse_decision
 
@@ -66,6 +75,8 @@ class InboundMessage:
     """A tapped button's payload (``agora:<token>``), when this is a tap."""
     has_media: bool = False
     """The message carried media the channel does not read (answered ``media_unsupported``)."""
+    media: tuple[ProviderMedia, ...] = ()
+    """Media the channel can fetch (a photo, a document): stored as the turn's attachments."""
     page_context: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -156,15 +167,16 @@ class ChatInbound:
             )
             return redeemed
         body = message.text.strip()
-        if message.has_media:
+        if message.has_media and not message.media:
             await self.delivery.reply(target, texts.media_unsupported)
-        if not body:
+        attachments = await self._attachments(message, texts)
+        if not body and not attachments:
             return None
         if len(body) > self.options.max_chars:
             await self.delivery.reply(target, texts.too_long.format(limit=self.options.max_chars))
             return None
-        always = parse_always(body)  # "yes always" / "sim sempre": approve and remember
-        decision = always or parse_decision(body)
+        always = parse_always(body) if not attachments else None  # "yes always" / "sim sempre"
+        decision = always or (parse_decision(body) if not attachments else None)
         if decision is not None:
             try:
                 reply = await self.delivery.approvals.decide_text(
@@ -178,7 +190,7 @@ class ChatInbound:
                 return None
         if parse_cancel(body) and await self._cancel(message, texts):
             return None
-        await self._turn(message, body, texts)
+        await self._turn(message, body, texts, attachments)
         return None
 
     async def _cancel(self, message: InboundMessage, texts: ChatTexts) -> bool:
@@ -194,7 +206,29 @@ class ChatInbound:
         await self.delivery.reply(message.target, texts.cancelled)
         return True
 
-    async def _turn(self, message: InboundMessage, text: str, texts: ChatTexts) -> None:
+    async def _attachments(self, message: InboundMessage, texts: ChatTexts) -> tuple[Attachment, ...]:
+        """Fetch and store the message's media; each refused one is told (its reason) and logged once."""
+        stored: list[Attachment] = []
+        for media in message.media[:MAX_ATTACHMENTS]:
+            try:
+                stored.append(await media.fetch(message.actor, message.target.thread_id))
+            except (AttachmentTooLargeError, AttachmentTypeError, MediaFetchError) as exc:
+                logger.info(
+                    "refused %s media (%s) from %s: %s", self.via, exc.code, actor_hash(message.target.address), exc
+                )
+                if isinstance(exc, AttachmentTooLargeError):
+                    limit = self.services.attachments.max_bytes
+                    reply = texts.media_too_large.format(limit=f"{limit / 1_000_000:g} MB")
+                else:
+                    reply = (
+                        texts.media_type_refused if isinstance(exc, AttachmentTypeError) else texts.media_unreachable
+                    )
+                await self.delivery.reply(message.target, reply)
+        return tuple(stored)
+
+    async def _turn(
+        self, message: InboundMessage, text: str, texts: ChatTexts, attachments: tuple[Attachment, ...] = ()
+    ) -> None:
         target = message.target
         turn = Turn(
             thread_id=target.thread_id,
@@ -203,6 +237,7 @@ class ChatInbound:
             ui_capabilities=self.delivery.options.capabilities or self.delivery.port.capabilities,
             page_context=dict(message.page_context),
             channel=self.via,
+            attachments=attachments,
         )
         try:
             accepted = await self.services.send(turn)

@@ -41,6 +41,11 @@ class ChatTexts:
     not_yours: str = "That button is not for you."
     unknown_sender: str = "Sorry, you are not set up to talk to the assistant."
     media_unsupported: str = "I can only read text messages for now."
+    media_type_refused: str = "I can't read that kind of file: please send a photo or a PDF."
+    """A file of a type outside ``AGORA_ATTACHMENT_TYPES`` (or not what it claims to be)."""
+    media_too_large: str = "That file is too large: please send one under {limit}."
+    """A file over ``AGORA_ATTACHMENT_MAX_BYTES``; ``{limit}`` reads like ``10 MB``."""
+    media_unreachable: str = "I couldn't download that file: please send it again."
     too_long: str = "That message is too long: please keep it under {limit} characters."
     rate_limited: str = "You are sending messages too fast: try again in {seconds} seconds."
     busy: str = "I'm still working on your previous message: one moment, then try again."
@@ -89,6 +94,9 @@ PT_BR = ChatTexts(
     not_yours="Esse botão não é para você.",
     unknown_sender="Desculpe, você não está habilitado para falar com o assistente.",
     media_unsupported="Por enquanto só consigo ler mensagens de texto.",
+    media_type_refused="Não consigo ler esse tipo de arquivo: envie uma foto ou um PDF.",
+    media_too_large="Esse arquivo é grande demais: envie um com menos de {limit}.",
+    media_unreachable="Não consegui baixar esse arquivo: envie de novo, por favor.",
     too_long="Essa mensagem é longa demais: envie no máximo {limit} caracteres.",
     rate_limited="Você está enviando mensagens rápido demais: tente de novo em {seconds} segundos.",
     busy="Ainda estou trabalhando na sua mensagem anterior: um momento, depois tente de novo.",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from tools import ToolDefinition
 
-from ..events import Usage
+from ..events import Attachment, Usage
 
 __all__ = [
     "MESSAGE_ADAPTER",
@@ -45,6 +45,8 @@ class UserMessage(BaseModel):
 
     role: Literal["user"] = "user"
     content: str
+    attachments: list[Attachment] = Field(default_factory=list)
+    """Files sent with the message (media-store references; messages stored before had none)."""
 
 
 class AssistantMessage(BaseModel):
@@ -120,6 +122,8 @@ class ModelRequest:
     """The index of this step in the run."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Channel, page context and actor id, for models that care (the demo model does)."""
+    read_attachment: Callable[[Attachment], Awaitable[bytes]] | None = None
+    """Reads an attachment's bytes (images go to the model inline); ``None`` when none can be read."""
 
     @property
     def last_user_text(self) -> str:

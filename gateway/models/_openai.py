@@ -7,6 +7,7 @@ model is built, never when ``gateway`` is.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import email.utils
 import enum
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from tools import ToolDefinition, UserError
+from tools import AgoraError, ToolDefinition, UserError
 
 from .._errors import ModelError
 from ..events import Usage
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI, AsyncStream
     from openai.types.chat import (
         ChatCompletionChunk,
+        ChatCompletionContentPartParam,
         ChatCompletionFunctionToolParam,
         ChatCompletionMessageParam,
     )
@@ -179,7 +181,7 @@ class OpenAIModel:
         """
         if self._state is _State.CLOSED:
             raise RuntimeError("Cannot use a closed OpenAIModel")
-        params = self._params(request)
+        params = self._params(request, await _image_urls(request))
         attempt = 0
         while True:
             emitted = False
@@ -197,10 +199,10 @@ class OpenAIModel:
                 logger.warning("%s (%s); retry %d of %d in %.2fs", exc, exc.code, attempt, self.max_retries, delay)
             await asyncio.sleep(delay)
 
-    def _params(self, request: ModelRequest) -> dict[str, Any]:
+    def _params(self, request: ModelRequest, images: Mapping[str, str] | None = None) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.model,
-            "messages": _chat_messages(request),
+            "messages": _chat_messages(request, images or {}),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -344,15 +346,59 @@ def _slot(calls: dict[int, _PendingCall], fragment: ChoiceDeltaToolCall) -> int:
     return last + 1 if fragment.id and calls[last].id not in (None, fragment.id) else last
 
 
-def _chat_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
+_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""Attachments sent to the model inline as image parts; other files are named in a text part."""
+
+
+async def _image_urls(request: ModelRequest) -> dict[str, str]:
+    """``data:`` URLs of the images attached to the request's messages, by attachment id.
+
+    An image no longer kept (expired, erased) is left out: the model is told its name instead.
+    """
+    read = request.read_attachment
+    if read is None:
+        return {}
+    urls: dict[str, str] = {}
+    for message in request.messages:
+        if not isinstance(message, UserMessage):
+            continue
+        for attachment in message.attachments:
+            if attachment.mime in _IMAGE_TYPES and attachment.id not in urls:
+                try:
+                    data = await read(attachment)
+                except AgoraError as exc:
+                    logger.info("attachment %s is not sent to the model: %s", attachment.id, exc)
+                    continue
+                urls[attachment.id] = f"data:{attachment.mime};base64,{base64.b64encode(data).decode('ascii')}"
+    return urls
+
+
+def _user_content(message: UserMessage, images: Mapping[str, str]) -> str | list[ChatCompletionContentPartParam]:
+    """A person's message: its text alone, or content parts when files came with it."""
+    if not message.attachments:
+        return message.content
+    parts: list[ChatCompletionContentPartParam] = [{"type": "text", "text": message.content}] if message.content else []
+    for attachment in message.attachments:
+        url = images.get(attachment.id)
+        if url is not None:
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        else:
+            name = attachment.name or "unnamed"
+            parts.append(
+                {"type": "text", "text": f"[attached file: {name} ({attachment.mime}, {attachment.size} bytes)]"}
+            )
+    return parts
+
+
+def _chat_messages(request: ModelRequest, images: Mapping[str, str]) -> list[ChatCompletionMessageParam]:
     """Our history as chat-completions messages, after a system message with the instructions."""
     messages: list[ChatCompletionMessageParam] = []
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
     for message in request.messages:
         match message:
-            case UserMessage(content=content):
-                messages.append({"role": "user", "content": content})
+            case UserMessage():
+                messages.append({"role": "user", "content": _user_content(message, images)})
             case AssistantMessage(content=content, tool_calls=[]):
                 messages.append({"role": "assistant", "content": content or ""})
             case AssistantMessage(content=content, tool_calls=calls):

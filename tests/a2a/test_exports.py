@@ -52,6 +52,7 @@ INTERNAL = {
     "data_part",
     "error_body",
     "from_json",
+    "inline_files",
     "json_struct",
     "json_value",
     "map_gateway_errors",

@@ -28,6 +28,7 @@ from gateway import (
     ApprovalPolicy,
     ApprovalRule,
     InboundOptions,
+    MediaSource,
     PushOptions,
     RetryPolicy,
     Runtime,
@@ -49,6 +50,8 @@ FAST_PUSH = PushOptions(
     slow_after=30.0, lock_retry=0.01, redeliver_after=0.02, max_rounds=3, capabilities=UiCapabilities()
 )
 """Short delays; components as text (rendering PNGs spawns render workers: only where tested)."""
+LOOPBACK_MEDIA = MediaSource(hosts=frozenset({"127.0.0.1"}), https_only=False, allow_loopback=True)
+"""Files are downloaded from the loopback Bot API only (no test reaches Telegram)."""
 FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.001, factor=2.0, max_delay=2.0)
 
 
@@ -160,6 +163,7 @@ async def make_gateway(aiohttp_client: Any) -> AsyncIterator[MakeGateway]:
         push: PushOptions = FAST_PUSH,
         options: dict[str, Any] | None = None,
         app: App | None = None,
+        media: MediaSource | None = None,
         **settings: Any,
     ) -> Gateway:
         """The channel on ``runtime``; with ``app`` (a ``gateway.Gateway``), its catalog and static folder too."""
@@ -183,6 +187,7 @@ async def make_gateway(aiohttp_client: Any) -> AsyncIterator[MakeGateway]:
             push=push,
             retry=FAST_RETRY,
             inbound=InboundOptions(busy_wait=5.0),
+            media=media or LOOPBACK_MEDIA,
         )
         config_values: dict[str, Any] = {
             "secret": SECRET,

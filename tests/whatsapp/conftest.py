@@ -39,7 +39,7 @@ from channels.whatsapp import (
     WhatsAppSenderOptions,
 )
 from gateway import Gateway as App
-from gateway import Runtime, Settings
+from gateway import MediaSource, Runtime, Settings
 from tests.conftest import serve
 from tools import UiCapabilities
 
@@ -61,9 +61,12 @@ FAST = WhatsAppOptions(
     delivery=DeliveryOptions(
         slow_after=0.05, lock_retry=0.01, redeliver_after=0.02, max_rounds=3, capabilities=UiCapabilities()
     ),
-    inbound=InboundOptions(busy_wait=5.0),
+    inbound=InboundOptions(
+        busy_wait=5.0, media=MediaSource(hosts=frozenset({"127.0.0.1"}), https_only=False, allow_loopback=True)
+    ),
 )
-"""Short delays; components as text (rendering PNGs spawns render workers: only where tested)."""
+"""Short delays; components as text (rendering PNGs spawns render workers: only where tested);
+provider media only from loopback (no test reaches Twilio)."""
 MEDIA = replace(FAST, delivery=replace(FAST.delivery, capabilities=WHATSAPP_CAPABILITIES))
 """``FAST`` with WhatsApp's own capabilities: images and PDFs."""
 

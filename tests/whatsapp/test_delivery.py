@@ -218,7 +218,8 @@ async def test_media_we_do_not_read_long_messages_and_unknown_senders(make_gatew
     await gw.post(inbound("x" * 10_000))
     await gw.settle()
     assert gw.http.bodies() == [
-        "I can only read text messages for now.",
+        # The picture's URL is no host of the test's media source (a loopback server): never fetched.
+        "I couldn't download that file: please send it again.",
         "I can only read text messages for now.",
         "That message is too long: please keep it under 4096 characters.",
     ]

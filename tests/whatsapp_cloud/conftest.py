@@ -22,7 +22,7 @@ from channels.whatsapp import (
     WhatsAppSenderOptions,
     keyed_thread_namer,
 )
-from gateway import Gateway, InboundOptions, RetryPolicy, Runtime, Settings
+from gateway import Gateway, InboundOptions, MediaSource, RetryPolicy, Runtime, Settings
 from tests.conftest import serve
 from tools import Actor, UiCapabilities
 
@@ -48,6 +48,8 @@ FAST = DeliveryOptions(
     slow_after=0.05, lock_retry=0.01, redeliver_after=0.02, max_rounds=3, capabilities=UiCapabilities()
 )
 """Short delays; components as text (rendering PNGs spawns render workers: only where tested)."""
+LOOPBACK_MEDIA = MediaSource(hosts=frozenset({"127.0.0.1"}), https_only=False, allow_loopback=True)
+"""Received media are downloaded from the loopback Graph only (no test reaches Meta)."""
 QUICK_RETRY = RetryPolicy(attempts=1)
 """One request per round: each failed request shows as one delivery round."""
 
@@ -121,6 +123,7 @@ async def make_cloud(aiohttp_client: Any, graph: Graph) -> AsyncIterator[MakeClo
         retry: RetryPolicy = QUICK_RETRY,
         senders: WhatsAppSenderOptions | None = None,
         app: Gateway | None = None,
+        media: MediaSource = LOOPBACK_MEDIA,
         **overrides: Any,
     ) -> Cloud:
         """The channel on ``runtime``, or serving ``app`` (a ``gateway.Gateway``) on a runtime of its own."""
@@ -135,6 +138,7 @@ async def make_cloud(aiohttp_client: Any, graph: Graph) -> AsyncIterator[MakeClo
             delivery=delivery,
             retry=retry,
             inbound=InboundOptions(busy_wait=5.0),
+            media=media,
         )
         channels = [WebChannel(), channel]
         served = serve(config, runtime, app, channels)

@@ -78,6 +78,12 @@ class Graph:
     script: list[Answer] = field(default_factory=list)
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     server: TestServer | None = None
+    media: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    """Received media by id: ``GET /{version}/{media-id}`` names its URL, which serves the bytes."""
+    media_gets: list[tuple[str, str | None]] = field(default_factory=list)
+    """``(path, Authorization)`` of each media request (the id's, then the download's)."""
+    redirect_download: str | None = None
+    """When set, the media URL answers 302 to this location instead of the bytes."""
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
@@ -90,6 +96,8 @@ class Graph:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post("/{version}/{pnid}/{edge}", self._handle)
+        app.router.add_get("/{version}/{media_id}", self._media_url)
+        app.router.add_get("/download/{media_id}", self._download)
         self.server = TestServer(app)
         await self.server.start_server()
 
@@ -137,6 +145,28 @@ class Graph:
                 }
         record.status, record.answer = status, body
         return web.json_response(body, status=status)
+
+    async def _media_url(self, request: web.Request) -> web.StreamResponse:
+        self.media_gets.append((request.path, request.headers.get("Authorization")))
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return web.json_response({"error": {"message": "bad token", "code": 190}}, status=401)
+        media_id = request.match_info["media_id"]
+        if media_id not in self.media:
+            return web.json_response({"error": {"message": "no such media", "code": 100}}, status=404)
+        data, mime = self.media[media_id]
+        url = f"{self.base}/download/{media_id}"
+        return web.json_response(
+            {"messaging_product": "whatsapp", "url": url, "mime_type": mime, "file_size": len(data), "id": media_id}
+        )
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        self.media_gets.append((request.path, request.headers.get("Authorization")))
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return web.Response(status=401)
+        if self.redirect_download is not None:
+            return web.Response(status=302, headers={"Location": self.redirect_download})
+        data, mime = self.media[request.match_info["media_id"]]
+        return web.Response(body=data, content_type=mime)
 
     # -- reading what was sent -----------------------------------------------------------------
 

@@ -152,9 +152,9 @@ async def test_unknown_shapes_are_ignored_with_a_log_line(
     assert "WhatsApp Cloud notification: ignored not a WhatsApp Business Account notification" in ignored
 
 
-async def test_media_is_answered_text_only(make_cloud: MakeCloud) -> None:
+async def test_media_we_do_not_read_is_answered_text_only(make_cloud: MakeCloud) -> None:
     cloud = await make_cloud(text_runtime("About that caption."))
-    image = p.message("image", {"id": "MEDIA1", "mime_type": "image/jpeg", "caption": "what is this?"})
+    image = p.message("video", {"id": "MEDIA1", "mime_type": "video/mp4", "caption": "what is this?"})
     assert (await cloud.post(image)).status == 200
     await cloud.graph.wait_for(lambda g: "About that caption." in g.texts())
     await cloud.settle()
