@@ -187,7 +187,16 @@
     return refreshing;
   }
 
+  /** Drop the approvals that stopped waiting while the page was offline (the feed resends the rest). */
+  async function reconcile() {
+    const response = await fetch("/agent/approvals?limit=100", { headers: auth });
+    if (!response.ok) return;
+    const waiting = new Set((await response.json()).approvals.map((a) => a.tool_call_id));
+    for (const id of [...approvals.keys()]) if (!waiting.has(id)) closed(id, "closed");
+  }
+
   let retry = 500;
+  let reconnected = false;
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const socket = new WebSocket(`${scheme}://${location.host}/agent/ws`);
@@ -197,6 +206,8 @@
     socket.addEventListener("message", (message) => {
       const frame = JSON.parse(message.data);
       if (frame.type === "welcome") {
+        if (reconnected) reconcile(); // what closed while the connection was down
+        reconnected = true;
         retry = 500;
         status.textContent = "Live";
         status.dataset.state = "live";
