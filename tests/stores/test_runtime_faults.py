@@ -64,6 +64,69 @@ async def effects(url: str, prefix: str, kind: str) -> list[str]:
         await client.aclose()
 
 
+async def test_a_queue_outlives_the_process_killed_while_its_run_worked(
+    backend: str, shared_url: str, redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL with a run in a tool and two messages queued: another process resumes the run, then
+    runs the queued messages in order, each once."""
+    thread_id = f"t-{uuid.uuid4().hex[:10]}"
+    env = {
+        **os.environ,
+        **store_env(backend, shared_url, prefix),
+        "AGORA_TEST_REDIS_URL": redis_url,
+        "AGORA_TEST_HANG": "1",
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.stores._queue_child", thread_id], cwd=ROOT, env=env, stdout=subprocess.PIPE
+    )
+    store = make_store(backend, shared_url, prefix)
+    monkeypatch.setenv("AGORA_TEST_REDIS_URL", redis_url)
+    monkeypatch.setenv("AGORA_TEST_PREFIX", prefix)
+    survivor = Runtime(
+        tools=[quick_lookup, slow_lookup],
+        model=ScriptedModel(script),
+        store=store,
+        lease_ttl=0.5,
+        instance_id="survivor",
+    )
+    try:
+        assert child.stdout is not None
+        lines = [(await asyncio.to_thread(child.stdout.readline)).decode().strip() for _ in range(3)]
+        run_id, queued_ids = lines[0], lines[1:]
+        async with asyncio.timeout(20):
+            while not await effects(redis_url, prefix, "slow"):  # the child is inside slow_lookup now
+                await asyncio.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(child.wait, 10)
+        assert [q.message_id for q in await store.queued_messages(thread_id)] == queued_ids
+
+        async with asyncio.timeout(30):
+            while True:  # the survivor's passes take the run over, then start what waits behind it
+                await survivor.sweep()
+                runs = await store.thread_runs(thread_id)
+                if len(runs) == 3 and all(r.status == "completed" for r in runs):
+                    break
+                await asyncio.sleep(0.05)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+        if child.stdout is not None:
+            child.stdout.close()
+        await survivor.aclose()
+    try:
+        runs = await store.thread_runs(thread_id)
+        assert [(r.run_id == run_id, r.turn.text) for r in runs] == [(True, "m1"), (False, "m2"), (False, "m3")]
+        assert await store.queued_messages(thread_id) == []
+        events = await store.read_events(thread_id)
+        started = [e.message_id for e in events if e.type == "message-dequeued" and e.reason == "started"]
+        assert started == queued_ids, "each queued message started once, in order"
+    finally:
+        await store.aclose()
+    quick = await effects(redis_url, prefix, "quick")
+    assert len(quick) == len(set(quick)) == 3, "one quick lookup per run: the first run's was not run again"
+
+
 async def test_a_killed_process_run_is_resumed_elsewhere_without_rerunning_settled_tools(
     backend: str, shared_url: str, redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
