@@ -10,16 +10,15 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway import Channel, ChannelServices, PushDelivery, PushTarget, RetryPolicy, RoleMap, StaffMember
+from gateway import Channel, ChannelServices, PushDelivery, RetryPolicy, StaffMember
 
 from ._approvals import ApprovalButtons
 from ._identity import (
     SenderResolver,
     SettingsSenderResolver,
     ThreadNamer,
-    WhatsAppSender,
     keyed_thread_namer,
-    language_for,
+    staff_members,
 )
 from ._inbound import InboundHandler, InboundOptions
 from ._options import TwilioOptions, WhatsAppSenderOptions
@@ -158,7 +157,13 @@ class WhatsAppChannel(Channel):
         Each number is resolved by the channel's resolver, so the actor a card is bound to is
         the one its tap resolves to. A custom resolver that is no ``RoleMap`` names no staff.
         """
-        return await _staff_of(self, role)
+        return await staff_members(
+            self.resolver,
+            role,
+            thread_for=self.thread_for,
+            languages=self.senders.languages,
+            extra=lambda sender: {"e164": sender.e164},
+        )
 
     def configure(
         self,
@@ -231,32 +236,6 @@ class WhatsAppChannel(Channel):
 
 WHATSAPP = web.AppKey("agora_whatsapp", WhatsAppChannel)
 """Where a gateway app keeps its ``WhatsAppChannel``."""
-
-
-async def _staff_of(channel: WhatsAppChannel, role: str) -> list[StaffMember]:
-    members: list[StaffMember] = []
-    roles = channel.resolver.roles if isinstance(channel.resolver, RoleMap) else {}
-    for number, held in roles.items():
-        if role not in held:
-            continue
-        try:
-            sender = WhatsAppSender.from_webhook(f"whatsapp:{number}")
-        except ValueError:
-            logger.warning("AGORA_WHATSAPP_ROLES holds an entry that is not a number; skipped for staff")
-            continue
-        actor = await channel.resolver.resolve(sender)
-        if actor is None or role not in actor.roles:
-            continue
-        language = language_for(sender, channel.senders.languages)
-        target = PushTarget(
-            thread_id=channel.thread_for(actor, sender),
-            address=sender.address,
-            actor_id=actor.id,
-            language=language,
-            extra={"e164": sender.e164},
-        )
-        members.append(StaffMember(target=target, actor=actor))
-    return members
 
 
 def setup(app: web.Application, services: ChannelServices, **kwargs: Any) -> WhatsAppChannel:

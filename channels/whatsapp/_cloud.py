@@ -44,6 +44,7 @@ from gateway import (
     PushSendError,
     PushTarget,
     RetryPolicy,
+    StaffMember,
     fetch_media,
     one_line,
     read_body,
@@ -71,6 +72,7 @@ from ._identity import (
     WhatsAppSender,
     keyed_thread_namer,
     language_for,
+    staff_members,
 )
 from ._options import WhatsAppSenderOptions
 from ._outbound import WHATSAPP_CAPABILITIES, DeliveryOptions
@@ -168,6 +170,7 @@ class WhatsAppCloudChannel(Channel):
             state=self.state,
             window=self.delivery_options.window,
             retry=self._retry,
+            staff=self.staff_targets,
         )
         self.delivery: PushDelivery[CloudPart] = PushDelivery(
             services, self.port, prefix=prefix, options=self.delivery_options, texts=self._texts, state=self.state
@@ -180,6 +183,16 @@ class WhatsAppCloudChannel(Channel):
         app.router.add_post(CLOUD_PATH, self.notification_handler)
         app[WHATSAPP_CLOUD] = self
         self.mount_lifecycle(app)
+
+    async def staff_targets(self, role: str) -> list[StaffMember]:
+        """The chats of the configured numbers (``AGORA_WHATSAPP_ROLES``) holding ``role``, as on Twilio."""
+        return await staff_members(
+            self.resolver,
+            role,
+            thread_for=self.thread_for,
+            languages=self.senders.languages,
+            extra=lambda sender: {"e164": sender.e164, "wa_id": sender.e164.removeprefix("+")},
+        )
 
     def health(self) -> dict[str, Any]:
         """The channel's state and, when configured, its delivery's counts on this process (once set up)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway import (
@@ -21,6 +22,7 @@ from gateway import (
     PushSendError,
     PushTarget,
     RetryPolicy,
+    StaffMember,
     Undeliverable,
     split_message,
     to_whatsapp,
@@ -55,6 +57,7 @@ class CloudPort(PushPort[CloudPart]):
         state: ChannelState,
         window: float,
         retry: RetryPolicy | None = None,
+        staff: Callable[[str], Awaitable[list[StaffMember]]] | None = None,
     ) -> None:
         self.client = client
         self.options = options
@@ -63,6 +66,11 @@ class CloudPort(PushPort[CloudPart]):
         """The customer-service window (seconds after the sender's last message, as on Twilio)."""
         self.retry = retry or RetryPolicy()
         """Retries of one Graph request within a delivery round (429, 5xx, throttling, network)."""
+        self.staff = staff
+        """The staff chats holding a role (the channel's configured numbers), when set."""
+
+    async def staff_targets(self, role: str) -> list[StaffMember]:
+        return await self.staff(role) if self.staff is not None else []
 
     async def in_window(self, target: PushTarget) -> bool:
         """Whether the sender wrote within the 24 h customer-service window (WhatsApp's sender record)."""

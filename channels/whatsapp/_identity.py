@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from gateway import RoleMap
+from gateway import PushTarget, RoleMap, StaffMember
 from tools import Actor
 
 from ._options import WhatsAppSenderOptions
@@ -20,8 +21,11 @@ __all__ = [
     "ThreadNamer",
     "WhatsAppSender",
     "language_for",
+    "staff_members",
     "thread_per_sender",
 ]
+
+logger = logging.getLogger("channels.whatsapp")
 
 _E164 = re.compile(r"^\+[1-9]\d{6,14}$")
 
@@ -137,3 +141,42 @@ def language_for(sender: WhatsAppSender, languages: Mapping[str, Sequence[str]] 
         if sender.e164.startswith(f"+{code}"):
             return tag
     return "en"
+
+
+async def staff_members(
+    resolver: SenderResolver,
+    role: str,
+    *,
+    thread_for: Callable[[Actor, WhatsAppSender], str],
+    languages: Mapping[str, Sequence[str]] | None,
+    extra: Callable[[WhatsAppSender], dict[str, str]],
+) -> list[StaffMember]:
+    """The chats of the configured numbers (``AGORA_WHATSAPP_ROLES``) holding ``role``, on either provider.
+
+    Each number is resolved by the channel's resolver, so the actor a card is bound to is the one
+    its tap resolves to. A custom resolver that is no ``RoleMap`` names no staff. ``extra`` is
+    what the provider's targets carry (Twilio: the number; the Cloud API: the ``wa_id`` too).
+    """
+    members: list[StaffMember] = []
+
+    roles = resolver.roles if isinstance(resolver, RoleMap) else {}
+    for number, held in roles.items():
+        if role not in held:
+            continue
+        try:
+            sender = WhatsAppSender.from_webhook(f"whatsapp:{number}")
+        except ValueError:
+            logger.warning("AGORA_WHATSAPP_ROLES holds an entry that is not a number; skipped for staff")
+            continue
+        actor = await resolver.resolve(sender)
+        if actor is None or role not in actor.roles:
+            continue
+        target = PushTarget(
+            thread_id=thread_for(actor, sender),
+            address=sender.address,
+            actor_id=actor.id,
+            language=language_for(sender, languages),
+            extra=extra(sender),
+        )
+        members.append(StaffMember(target=target, actor=actor))
+    return members
