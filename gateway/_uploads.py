@@ -25,7 +25,6 @@ _CHUNK = 64 * 1024
 _MULTIPART_OVERHEAD = 16 * 1024
 """Bytes a multipart body may hold besides the file (boundaries, part headers, a thread id)."""
 _THREAD_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
-_THREAD_FIELD_MAX = 256
 
 
 class _BadUpload(GatewayError):
@@ -35,6 +34,23 @@ class _BadUpload(GatewayError):
 async def _part_chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
     while chunk := await part.read_chunk(_CHUNK):
         yield chunk
+
+
+async def _read_field(part: BodyPartReader, budget: int) -> tuple[bytes, int]:
+    """A field besides the file, read whole while ``budget`` (the bytes left for fields) lasts.
+
+    Raises:
+        AttachmentTooLargeError: The form's fields together pass ``_MULTIPART_OVERHEAD`` bytes.
+    """
+    value = bytearray()
+    while chunk := await part.read_chunk(_CHUNK):
+        budget -= len(chunk)
+        if budget < 0:
+            raise AttachmentTooLargeError(
+                f"The form's fields besides the file may be at most {_MULTIPART_OVERHEAD:,} bytes"
+            )
+        value.extend(chunk)
+    return bytes(value), budget
 
 
 def _valid_thread_id(value: str) -> str:
@@ -77,15 +93,14 @@ async def _upload(request: web.Request) -> web.Response:
         raise _BadUpload("Send multipart/form-data with the file in the 'file' field")
     thread_id = _valid_thread_id(request.query["thread_id"]) if "thread_id" in request.query else None
     reader = await request.multipart()
+    budget = _MULTIPART_OVERHEAD  # the other fields are counted too: none is read (or dropped) unbounded
     while (part := await reader.next()) is not None:
         if not isinstance(part, BodyPartReader):
             raise _BadUpload("Nested multipart bodies are not accepted")
-        if part.name == "thread_id":
-            value = await part.read_chunk(_THREAD_FIELD_MAX)
-            thread_id = _valid_thread_id(value.decode("utf-8", "replace").strip())
-            continue
         if part.name != "file":
-            await part.release()
+            value, budget = await _read_field(part, budget)
+            if part.name == "thread_id":
+                thread_id = _valid_thread_id(value.decode("utf-8", "replace").strip())
             continue
         if thread_id is not None:
             try:
