@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
-from aiohttp import BodyPartReader, web
+from aiohttp import BodyPartReader, MultipartReader, web
+from aiohttp.http_exceptions import BadHttpMessage
+from aiohttp.multipart import BadContentDispositionHeader, BadContentDispositionParam
 
 from ._errors import AttachmentTooLargeError, GatewayError, ThreadNotFoundError
 from ._services import SERVICES
@@ -34,6 +36,22 @@ class _BadUpload(GatewayError):
 async def _part_chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
     while chunk := await part.read_chunk(_CHUNK):
         yield chunk
+
+
+_MALFORMED = (ValueError, BadHttpMessage, BadContentDispositionHeader, BadContentDispositionParam)
+"""What aiohttp raises (or warns, where warnings are errors) for a form it cannot read."""
+
+
+async def _next_part(reader: MultipartReader) -> MultipartReader | BodyPartReader | None:
+    """The form's next part (``None`` after the last).
+
+    Raises:
+        _BadUpload: A part whose boundary or headers cannot be read (400, not aiohttp's 500).
+    """
+    try:
+        return await reader.next()
+    except _MALFORMED as exc:
+        raise _BadUpload(f"The form cannot be read ({type(exc).__name__})") from None
 
 
 async def _read_field(part: BodyPartReader, budget: int) -> tuple[bytes, int]:
@@ -92,9 +110,12 @@ async def _upload(request: web.Request) -> web.Response:
     if request.content_type != "multipart/form-data":
         raise _BadUpload("Send multipart/form-data with the file in the 'file' field")
     thread_id = _valid_thread_id(request.query["thread_id"]) if "thread_id" in request.query else None
-    reader = await request.multipart()
+    try:
+        reader = await request.multipart()
+    except _MALFORMED as exc:
+        raise _BadUpload(f"The form cannot be read ({type(exc).__name__})") from None
     budget = _MULTIPART_OVERHEAD  # the other fields are counted too: none is read (or dropped) unbounded
-    while (part := await reader.next()) is not None:
+    while (part := await _next_part(reader)) is not None:
         if not isinstance(part, BodyPartReader):
             raise _BadUpload("Nested multipart bodies are not accepted")
         if part.name != "file":

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.attachment_parts import PNG
 from tests.conftest import RefusalLog
 
 from .conftest import ALICE, token_for
@@ -74,3 +75,59 @@ async def test_an_endless_thread_id_field_is_refused_before_it_ends(make_client:
     assert head.startswith(b"HTTP/1.1 413"), head
     assert sent < 5_000_000
     refusals.one("413", "attachment_too_large")
+
+
+def _form(disposition: bytes, *, mime: bytes = b"image/png", data: bytes = PNG) -> bytes:
+    return (
+        b"--b\r\nContent-Disposition: "
+        + disposition
+        + b"\r\nContent-Type: "
+        + mime
+        + b"\r\n\r\n"
+        + data
+        + b"\r\n--b--\r\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (_form(b'form-data; name="file"; filename="a\x01b.png"'), "multipart/form-data; boundary=b"),
+        (_form(b"form-data; name=\"file\"; filename*=UTF-8''%ED%A0%80x.png"), "multipart/form-data; boundary=b"),
+        (_form(b"form-data; name=\"file\"; filename*=UTF-8''%FF%FEx.png"), "multipart/form-data; boundary=b"),
+        (_form(b'form-data; name="file"; filename="caf\xe9.png"'), "multipart/form-data; boundary=b"),
+        (_form(b'form-data; name="file"; filename="x.png"', mime=b"image/\xffpng"), "multipart/form-data; boundary=b"),
+        (_form(b'form-data; name="file"; filename="x.png"'), "multipart/form-data"),
+        (_form(b'form-data; name="file"; filename="x.png"'), "multipart/form-data; boundary=other"),
+        (b'--b\r\nContent-Disposition: form-data; name="file"\r\n\r\n' + PNG, "multipart/form-data; boundary=b"),
+        (b"garbage", "multipart/form-data; boundary=b"),
+    ],
+    ids=[
+        "control-char",
+        "rfc2231-surrogate",
+        "rfc2231-bad-utf8",
+        "latin-1-name",
+        "bad-part-type",
+        "no-boundary",
+        "wrong-boundary",
+        "unterminated",
+        "garbage",
+    ],
+)
+async def test_malformed_forms_are_refused_or_kept_clean_never_a_500(
+    make_client: Any, refusals: RefusalLog, body: bytes, content_type: str
+) -> None:
+    client = await make_client()
+    answer = await client.post(
+        "/agent/attachments",
+        data=body,
+        headers={"Authorization": f"Bearer {token_for(ALICE)}", "Content-Type": content_type},
+    )
+    assert answer.status in (201, 400, 415), (answer.status, await answer.text())
+    if answer.status == 201:
+        name = (await answer.json())["name"]
+        name.encode("utf-8")  # no lone surrogate
+        assert not any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in name)
+        refusals.none()
+    else:
+        refusals.one(str(answer.status))
