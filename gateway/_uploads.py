@@ -21,12 +21,25 @@ from aiohttp.multipart import BadContentDispositionHeader, BadContentDisposition
 from ._errors import AttachmentTooLargeError, GatewayError, ThreadNotFoundError
 from ._services import SERVICES
 
-__all__ = ["upload_attachment"]
+__all__ = ["UPLOAD_MIN_RATE", "upload_allowance", "upload_attachment"]
 
 _CHUNK = 64 * 1024
 _MULTIPART_OVERHEAD = 16 * 1024
 """Bytes a multipart body may hold besides the file (boundaries, part headers, a thread id)."""
 _THREAD_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+
+
+UPLOAD_MIN_RATE = 64 * 1024
+"""Bytes a second an upload must keep up on average: the largest file's time to arrive is set by it."""
+
+
+def upload_allowance(read_timeout: float, max_bytes: int) -> float:
+    """Seconds an upload's body may take: the read timeout, plus the largest file at ``UPLOAD_MIN_RATE``.
+
+    A steady phone connection sends a 10 MB photo well within it (about 2.5 min); a client that
+    trickles is cut there all the same (408).
+    """
+    return read_timeout + (max_bytes + _MULTIPART_OVERHEAD) / UPLOAD_MIN_RATE
 
 
 class _BadUpload(GatewayError):

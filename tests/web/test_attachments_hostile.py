@@ -131,3 +131,42 @@ async def test_malformed_forms_are_refused_or_kept_clean_never_a_500(
         refusals.none()
     else:
         refusals.one(str(answer.status))
+
+
+async def _paced_upload(port: int, size: int, *, chunk: int, pause: float) -> bytes:
+    """Upload a ``size``-byte PNG in ``chunk``-byte writes ``pause`` seconds apart; the answer's head."""
+    part = b'--b\r\nContent-Disposition: form-data; name="file"; filename="slow.png"\r\nContent-Type: image/png\r\n\r\n'
+    body = part + PNG + b"\x00" * (size - len(PNG)) + b"\r\n--b--\r\n"
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(
+            b"POST /agent/attachments HTTP/1.1\r\nHost: x\r\n"
+            b"Authorization: Bearer " + token_for(ALICE).encode() + b"\r\n"
+            b"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
+        async with asyncio.timeout(20):
+            answer = asyncio.ensure_future(reader.readuntil(b"\r\n\r\n"))
+            for start in range(0, len(body), chunk):
+                if answer.done():
+                    break
+                writer.write(body[start : start + chunk])
+                await writer.drain()
+                await asyncio.sleep(pause)  # the pace of a slow phone connection, not a wait for something
+            return await answer
+    finally:
+        writer.close()
+
+
+async def test_an_upload_slower_than_the_read_timeout_but_steady_is_accepted(make_client: Any) -> None:
+    # 256 KiB at about 128 KiB/s takes 2 s: twice the read timeout, well within the upload's allowance.
+    client = await make_client(read_timeout=1.0, attachment_max_bytes=1_000_000)
+    head = await _paced_upload(client.server.port, 256 * 1024, chunk=16 * 1024, pause=0.125)
+    assert head.startswith(b"HTTP/1.1 201"), head
+
+
+async def test_a_trickling_upload_is_still_cut(make_client: Any, refusals: RefusalLog) -> None:
+    # 64 KiB at about 1 KiB/s would take a minute: cut at the allowance (1 s + 64 KiB at 64 KiB/s).
+    client = await make_client(read_timeout=1.0, attachment_max_bytes=64 * 1024)
+    head = await _paced_upload(client.server.port, 60 * 1024, chunk=256, pause=0.25)
+    assert head.startswith(b"HTTP/1.1 408"), head
+    refusals.one("408", "request_timeout")
