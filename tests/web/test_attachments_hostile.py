@@ -16,7 +16,7 @@ import pytest
 from tests.attachment_parts import PNG
 from tests.conftest import RefusalLog
 
-from .conftest import ALICE, token_for
+from .conftest import ALICE, connect, token_for
 
 
 @pytest.fixture
@@ -170,3 +170,14 @@ async def test_a_trickling_upload_is_still_cut(make_client: Any, refusals: Refus
     head = await _paced_upload(client.server.port, 60 * 1024, chunk=256, pause=0.25)
     assert head.startswith(b"HTTP/1.1 408"), head
     refusals.one("408", "request_timeout")
+
+
+@pytest.mark.parametrize("bad", ["att_\x00", "x" * 7000, "att_\u202e", "att_a b", ""])
+async def test_a_malformed_attachment_id_in_send_is_an_invalid_frame(make_client: Any, bad: str) -> None:
+    client = await make_client()
+    ws = await connect(client, token=token_for(ALICE))
+    await ws.hello()
+    await ws.send({"type": "send", "id": "f1", "text": "look", "attachments": [bad]})
+    [error] = await ws.until_type("error")
+    assert (error["code"], error["id"]) == ("invalid_frame", "f1")
+    assert len(error["message"]) < 500  # the id is not echoed back whole
