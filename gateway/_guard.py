@@ -147,18 +147,23 @@ def _expire(payload: Any, seconds: float) -> None:
         payload.set_exception(RequestTimeoutError(f"The request body did not arrive within {seconds:g} s"))
 
 
-def body_deadline(seconds: float) -> Middleware:
+def body_deadline(seconds: float, *, longer: Mapping[str, float] | None = None) -> Middleware:
     """A middleware giving each request's body ``seconds`` to arrive in full.
 
     The timer starts when the handler does (just after the headers were read) and stops when the
-    body's last byte arrives; requests without a body start none.
+    body's last byte arrives; requests without a body start none. ``longer`` gives some routes
+    (by their canonical path) more: an upload of many megabytes from a phone takes longer than
+    a JSON body.
     """
+    allowances = dict(longer or {})
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         payload = request.content
         if not payload.is_eof():
-            timer = asyncio.get_running_loop().call_later(seconds, _expire, payload, seconds)
+            route = request.match_info.route.resource
+            allowed = allowances.get(route.canonical, seconds) if route is not None else seconds
+            timer = asyncio.get_running_loop().call_later(allowed, _expire, payload, allowed)
             payload.on_eof(timer.cancel)
         return await handler(request)
 

@@ -12,7 +12,9 @@ A message is ``{message_id, thread_id, text, position, queued_at, channel, attac
 route takes the caller as the other ``/agent`` routes do and checks they own the thread: another
 actor's thread or message is 403 (``thread_forbidden``) and nothing changes; a message that ran
 or was removed is 404 (``queued_message_not_found``). Ids that are not ``[A-Za-z0-9_.:-]{1,200}``
-are 400 before anything is read. Each refusal is one log line (the error middleware's).
+are 400 before anything is read. An edit is charged to the caller's rate limit as a message is
+(429 past it): each writes its whole text to the thread's log. Each refusal is one log line (the
+error middleware's).
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ async def edit_queued(request: web.Request) -> web.Response:
     actor = await services.resolve_actor(request)
     message_id = _id(request, "message_id")
     body = await _edit_body(request)
+    services.limit(actor, services.client_address(request))  # an edit writes its text to the log again
     edited = await services.runtime.queue.edit(message_id, actor, body.text)
     queue = await services.runtime.store.queued_messages(edited.thread_id)
     position = next((n for n, item in enumerate(queue, 1) if item.message_id == message_id), 1)

@@ -172,10 +172,21 @@ class GatewayServices:
         return await self.runtime.send(turn, mode=mode)
 
     def _limit(self, turn: Turn, client: str | None) -> None:
+        self.limit(turn.actor, client)
+
+    def limit(self, actor: Actor, client: str | None = None) -> None:
+        """Charge one message to ``actor``'s bucket (and an anonymous actor's address's).
+
+        Sending a turn charges it; so does what rewrites a queued one (an edit writes its whole
+        text to the thread's log again), so that neither grows the store without bound.
+
+        Raises:
+            RateLimitedError: The actor (or its address) sent too many lately (429).
+        """
         # Two namespaces, each under its own fixed tag: an actor named "client:<address>" must
         # neither drain that address's bucket nor be drained by it.
-        keys = [f"actor:{turn.actor.key}"]
-        if client and turn.actor.id.startswith("anon:"):
+        keys = [f"actor:{actor.key}"]
+        if client and actor.id.startswith("anon:"):
             keys.append(f"client:{client}")
         for key in keys:
             if not self.limiter.allow(key):

@@ -92,7 +92,8 @@ class Settings(BaseSettings):
     read_timeout: float = Field(default=5.0, gt=0)
     """Seconds a client has to send a request's headers (from connecting, or from the previous
     answer on a kept-alive connection: an idle connection closes after it too), and as many again
-    for its body. A client still sending when it runs out is cut (a late body answers 408)."""
+    for its body (an upload, ``POST /agent/attachments``, has the largest file's time at 64 KiB/s
+    more). A client still sending when it runs out is cut (a late body answers 408)."""
     max_connections_per_address: int = Field(default=128, ge=1)
     """Connections one address may hold open at once, web sockets included; more are answered 429
     and closed. With ``trust_forwarded``: requests in flight (a web socket is one for its whole

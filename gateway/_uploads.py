@@ -14,18 +14,32 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
-from aiohttp import BodyPartReader, web
+from aiohttp import BodyPartReader, MultipartReader, web
+from aiohttp.http_exceptions import BadHttpMessage
+from aiohttp.multipart import BadContentDispositionHeader, BadContentDispositionParam
 
 from ._errors import AttachmentTooLargeError, GatewayError, ThreadNotFoundError
 from ._services import SERVICES
 
-__all__ = ["upload_attachment"]
+__all__ = ["UPLOAD_MIN_RATE", "upload_allowance", "upload_attachment"]
 
 _CHUNK = 64 * 1024
 _MULTIPART_OVERHEAD = 16 * 1024
 """Bytes a multipart body may hold besides the file (boundaries, part headers, a thread id)."""
 _THREAD_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
-_THREAD_FIELD_MAX = 256
+
+
+UPLOAD_MIN_RATE = 64 * 1024
+"""Bytes a second an upload must keep up on average: the largest file's time to arrive is set by it."""
+
+
+def upload_allowance(read_timeout: float, max_bytes: int) -> float:
+    """Seconds an upload's body may take: the read timeout, plus the largest file at ``UPLOAD_MIN_RATE``.
+
+    A steady phone connection sends a 10 MB photo well within it (about 2.5 min); a client that
+    trickles is cut there all the same (408).
+    """
+    return read_timeout + (max_bytes + _MULTIPART_OVERHEAD) / UPLOAD_MIN_RATE
 
 
 class _BadUpload(GatewayError):
@@ -35,6 +49,39 @@ class _BadUpload(GatewayError):
 async def _part_chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
     while chunk := await part.read_chunk(_CHUNK):
         yield chunk
+
+
+_MALFORMED = (ValueError, BadHttpMessage, BadContentDispositionHeader, BadContentDispositionParam)
+"""What aiohttp raises (or warns, where warnings are errors) for a form it cannot read."""
+
+
+async def _next_part(reader: MultipartReader) -> MultipartReader | BodyPartReader | None:
+    """The form's next part (``None`` after the last).
+
+    Raises:
+        _BadUpload: A part whose boundary or headers cannot be read (400, not aiohttp's 500).
+    """
+    try:
+        return await reader.next()
+    except _MALFORMED as exc:
+        raise _BadUpload(f"The form cannot be read ({type(exc).__name__})") from None
+
+
+async def _read_field(part: BodyPartReader, budget: int) -> tuple[bytes, int]:
+    """A field besides the file, read whole while ``budget`` (the bytes left for fields) lasts.
+
+    Raises:
+        AttachmentTooLargeError: The form's fields together pass ``_MULTIPART_OVERHEAD`` bytes.
+    """
+    value = bytearray()
+    while chunk := await part.read_chunk(_CHUNK):
+        budget -= len(chunk)
+        if budget < 0:
+            raise AttachmentTooLargeError(
+                f"The form's fields besides the file may be at most {_MULTIPART_OVERHEAD:,} bytes"
+            )
+        value.extend(chunk)
+    return bytes(value), budget
 
 
 def _valid_thread_id(value: str) -> str:
@@ -76,16 +123,18 @@ async def _upload(request: web.Request) -> web.Response:
     if request.content_type != "multipart/form-data":
         raise _BadUpload("Send multipart/form-data with the file in the 'file' field")
     thread_id = _valid_thread_id(request.query["thread_id"]) if "thread_id" in request.query else None
-    reader = await request.multipart()
-    while (part := await reader.next()) is not None:
+    try:
+        reader = await request.multipart()
+    except _MALFORMED as exc:
+        raise _BadUpload(f"The form cannot be read ({type(exc).__name__})") from None
+    budget = _MULTIPART_OVERHEAD  # the other fields are counted too: none is read (or dropped) unbounded
+    while (part := await _next_part(reader)) is not None:
         if not isinstance(part, BodyPartReader):
             raise _BadUpload("Nested multipart bodies are not accepted")
-        if part.name == "thread_id":
-            value = await part.read_chunk(_THREAD_FIELD_MAX)
-            thread_id = _valid_thread_id(value.decode("utf-8", "replace").strip())
-            continue
         if part.name != "file":
-            await part.release()
+            value, budget = await _read_field(part, budget)
+            if part.name == "thread_id":
+                thread_id = _valid_thread_id(value.decode("utf-8", "replace").strip())
             continue
         if thread_id is not None:
             try:

@@ -43,6 +43,7 @@ from ._runtime import Runtime
 from ._services import SERVICES, GatewayServices
 from ._settings import Settings
 from ._store_url import open_store, parse_store_url
+from ._uploads import upload_allowance
 from .models import Model
 from .stores import Store
 
@@ -401,7 +402,8 @@ def assemble(
         branding=branding,
         demo=gateway.demo,
     )
-    middlewares: list[Middleware] = [error_middleware, body_deadline(settings.read_timeout)]
+    uploads = {"/agent/attachments": upload_allowance(settings.read_timeout, settings.attachment_max_bytes)}
+    middlewares: list[Middleware] = [error_middleware, body_deadline(settings.read_timeout, longer=uploads)]
     if settings.trust_forwarded:  # each connection is the proxy's: count per forwarded address instead
         counter = AddressCounter(settings.max_connections_per_address)
         middlewares.insert(1, connection_limit(counter, services.client_address))

@@ -108,10 +108,11 @@ class Attachment(BaseModel):
     size: int = Field(ge=0)
     """Bytes."""
 
-    @field_validator("name")
+    @field_validator("name", mode="before")
     @classmethod
-    def _printable_name(cls, value: str) -> str:
-        return _CONTROL.sub("", _valid_tree(value))
+    def _printable_name(cls, value: Any) -> Any:
+        # Before the type's check: a lone surrogate (a header's undecodable byte) would fail it.
+        return _CONTROL.sub("", _valid_tree(value)) if isinstance(value, str) else value
 
 
 class Turn(BaseModel):

@@ -231,6 +231,10 @@ class GatewayRequestHandler(RequestHandler):
             raise InvalidParamsError(message="contextId must match ^[A-Za-z0-9_.:-]{1,200}$")
         files = inline_files(message)
         text = turn_text(message, files_attached=bool(files))
+        if files:  # someone else's context is refused before the files are kept under it
+            thread = await self.services.runtime.get_thread(context_id)
+            if thread is not None and not thread.owned_by(actor):
+                raise InvalidParamsError(message="This contextId cannot be used: start a new context")
         attachments = await self._attachments(actor, context_id, files)
         task_id = str(uuid.uuid4())
         claimed = await self.book.claim_message(actor.key, message.message_id, task_id)

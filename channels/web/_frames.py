@@ -53,7 +53,7 @@ class SendFrame(_Frame):
     page_context: dict[str, Any] = Field(default_factory=dict)
     mode: QueueMode | None = None
     """What a busy thread does with it (the agent's ``queue_mode`` when omitted)."""
-    attachments: list[str] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
+    attachments: list[Annotated[str, Field(pattern=_ID)]] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
     """Ids of files this socket's actor uploaded (``POST /agent/attachments``)."""
 
     @model_validator(mode="after")

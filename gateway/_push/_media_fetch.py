@@ -41,6 +41,31 @@ _CHUNK = 64 * 1024
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+"""A network's own translation prefix (RFC 8215): never public, whatever it embeds."""
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries (mapped, compatible, translated, 6to4, NAT64), or ``None``.
+
+    Where the network routes those (a tunnel, a NAT64 gateway) a connection reaches the IPv4
+    address: it is the one to judge.
+    """
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    low = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip in _IPV4_TRANSLATED or ip in _NAT64:
+        return low
+    if ip in _IPV4_COMPATIBLE and int(ip) > 1:  # not :: nor ::1, which are IPv6's own
+        return low
+    return None
+
+
 @dataclass(frozen=True, kw_only=True)
 class MediaSource:
     """Where one provider's media may be fetched from.
@@ -68,8 +93,10 @@ class MediaSource:
             ip = ipaddress.ip_address(address.split("%", 1)[0])
         except ValueError:
             return False
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
+        if isinstance(ip, ipaddress.IPv6Address):
+            if ip in _LOCAL_NAT64:
+                return False
+            ip = _embedded_ipv4(ip) or ip
         if ip.is_loopback:
             return self.allow_loopback
         return ip.is_global

@@ -9,12 +9,13 @@ from typing import Any
 from a2a.types import Part, SendMessageConfiguration, SendMessageRequest
 
 from gateway import Agent, Runtime
+from gateway._services import SERVICES
 from gateway.models import OpenAIModel
 from tests.attachment_parts import PDF, PNG, Seen, image_part, photo_tool, script_photo_run
 from tests.conftest import RefusalLog
-from tests.models.fake_openai import FakeOpenAI
+from tests.models.fake_openai import FakeOpenAI, finish, role, text
 
-from .conftest import collect, user_message
+from .conftest import BOB, collect, user_message
 
 
 async def test_an_inline_image_reaches_the_tool_and_the_model(
@@ -51,3 +52,28 @@ async def test_bytes_that_are_not_their_type_are_invalid_params(
     assert "bytes are application/pdf" in answer["error"]["message"]
     assert fake.requests == []
     refusal_log.one("-32602")
+
+
+async def test_a_file_sent_into_another_actors_context_is_refused_and_not_kept(
+    make_gateway: Any, fake: FakeOpenAI, openai_model: OpenAIModel, refusal_log: RefusalLog
+) -> None:
+    fake.script(fake.sse(role(), text("Hello."), finish()))
+    gw = await make_gateway(Runtime(agents=[Agent(name="default")], model=openai_model))
+    alices = {"messageId": "m-a", "role": "ROLE_USER", "contextId": "ctx-alice", "parts": [{"text": "hi"}]}
+    assert "error" not in await gw.rpc(
+        "SendMessage", {"message": alices, "configuration": {"returnImmediately": False}}
+    )
+    refusal_log.caplog.clear()
+
+    raw = base64.b64encode(PNG).decode()
+    bobs = {
+        "messageId": "m-b",
+        "role": "ROLE_USER",
+        "contextId": "ctx-alice",
+        "parts": [{"raw": raw, "mediaType": "image/png"}],
+    }
+    answer = await gw.rpc("SendMessage", {"message": bobs}, actor=BOB)
+    assert "error" in answer, answer
+    refusal_log.one(str(answer["error"]["code"]))
+    # Nothing of Bob's was kept under Alice's conversation (erasing it finds only her own files: none).
+    assert await gw.app[SERVICES].attachments.backend.forget_thread("ctx-alice") == 0

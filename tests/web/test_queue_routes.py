@@ -204,3 +204,23 @@ async def test_the_routes_want_an_identity(make_client: Any, refusals: RefusalLo
         response = await client.request(method, path, json={"text": "x"})
         assert (await json_of(response, 401))["code"] == "unauthenticated", (method, path)
         refusals.one("401", "unauthenticated", method)
+
+
+async def test_edits_are_rate_limited_like_messages(make_client: Any, held: Held, refusals: RefusalLog) -> None:
+    # Each edit writes the whole text to the thread's log again: unlimited, they would grow the store at will.
+    runtime = Runtime(agents=[Agent(name="assistant")], model=held.model, store=MemoryStore())
+    client: Client = await make_client(runtime, turn_rate_per_minute=5, turn_burst=5)
+    thread_id, (a,) = await busy_thread(client, held, "original")
+    statuses = []
+    for n in range(40):
+        response = await client.patch(f"/agent/queue/{a}", json={"text": f"edit {n} " + "x" * 30_000}, headers=auth())
+        statuses.append(response.status)
+        if response.status == 429:
+            assert (await response.json())["code"] == "rate_limited"
+            break
+    assert statuses[-1] == 429, statuses
+    refusals.one("429", "rate_limited", "PATCH", route="/agent/queue/{message_id}")
+    before = await runtime.last_seq(thread_id)
+    assert (await client.patch(f"/agent/queue/{a}", json={"text": "again"}, headers=auth())).status == 429
+    assert await runtime.last_seq(thread_id) == before  # a refused edit writes nothing
+    held.release.set()

@@ -140,3 +140,29 @@ async def test_edit_and_remove_a_queued_message_and_not_someone_elses(make_clien
     await ws.until(lambda f: f.get("type") == "text-end" and f.get("text") == "answer to fixed", timeout=10)
     runs = await runtime.thread_runs(welcome["thread_id"])
     assert [r.turn.text for r in runs] == ["m1", "fixed"]
+
+
+async def test_queue_edits_on_the_socket_are_rate_limited(make_client: Any) -> None:
+    held = Held()
+    runtime = held_runtime(held)
+    client = await make_client(runtime, turn_rate_per_minute=5, turn_burst=5)
+    ws = await connect(client, token=token_for(ALICE))
+    welcome = await ws.hello()
+    await ws.send({"type": "send", "id": "s1", "text": "m1"})
+    await ack(ws, "s1")
+    await asyncio.wait_for(held.entered.wait(), 5)
+    await ws.send({"type": "send", "id": "s2", "text": "typo"})
+    queued = await ack(ws, "s2")
+    answers = []
+    for n in range(20):
+        await ws.send({"type": "queue_edit", "id": f"e{n}", "message_id": queued["message_id"], "text": f"edit {n}"})
+        answer = await ack(ws, f"e{n}")
+        answers.append(answer.get("code") or answer["type"])
+        if answer["type"] == "error":
+            break
+    assert answers[-1] == "rate_limited", answers
+    before = await runtime.last_seq(welcome["thread_id"])
+    await ws.send({"type": "queue_edit", "id": "late", "message_id": queued["message_id"], "text": "again"})
+    assert (await ack(ws, "late"))["code"] == "rate_limited"
+    assert await runtime.last_seq(welcome["thread_id"]) == before
+    held.release.set()
