@@ -299,8 +299,9 @@ class Runtime:
 
         ``mode`` (the agent's ``queue_mode`` when ``None``) says what a busy thread does:
         ``queue`` puts the message last in the thread's queue; ``interrupt`` puts it first and
-        stops the active run at its next safe point (a parked run ends as a cancel ends it),
-        then it runs; ``reject`` raises ``ThreadBusyError``. A run parked for an approval is
+        stops the active run at its next safe point, then it runs (a parked run ends as a cancel
+        ends it only when this send asks for ``interrupt``: the agent's default never settles an
+        approval by itself); ``reject`` raises ``ThreadBusyError``. A run parked for an approval is
         busy too under ``ApprovalPolicy.on_new_message="queue"`` (the approval stays pending
         and the message runs after the decision); under ``"supersede"`` the parked run is
         superseded and the message begins at once. A queued message keeps its whole turn
@@ -316,7 +317,7 @@ class Runtime:
         self._ensure_open()
         with log_scope(thread_id=turn.thread_id, channel=turn.channel, actor=turn.actor.id, run_id=None):
             agent = self.agent(turn.agent)
-            mode = mode or agent.queue_mode
+            chosen, mode = mode, mode or agent.queue_mode
             if mode == "reject":
                 return Accepted(run_id=await self._start_turn(turn))
             try:
@@ -324,7 +325,10 @@ class Runtime:
             except (ThreadBusyError, ThreadParkedError):
                 pass  # the owner's (the store checked): it waits its turn
             item, position = await self.queue.put(turn, limit=agent.queue_limit, first=mode == "interrupt")
-            interrupting = mode == "interrupt" and await self._stop_active(turn.thread_id)
+            # A parked run ends only for an interrupt this send asked for: the agent's default
+            # mode never settles an approval by itself (``on_new_message``).
+            end_parked = chosen == "interrupt" or self.approval_policy.on_new_message == "supersede"
+            interrupting = mode == "interrupt" and await self._stop_active(turn.thread_id, end_parked=end_parked)
             await self.drain(turn.thread_id)  # the run may have ended meanwhile
             return Accepted(queued=item, position=position, interrupting=interrupting)
 
@@ -417,8 +421,8 @@ class Runtime:
         except Exception:
             logger.exception("draining the queue of thread %s failed", thread_id)
 
-    async def _stop_active(self, thread_id: str) -> bool:
-        """Stop the thread's running run at its next safe point, or end its parked run now."""
+    async def _stop_active(self, thread_id: str, *, end_parked: bool = True) -> bool:
+        """Stop the thread's running run at its next safe point, or end its parked run now (``end_parked``)."""
         run_id = await self.queue.active_run(thread_id)
         if not run_id:
             return False
@@ -426,6 +430,8 @@ class Runtime:
         if run is None or run.status in _ENDED:
             return False
         if run.status == "awaiting-approval":
+            if not end_parked:
+                return False
             await self.approvals.end_parked(run_id, "The person sent a new message instead.", via="cancelled")
             return True
         driver = self._drivers.get(run_id)

@@ -213,6 +213,27 @@ async def test_interrupt_ends_a_parked_run_as_a_cancel_does(make_runtime: Any) -
     assert executed == []
 
 
+async def test_an_interrupt_agent_still_never_settles_an_approval_by_itself(make_runtime: Any) -> None:
+    """An agent whose default mode is ``interrupt``: a "thanks" jumps the queue but the refund stays pending."""
+    executed: list[str] = []
+    gate = Gate(refund_on="refund")
+    gate.first = False
+    agent = Agent(name="default", queue_mode="interrupt")
+    runtime = make_runtime(model=gate.model, tools=[purge_tool(executed)], agents=[agent])
+    thread = new_thread()
+    refund = await runtime.send(turn(thread, "refund order 42"))
+    assert refund.run_id and await runtime.wait(refund.run_id, timeout=5) == "awaiting-approval"
+    thanks = await runtime.send(turn(thread, "thanks"))
+    assert thanks.queued is not None and thanks.position == 1 and not thanks.interrupting
+    (pending,) = await runtime.pending_approvals(thread)
+    assert pending.status == "pending"
+    assert [r.status for r in await runtime.thread_runs(thread)] == ["awaiting-approval"]
+    await runtime.decide(pending.tool_call_id, ALICE)
+    runs = await settle(runtime, thread, 2)
+    assert [(r.turn.text, r.status) for r in runs] == [("refund order 42", "completed"), ("thanks", "completed")]
+    assert len(executed) == 1
+
+
 async def test_the_owner_manages_the_queue_and_no_one_else(make_runtime: Any) -> None:
     gate = Gate()
     runtime = make_runtime(model=gate.model)
