@@ -89,6 +89,10 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 """Control characters (C0, DEL, C1). A ``str`` field already refuses lone surrogates."""
 
 
+_NAME_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""What a file name may not hold: control characters and the bidirectional formatting characters."""
+
+
 class Attachment(BaseModel):
     """A file a person sent with a turn: kept in the media store under ``id``.
 
@@ -112,7 +116,8 @@ class Attachment(BaseModel):
     @classmethod
     def _printable_name(cls, value: Any) -> Any:
         # Before the type's check: a lone surrogate (a header's undecodable byte) would fail it.
-        return _CONTROL.sub("", _valid_tree(value)) if isinstance(value, str) else value
+        # Bidirectional controls go too: ``inv\u202egnp.exe`` would show as ``invexe.png``.
+        return _NAME_HIDDEN.sub("", _valid_tree(value)) if isinstance(value, str) else value
 
 
 class Turn(BaseModel):

@@ -87,3 +87,13 @@ def test_turn_validates_its_fields() -> None:
         Turn(thread_id="t", actor=actor, text="x" * 32_001)
     with pytest.raises(ValidationError):
         Turn.model_validate({"thread_id": "t", "actor": {"id": "u"}, "text": "x", "bogus": 1})
+
+
+def test_an_attachment_name_keeps_no_control_or_bidirectional_characters() -> None:
+    from gateway.events import Attachment
+
+    spoof = Attachment(id="att_1", name="inv\u202egnp.exe\x07\u2066x\u2069\u200f", mime="image/png", size=1)
+    assert spoof.name == "invgnp.exex"
+    assert (
+        Attachment(id="att_2", name="relatório 2026.pdf", mime="application/pdf", size=1).name == "relatório 2026.pdf"
+    )
