@@ -13,6 +13,7 @@ sends it (another actor's: 403; unknown or expired: 404), ``read`` gives the byt
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
@@ -82,6 +83,9 @@ class Attachments:
         max_bytes: Largest file (``Settings.attachment_max_bytes``).
         ttl: Seconds a file is kept (the retention, else ``DEFAULT_ATTACHMENT_TTL``).
         clock: Unix time source.
+        max_concurrent: Files read at once on this process; more wait their turn. A file is held
+            whole in memory while it is read and stored (twice, briefly), so this bounds the
+            memory uploads and provider downloads take: ``2 * max_concurrent * max_bytes``.
     """
 
     backend: MediaBackend
@@ -89,6 +93,11 @@ class Attachments:
     max_bytes: int = 10 * 1024 * 1024
     ttl: float = DEFAULT_ATTACHMENT_TTL
     clock: Callable[[], float] = field(default=time.time)
+    max_concurrent: int = 16
+    _slots: asyncio.Semaphore = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._slots = asyncio.Semaphore(self.max_concurrent)
 
     def check_size(self, declared: int | None) -> None:
         """Refuse a file whose declared length (a ``Content-Length``) is already over the limit.
@@ -133,6 +142,17 @@ class Attachments:
             AttachmentTypeError: The bytes are no accepted type, or not the claimed one.
             MediaUnavailableError: The media backend cannot be reached.
         """
+        async with self._slots:
+            return await self._store(actor, thread_id, name, claimed_mime, source)
+
+    async def _store(
+        self,
+        actor: Actor,
+        thread_id: str | None,
+        name: str,
+        claimed_mime: str | None,
+        source: bytes | AsyncIterable[bytes],
+    ) -> Attachment:
         claimed = _normal(claimed_mime)
         parts: list[bytes] = []
         size = 0

@@ -7,6 +7,7 @@ erasing the thread erases the bytes and the record.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -71,3 +72,32 @@ async def test_an_expired_attachment_is_not_found(backend: MediaBackend) -> None
     kept = await attachments.store_upload(ALICE, "t-2", "old.png", "image/png", PNG)
     with pytest.raises(AttachmentNotFoundError):
         await attachments.resolve(ALICE, [kept.id])
+
+
+async def test_files_read_at_once_are_bounded_and_the_rest_wait_their_turn() -> None:
+    """``max_concurrent`` files are read at a time: the next one's first chunk is not even asked for."""
+    from tools import Actor
+
+    attachments = Attachments(backend=MemoryMediaBackend(), max_concurrent=1)
+    first_open = asyncio.Event()
+    release = asyncio.Event()
+    asked: list[str] = []
+    png = PNG
+
+    async def slow(name: str) -> AsyncIterator[bytes]:
+        asked.append(name)
+        if name == "a":
+            first_open.set()
+            await release.wait()
+        yield png
+
+    actor = Actor(id="u1")
+    a = asyncio.create_task(attachments.store_upload(actor, None, "a.png", "image/png", slow("a")))
+    await asyncio.wait_for(first_open.wait(), 5)
+    b = asyncio.create_task(attachments.store_upload(actor, None, "b.png", "image/png", slow("b")))
+    for _ in range(20):
+        await asyncio.sleep(0)  # b's task runs as far as it can
+    assert asked == ["a"], "the second file waits for the first one's slot"
+    release.set()
+    stored = await asyncio.wait_for(asyncio.gather(a, b), 5)
+    assert asked == ["a", "b"] and [s.mime for s in stored] == ["image/png", "image/png"]
