@@ -96,8 +96,8 @@ if TYPE_CHECKING:
     from .app import create_app
 
 __all__ = [
-    "APP_INSTRUCTIONS",
     "APPROVAL_FEED",
+    "APP_INSTRUCTIONS",
     "BUTTON_PREFIX",
     "CHANNELS",
     "CHANNEL_SERVICES",
@@ -158,8 +158,8 @@ __all__ = [
     "QueueMode",
     "QueuedMessageNotFoundError",
     "RateLimitedError",
-    "RememberRefusedError",
     "Redeemed",
+    "RememberRefusedError",
     "RetryPolicy",
     "RoleMap",
     "RunEvent",
