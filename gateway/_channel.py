@@ -32,7 +32,7 @@ from ._services import DeliveredUi
 from ._settings import Settings
 from .events import QueueMode, RunEvent, RunStatus, Turn, UiEvent
 from .models import Model
-from .stores import ApprovalRecord, RunRecord, ThreadRecord
+from .stores import ApprovalRecord, RunRecord, Store, ThreadRecord
 
 __all__ = ["CHANNELS", "CHANNEL_SERVICES", "Channel", "ChannelRuntime", "ChannelServices"]
 
@@ -46,6 +46,11 @@ class ChannelRuntime(Protocol):
 
     @property
     def instance_id(self) -> str: ...
+
+    @property
+    def store(self) -> Store:
+        """The shared store (what waits across threads: ``Store.open_approvals``)."""
+        ...
 
     @property
     def agents(self) -> Mapping[str, Agent]: ...

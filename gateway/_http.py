@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import functools
-import hashlib
 import hmac
 import json
 import re
@@ -21,10 +18,11 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from renderers import ASSETS_PATH, MediaTokenError, MediaUnavailableError, published_path
-from tools import Actor, AgoraError
+from tools import AgoraError
 
 from ._access import access_upgraded
 from ._console import add_console_routes
+from ._cursors import decode_cursor, encode_cursor
 from ._errors import GatewayError
 from ._guard import log_refusal, read_body, refused_where, route_template
 from ._health import health_report
@@ -46,7 +44,6 @@ _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 _TITLE_MAX = 200
 """Characters of a name an owner gives a thread."""
 _PAGE_DEFAULT, _PAGE_MAX = 20, 100
-_CURSOR = re.compile(r"^[A-Za-z0-9_-]{8,400}\.[A-Za-z0-9_-]{22}$")
 
 
 _REFUSAL = web.ResponseKey("agora_refusal", tuple)
@@ -251,42 +248,6 @@ def _thread_id(request: web.Request) -> str:
     return thread_id
 
 
-def _cursor_mac(secret: bytes, actor: Actor, payload: bytes) -> bytes:
-    key = hmac.new(secret, b"agora-gateway/threads-cursor/v1", hashlib.sha256).digest()
-    return hmac.new(key, actor.key.encode("utf-8", "surrogatepass") + b"\0" + payload, hashlib.sha256).digest()[:16]
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _encode_cursor(secret: bytes, actor: Actor, position: tuple[float, str]) -> str:
-    """A page's cursor: its last line's ``(last activity, thread id)``, base64url, signed for ``actor``."""
-    payload = json.dumps(list(position), separators=(",", ":")).encode()
-    return f"{_b64(payload)}.{_b64(_cursor_mac(secret, actor, payload))}"
-
-
-def _decode_cursor(secret: bytes, actor: Actor, cursor: str) -> tuple[float, str]:
-    """The position a cursor of ``_encode_cursor`` holds.
-
-    Raises:
-        _BadRequest: A cursor this gateway did not give ``actor``, or garbled (400).
-    """
-    bad = _BadRequest("invalid_request", "Bad cursor: pass next_cursor as it was given")
-    if not _CURSOR.match(cursor):
-        raise bad
-    body, mac = cursor.split(".")
-    try:
-        payload = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-        given = base64.urlsafe_b64decode(mac + "==")
-    except (binascii.Error, ValueError):
-        raise bad from None
-    if not hmac.compare_digest(given, _cursor_mac(secret, actor, payload)):
-        raise bad
-    position = json.loads(payload)  # signed by us: the JSON we wrote
-    return float(position[0]), str(position[1])
-
-
 def _page_size(request: web.Request) -> int:
     raw = request.query.get("limit", str(_PAGE_DEFAULT))
     if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= _PAGE_MAX):
@@ -304,13 +265,15 @@ async def list_threads(request: web.Request) -> web.Response:
     actor = await services.resolve_actor(request)
     limit = _page_size(request)
     cursor = request.query.get("cursor")
-    before = _decode_cursor(services.secret, actor, cursor) if cursor is not None else None
+    before = decode_cursor(services.secret, actor, cursor, purpose="threads") if cursor is not None else None
     lines = await services.runtime.threads.for_owner(actor, before=before, limit=limit + 1)
     page = lines[:limit]
     more = len(lines) > limit
     body = {
         "threads": [line.model_dump(exclude={"last_activity_ts"}) for line in page],
-        "next_cursor": _encode_cursor(services.secret, actor, (page[-1].last_activity_ts, page[-1].thread_id))
+        "next_cursor": encode_cursor(
+            services.secret, actor, (page[-1].last_activity_ts, page[-1].thread_id), purpose="threads"
+        )
         if more
         else None,
     }

@@ -329,7 +329,9 @@ class Runtime:
             # mode never settles an approval by itself (``on_new_message``).
             end_parked = chosen == "interrupt" or self.approval_policy.on_new_message == "supersede"
             interrupting = mode == "interrupt" and await self._stop_active(turn.thread_id, end_parked=end_parked)
-            await self.drain(turn.thread_id)  # the run may have ended meanwhile
+            began = await self._drain_head(turn.thread_id)  # the run may have ended meanwhile
+            if began is not None and began[0] == item.message_id:
+                return Accepted(run_id=began[1])  # it left the queue at once: answered as begun
             return Accepted(queued=item, position=position, interrupting=interrupting)
 
     async def start_turn(self, turn: Turn) -> str:
@@ -398,6 +400,11 @@ class Runtime:
         ``None`` when the queue is empty or the thread is busy (a run running or parked, or
         another process began the message first): whoever frees the thread drains it again.
         """
+        began = await self._drain_head(thread_id)
+        return began[1] if began is not None else None
+
+    async def _drain_head(self, thread_id: str) -> tuple[str, str] | None:
+        """``drain``, answering which queued message began: ``(message_id, run_id)``."""
         if self._state is _State.CLOSED:
             return None
         queue = await self.store.queued_messages(thread_id)
@@ -411,7 +418,7 @@ class Runtime:
             except (ThreadBusyError, ThreadParkedError, QueuedMessageNotFoundError):
                 return None
             logger.info("queued message %s began as run %s", head.message_id, run_id)
-            return run_id
+            return head.message_id, run_id
 
     async def _drain_quietly(self, thread_id: str) -> None:
         try:

@@ -21,14 +21,9 @@ The route: ``GET /agent/approvals?limit=&cursor=`` (``add_staff_routes``); the c
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import hashlib
-import hmac
 import json
 import logging
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -39,6 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from tools import Actor, Confirmation
 
 from ._approvals import ApprovalPolicy
+from ._cursors import decode_cursor, encode_cursor
 from ._errors import GatewayError
 from ._runtime import RuntimeObserver
 from ._services import SERVICES
@@ -60,7 +56,6 @@ logger = logging.getLogger("gateway.staff")
 
 _PAGE_DEFAULT, _PAGE_MAX = 20, 100
 _STORE_PAGE = 100
-_CURSOR = re.compile(r"^[A-Za-z0-9_-]{8,400}\.[A-Za-z0-9_-]{22}$")
 
 
 class Requester(BaseModel):
@@ -325,42 +320,6 @@ class _Refused(GatewayError):
         self.status, self.code = 400, "invalid_request"
 
 
-def _mac(secret: bytes, actor: Actor, payload: bytes) -> bytes:
-    key = hmac.new(secret, b"agora-gateway/approvals-cursor/v1", hashlib.sha256).digest()
-    return hmac.new(key, actor.key.encode("utf-8", "surrogatepass") + b"\0" + payload, hashlib.sha256).digest()[:16]
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def encode_cursor(secret: bytes, actor: Actor, position: tuple[float, str]) -> str:
-    """A page's cursor: ``(requested_ts, tool_call_id)`` of its last record, signed for ``actor``."""
-    payload = json.dumps(list(position), separators=(",", ":")).encode()
-    return f"{_b64(payload)}.{_b64(_mac(secret, actor, payload))}"
-
-
-def decode_cursor(secret: bytes, actor: Actor, cursor: str) -> tuple[float, str]:
-    """The position an ``encode_cursor`` cursor holds.
-
-    Raises:
-        GatewayError: A cursor this gateway did not give ``actor`` (another's, edited, garbled): 400.
-    """
-    bad = _Refused("Bad cursor: pass next_cursor as it was given")
-    if not _CURSOR.match(cursor):
-        raise bad
-    body, mac = cursor.split(".")
-    try:
-        payload = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-        given = base64.urlsafe_b64decode(mac + "==")
-    except (binascii.Error, ValueError):
-        raise bad from None
-    if not hmac.compare_digest(given, _mac(secret, actor, payload)):
-        raise bad
-    position = json.loads(payload)  # signed by us: the JSON we wrote
-    return float(position[0]), str(position[1])
-
-
 def staff_approvals(app: web.Application) -> StaffApprovals:
     """What the app's actors may decide (over its runtime's store and policy)."""
     return StaffApprovals(source=app[SERVICES].runtime)
@@ -379,12 +338,10 @@ async def list_approvals(request: web.Request) -> web.Response:
     if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= _PAGE_MAX):
         raise _Refused(f"limit must be a whole number from 1 to {_PAGE_MAX}")
     cursor = request.query.get("cursor")
-    before = decode_cursor(services.secret, actor, cursor) if cursor is not None else None
+    before = decode_cursor(services.secret, actor, cursor, purpose="approvals") if cursor is not None else None
     approvals, position = await staff_approvals(request.app).page(actor, before=before, limit=int(raw))
-    body = {
-        "approvals": [a.model_dump(mode="json") for a in approvals],
-        "next_cursor": encode_cursor(services.secret, actor, position) if position is not None else None,
-    }
+    after = encode_cursor(services.secret, actor, position, purpose="approvals") if position is not None else None
+    body = {"approvals": [a.model_dump(mode="json") for a in approvals], "next_cursor": after}
     return web.json_response(
         body, headers={"Cache-Control": "no-store"}, dumps=lambda v: json.dumps(v, ensure_ascii=False)
     )

@@ -870,6 +870,7 @@
     #loaded = false;
     #unsent = new Map(); // failed bubble -> text (a reconnect may prove it was sent after all)
     #queued = new Map(); // queued message_id -> {bubble, text}: waits for the active run to end
+    #dequeued = new Set(); // message ids that left the queue: a late message-queued or ack is stale
     #remembered = false; // a conversation was cached for this thread: losing it is worth saying
     #demo = false;
     #uid = "";
@@ -1275,6 +1276,7 @@
       this.#decisions.clear();
       this.#unsent.clear();
       this.#queued.clear();
+      this.#dequeued.clear();
       this.#renderQueue.clear();
       const text =
         "This conversation could not be restored: the server no longer has it, most likely because it " +
@@ -1298,6 +1300,7 @@
       if (!pending) return;
       this.#pending.delete(frame.id);
       if (pending.kind === "send" && frame.queued && frame.message_id) {
+        if (this.#dequeued.has(frame.message_id) || pending.bubble.dataset.runId) return; // it ran already
         const known = this.#queued.get(frame.message_id);
         if (known && known.bubble !== pending.bubble) known.bubble.remove(); // announced before its ack
         this.#markQueued(pending.bubble, frame.message_id, pending.text);
@@ -1905,6 +1908,7 @@
 
     /** A message waiting for the active run: a bubble that can be edited or removed until it runs. */
     #messageQueued(frame) {
+      if (this.#dequeued.has(frame.message_id)) return; // written after it began (or was removed)
       const known = this.#queued.get(frame.message_id);
       if (known) {
         if (frame.edited && frame.text !== known.text) {
@@ -1923,6 +1927,7 @@
     }
 
     #messageDequeued(frame) {
+      this.#dequeued.add(frame.message_id);
       const known = this.#queued.get(frame.message_id);
       if (!known) return;
       this.#queued.delete(frame.message_id);
@@ -2160,6 +2165,7 @@
       this.#pending.clear();
       this.#unsent.clear();
       this.#queued.clear();
+      this.#dequeued.clear();
       this.#renderQueue.clear();
       this.#remembered = false;
       this.#log().replaceChildren(this.#ui.empty);

@@ -6,7 +6,9 @@ decision be remembered: ``{p}:btn:{token}`` names the tool call, the decision, a
 and actor it was sent to. A button carries ``agora:<token>``; nothing about the decision can be
 read from it or forged. Redeeming a token claims it once (``{p}:btn-used:{token}``), so a
 second tap, on any process, reads "already decided". A typed ``yes`` / ``no 2`` decides the
-actor's pending approvals of the thread in order.
+actor's pending approvals of the thread in order; in a staff member's chat, where nothing of
+the chat's own thread waits, it decides the role's approvals sent there (oldest first), as the
+staff card's instruction says.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from tools import Actor
 
+from .._approvals import REQUESTER
 from .._errors import (
     ApprovalExpiredError,
     ApprovalForbiddenError,
@@ -34,6 +37,7 @@ from ._texts import ChatTexts
 
 if TYPE_CHECKING:
     from .._channel import ChannelRuntime
+    from ..stores import ApprovalRecord
 
 __all__ = ["BUTTON_PREFIX", "ApprovalTokens", "ChatApprovals", "Redeemed"]
 
@@ -203,9 +207,10 @@ class ChatApprovals:
                 ordinary message, not a decision.
         """
         approve, number = decision
-        pending = [
-            a for a in await runtime.pending_approvals(thread_id) if runtime.approval_policy.can_decide(actor, a)
-        ]
+        policy = runtime.approval_policy
+        pending = [a for a in await runtime.pending_approvals(thread_id) if policy.can_decide(actor, a)]
+        if not pending and not policy.approver_roles().isdisjoint(actor.roles):
+            pending = await self._sent_to_staff(runtime, actor)
         if not pending:
             if number is None:
                 raise LookupError("no pending approval")
@@ -227,6 +232,22 @@ class ChatApprovals:
         except ApprovalForbiddenError:
             return texts.not_yours
         return None
+
+    @staticmethod
+    async def _sent_to_staff(runtime: ChannelRuntime, actor: Actor) -> list[ApprovalRecord]:
+        """What waits for a staff member, oldest first: their chat's cards say "reply yes or no".
+
+        The role's pending approvals of other threads that ``actor`` may decide (the newest
+        ``_STAFF_SCAN`` the store holds): a typed answer in a staff chat decides them as a tap would.
+        """
+        policy = runtime.approval_policy
+        records = await runtime.store.open_approvals(limit=_STAFF_SCAN)
+        mine = [a for a in records if a.approver != REQUESTER and not a.lapsed() and policy.can_decide(actor, a)]
+        return mine[::-1]
+
+
+_STAFF_SCAN = 100
+"""Pending approvals a staff member's typed answer looks through."""
 
 
 def _tokens(record: dict[str, Any]) -> ApprovalTokens:

@@ -8,7 +8,7 @@ from playwright.async_api import expect
 
 from gateway import Agent, Runtime
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep
-from gateway.stores import MemoryStore
+from gateway.stores import MemoryStore, QueuedMessage
 
 from .conftest import BROWSER_TESTS, Chat, MakeGateway, OpenPage
 
@@ -79,3 +79,48 @@ async def test_a_queued_bubble_is_edited_removed_and_then_runs(make_gateway: Mak
         ("first question", "completed"),
         ("second, fixed", "completed"),
     ]
+
+
+class _RunEndsAfterEnqueue(MemoryStore):
+    """A store where, once armed, the thread's run ends and drains just after a message is queued.
+
+    The drain begins that message before ``message-queued`` is written: the log then holds its
+    ``message-dequeued`` and ``run-started`` first, and the send's ack says ``queued``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.after_enqueue: asyncio.Event | None = None
+        self.ended: asyncio.Event = asyncio.Event()
+
+    async def enqueue_message(self, item: QueuedMessage, *, limit: int, first: bool = False) -> int:
+        position = await super().enqueue_message(item, limit=limit, first=first)
+        if self.after_enqueue is not None:
+            release, self.after_enqueue = self.after_enqueue, None
+            release.set()
+            async with asyncio.timeout(10):
+                while await self.queued_messages(item.thread_id):  # the run ended and drained it
+                    await asyncio.sleep(0.01)
+        return position
+
+
+async def test_a_message_begun_before_its_queued_event_is_no_queued_bubble(
+    make_gateway: MakeGateway, open_page: OpenPage
+) -> None:
+    held = Held()
+    store = _RunEndsAfterEnqueue()
+    runtime = Runtime(agents=[Agent(name="assistant")], model=held.model, store=store)
+    page = await open_page(await make_gateway(runtime))
+    chat = Chat(page)
+    await chat.ready()
+    await chat.say("first question")
+    async with asyncio.timeout(10):
+        await held.entered.wait()
+    store.after_enqueue = held.release
+    await chat.say("second question")
+    await chat.turn_ends(0)
+    await chat.turn_ends(1)
+    await expect(chat.assistant_texts).to_have_text(["Answer to first question.", "Answer to second question."])
+    await expect(chat.user_texts).to_have_text(["first question", "second question"])
+    await expect(chat.root.locator(".ac-msg--user[data-state=queued]")).to_have_count(0)
+    await expect(chat.root.locator(".ac-msg__queued")).to_have_count(0)

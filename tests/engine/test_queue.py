@@ -19,7 +19,7 @@ from gateway import (
 )
 from gateway.events import ApprovalRequestedEvent, MessageDequeuedEvent, MessageQueuedEvent
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest
-from gateway.stores import QueuedMessage
+from gateway.stores import MemoryStore, QueuedMessage
 
 from .conftest import ALICE, BOB, all_events, new_thread, purge_tool, turn, until
 
@@ -345,3 +345,40 @@ async def test_the_queue_survives_the_process_that_held_it(any_store: Any) -> No
     finally:
         await a.aclose()
         await b.aclose()
+
+
+class _RunEndsBeforeEnqueue(MemoryStore):
+    """A store where the thread's run ends (and drains an empty queue) just before a message is queued."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before_enqueue: Any = None
+
+    async def enqueue_message(self, item: QueuedMessage, *, limit: int, first: bool = False) -> int:
+        if self.before_enqueue is not None:
+            hook, self.before_enqueue = self.before_enqueue, None
+            await hook()
+        return await super().enqueue_message(item, limit=limit, first=first)
+
+
+async def test_a_message_that_send_itself_begins_is_answered_as_begun(make_runtime: Any) -> None:
+    # The run ends between send's first try and its enqueue: the run's drain found the queue
+    # empty, so send's own drain begins the message. Its answer names that run, not a queue
+    # place the message already left (a widget would show it "queued" for good).
+    gate = Gate()
+    store = _RunEndsBeforeEnqueue()
+    runtime = make_runtime(model=gate.model, store=store)
+    thread = new_thread()
+    first = await runtime.send(turn(thread, "m0"))
+    assert first.run_id
+    await asyncio.wait_for(gate.entered.wait(), 5)
+
+    async def end_the_run() -> None:
+        gate.opened.set()
+        assert await runtime.wait(first.run_id, timeout=5) == "completed"
+
+    store.before_enqueue = end_the_run
+    second = await runtime.send(turn(thread, "m1"))
+    runs = await settle(runtime, thread, 2)
+    assert [r.turn.text for r in runs] == ["m0", "m1"]
+    assert (second.run_id, second.queued, second.position) == (runs[1].run_id, None, None)

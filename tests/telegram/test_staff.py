@@ -71,3 +71,25 @@ async def test_the_always_button_approves_and_remembers(make_gateway: MakeGatewa
     assert (settled.status, settled.remember, executed) == ("approved", True, ["1042"])
     assert await runtime.store.is_remembered(thread_of(ALICE_ID), "refund_order")
     assert approve["callback_data"] != reject["callback_data"]
+
+
+async def test_a_staff_user_who_replies_yes_as_the_card_says_decides_it(make_gateway: MakeGateway) -> None:
+    # The staff card says "Tap a button, or reply yes or no": the reply, typed in the staff
+    # member's own chat, decides what waits for them (not a message to the agent in that chat).
+    executed: list[str] = []
+    runtime = refund_runtime(executed)
+    runtime.approval_policy = ApprovalPolicy(rules={"refund_order": ApprovalRule(approver="staff")})
+    gw = await make_gateway(runtime, options={"roles": {str(STAFF_ID): ["staff"]}})
+    await gw.send(message("refund order 1042"))
+    await gw.bot.wait_for(lambda b: any("reply_markup" in c.json for c in b.of("sendMessage")))
+    await gw.settle()
+    [card] = [c.json for c in gw.bot.of("sendMessage") if c.json["chat_id"] == STAFF_ID]
+    assert card["text"].endswith("Tap a button, or reply *yes* or *no*\\.")
+
+    await gw.send(message("yes", sender=STAFF_ID))
+    await gw.bot.wait_for(lambda b: "Refund done\\." in b.texts())
+    await gw.settle()
+    assert executed == ["1042"]
+    [settled] = await runtime.store.thread_approvals(thread_of(ALICE_ID))
+    assert (settled.status, settled.decided_by, settled.via) == ("approved", f"telegram:{STAFF_ID}", "telegram")
+    assert await runtime.thread_runs(thread_of(STAFF_ID)) == []  # no turn in the staff's own chat
