@@ -381,9 +381,13 @@ class MemoryStore:
         return held
 
     async def queued_threads(self, limit: int = 100) -> list[str]:
-        """Ids of threads whose queue holds a message."""
-        seen = dict.fromkeys(self._queued.values())
-        return list(seen)[: max(limit, 0)]
+        """Ids of idle threads (no run running, none parked) whose queue holds a message."""
+        idle: list[str] = []
+        for thread_id in dict.fromkeys(self._queued.values()):
+            state = self._threads.get(thread_id)
+            if state is not None and state.running is None and not state.pending:
+                idle.append(thread_id)
+        return idle[: max(limit, 0)]
 
     # -- the event log ------------------------------------------------------------------------------
 

@@ -181,7 +181,11 @@ class Store(Protocol):
         ...
 
     async def queued_threads(self, limit: int = 100) -> list[str]:
-        """Ids of threads whose queue holds a message (the sweep starts the ones left idle)."""
+        """Ids of idle threads whose queue holds a message: no run running, none parked.
+
+        What a process stopped between a run's end and its drain leaves behind; the sweep starts
+        them. Busy threads are not listed, however many there are, so they never hide these.
+        """
         ...
 
     # -- the event log ------------------------------------------------------------------------------

@@ -36,6 +36,10 @@ def _score(value: float) -> str:
     return repr(float(value))
 
 
+_QUEUED_PAGES = 100
+"""Pages of the queued-threads index one ``queued_threads`` call reads at most (past busy threads)."""
+
+
 class RedisQueues:
     """The queue half of ``RedisStore`` (it delegates here).
 
@@ -155,27 +159,36 @@ class RedisQueues:
             return []
         found: list[str] = []
         seen = 0
+        page = max(limit, 100)
         async with self._guard():
-            for _ in range(8):
+            for _ in range(_QUEUED_PAGES):
                 rows = cast(
                     list[tuple[bytes | str, float]],
-                    await self._client.zrange(self._keys.queued_threads, seen, seen + limit - 1, withscores=True),
+                    await self._client.zrange(self._keys.queued_threads, seen, seen + page - 1, withscores=True),
                 )
                 if not rows:
                     break
                 pipe = self._client.pipeline(transaction=False)
                 for member, _ in rows:
-                    pipe.llen(self._keys.thread(as_text(member), "queue"))
+                    thread_id = as_text(member)
+                    pipe.llen(self._keys.thread(thread_id, "queue"))
+                    pipe.hexists(self._keys.thread(thread_id, "thread"), "running")
+                    pipe.zcard(self._keys.thread(thread_id, "pending"))
+                replies = await pipe.execute()
                 stale: list[Any] = []
-                for (member, score), length in zip(rows, await pipe.execute(), strict=True):
-                    if length:
-                        found.append(as_text(member))
-                    else:
+                kept = 0
+                for index, (member, score) in enumerate(rows):
+                    length, running, pending = replies[3 * index : 3 * index + 3]
+                    if not length:
                         stale.extend([as_text(member), _score(score), ""])
-                seen = len(found)  # the stale ones leave (or moved, queued again meanwhile)
+                        continue
+                    kept += 1  # busy ones stay in the index: a later pass finds them idle
+                    if not running and not pending:
+                        found.append(as_text(member))
+                seen += kept  # the stale ones leave (or moved, queued again meanwhile)
                 if stale:
                     await RECONCILE(self._one, [self._keys.queued_threads], stale)
-                if len(found) >= limit or len(rows) < limit:
+                if len(found) >= limit or len(rows) < page:
                     break
         return found[:limit]
 

@@ -629,8 +629,12 @@ async def clear_queue(tx: Tx, thread_id: str) -> list[QueuedMessage]:
 
 
 async def queued_threads(tx: Tx, limit: int) -> list[str]:
-    """Threads whose queue holds a message, the longest waiting first."""
+    """Idle threads whose queue holds a message (no run running, none parked), the longest waiting first."""
     rows = await tx.fetch(
-        "SELECT thread_id FROM queue GROUP BY thread_id ORDER BY min(queued_ts), thread_id LIMIT $1", max(limit, 0)
+        "SELECT q.thread_id FROM queue q JOIN threads t ON t.thread_id = q.thread_id"
+        " WHERE t.running IS NULL AND NOT EXISTS"
+        " (SELECT 1 FROM approvals a WHERE a.thread_id = q.thread_id AND a.status = 'pending')"
+        " GROUP BY q.thread_id ORDER BY min(q.queued_ts), q.thread_id LIMIT $1",
+        max(limit, 0),
     )
     return [row[0] for row in rows]

@@ -50,7 +50,27 @@ async def test_messages_queue_in_order_and_read_back_whole(store: Store, thread_
     assert await store.queued_messages(thread_id) == items
     assert await store.get_queued(items[1].message_id) == items[1]
     assert await store.get_queued("q_unknown") is None
-    assert await store.queued_threads() == [thread_id]
+    assert thread_id not in await store.queued_threads(limit=1000), "its run still runs: not left behind"
+
+
+async def test_queued_threads_lists_only_idle_ones_however_many_are_busy(store: Store) -> None:
+    """What the sweep must find (a queue behind an idle thread) is never hidden behind busy threads."""
+    busy = []
+    for k in range(120):  # running, or parked on an approval, each with a message queued first
+        thread_id = f"t-{uuid.uuid4().hex[:10]}"
+        run, _ = await begin(store, thread_id)
+        await store.enqueue_message(queued(thread_id), limit=20)
+        if k % 2:
+            parked = run.model_copy(update={"status": "awaiting-approval"})
+            await store.write(thread_id, Batch(run=parked, approvals=[approval(run)], release=True))
+        busy.append(thread_id)
+    left = f"t-{uuid.uuid4().hex[:10]}"
+    run, _ = await begin(store, left)
+    await store.enqueue_message(queued(left), limit=20)
+    await finish(store, run)  # its process stopped before draining
+    listed = await store.queued_threads(limit=10)
+    assert left in listed
+    assert not set(listed) & set(busy)
 
 
 async def test_a_message_cannot_queue_on_a_thread_that_does_not_exist(store: Store, thread_id: str) -> None:
