@@ -86,6 +86,8 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
         error = InterruptError("interrupt_pending", f"Answer the open interrupts first with resume[] ({ids})")
         _log_refusal(request, "RUN_ERROR", error.code, str(error))
         return await stream.refuse(ask.run_id, error)
+    # Charged before any file is kept: a refused message (429) leaves nothing behind.
+    services.limit(actor, services.client_address(request))
     # Refused here (413, 415) before anything starts: the error middleware answers and logs it.
     attachments = [
         await services.attachments.store_upload(actor, ask.thread_id, name, mime, data)
@@ -102,7 +104,7 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
         agent=ask.agent,
     )
     after = await runtime.last_seq(ask.thread_id)
-    accepted = await services.send(turn, client=services.client_address(request))
+    accepted = await runtime.send(turn)  # the rate limit was charged above
     if accepted.run_id is not None:  # begun at once
         await RunIds(services.state("ag-ui")).remember_turn(ask.thread_id, accepted.run_id, ask.run_id)
         return await stream.turn(ask.run_id, accepted.run_id, after)

@@ -75,3 +75,25 @@ async def test_a_pdf_document_reaches_the_tool_and_is_named_to_the_model(
     assert fake.requests[0].body["messages"][-1]["content"] == [
         {"type": "text", "text": f"[attached file: invoice.pdf (application/pdf, {len(PDF)} bytes)]"}
     ]
+
+
+async def test_a_rate_limited_message_keeps_none_of_its_files(
+    aiohttp_client: Any, fake: FakeOpenAI, openai_model: OpenAIModel
+) -> None:
+    from gateway import SERVICES
+
+    runtime = Runtime(tools=[], agents=[Agent(name="default")], model=openai_model)
+    app = create_app(settings(turn_burst=1, turn_rate_per_minute=1), runtime=runtime)
+    client = await aiohttp_client(app)
+    try:
+        script_photo_run(fake)
+        first = await post(client, body(TextPart(text="one"), ImagePart(source=data(PNG, "image/png"))))
+        await first.read()
+        assert first.status == 200
+        backend = app[SERVICES].attachments.backend
+        kept = len(backend._items)
+        refused = await post(client, body(TextPart(text="two"), ImagePart(source=data(PNG, "image/png"))))
+        assert refused.status == 429
+        assert len(backend._items) == kept, "the refused message's file was not kept"
+    finally:
+        await runtime.aclose()
