@@ -37,6 +37,7 @@ branches are drawn in ``tools/_errors.py`` and ``renderers/_errors.py``)::
     │   ├── MediaFetchError            502  a provider's media: a host or address not allowed, or it failed
     │   ├── ConsoleForbiddenError      403  gateway._console: the actor's roles approve nothing
     │   ├── BadCursorError             400  gateway._cursors: a list's cursor this caller was not given
+    │   ├── BadRequestError            4xx  gateway._guard: a route's malformed body, id or limit (400, 415)
     │   ├── CloudNotConfiguredError    503  channels.whatsapp: the Cloud API credentials are not set
     │   ├── CloudWebhookRefusedError   403  channels.whatsapp: a forged notification, a wrong verify token
     │   ├── TelegramWebhookError       4xx  channels.telegram: a bad secret (403), size (413) or update (400)

@@ -32,24 +32,28 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler, Middleware
+from pydantic import BaseModel, ValidationError
 
-from ._errors import RequestTimeoutError, TooManyConnectionsError
+from ._errors import GatewayError, RequestTimeoutError, TooManyConnectionsError
 from ._logs import FIELDS_ATTRIBUTE
 
 __all__ = [
     "AddressCounter",
+    "BadRequestError",
     "ProtocolLog",
     "RequestTimeoutError",
     "TooManyConnectionsError",
     "body_deadline",
     "connection_limit",
+    "json_body",
     "log_refusal",
     "one_line",
+    "page_size",
     "read_body",
     "refused_where",
     "route_template",
@@ -249,3 +253,48 @@ async def read_body(request: web.Request, limit: int) -> bytes:
     if len(raw) > limit:
         raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=len(raw))
     return bytes(raw)
+
+
+class BadRequestError(GatewayError):
+    """A request the routes refuse before doing anything: ``code`` and ``status`` (400 unless said)."""
+
+    def __init__(self, code: str, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+async def json_body(request: web.Request, model: type[M], *, limit: int) -> M:
+    """The request's JSON body as ``model``.
+
+    Raises:
+        web.HTTPRequestEntityTooLarge: A declared length over ``limit`` (nothing is read), or a
+            body that grows past it.
+        BadRequestError: Not ``application/json`` (415), or invalid for ``model`` (400, naming
+            the first five fields at fault).
+    """
+    if request.content_length is not None and request.content_length > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
+    if request.content_type != "application/json":
+        raise BadRequestError("unsupported_media_type", "Send application/json", status=415)
+    raw = await read_body(request, limit)
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5])
+        raise BadRequestError("invalid_request", f"Invalid request: {fields}") from None
+
+
+def page_size(request: web.Request, *, default: int, maximum: int) -> int:
+    """A list route's ``?limit=`` (``default`` when absent).
+
+    Raises:
+        BadRequestError: Not a whole number from 1 to ``maximum`` (400).
+    """
+    raw = request.query.get("limit", str(default))
+    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= maximum):
+        raise BadRequestError("invalid_request", f"limit must be a whole number from 1 to {maximum}")
+    return int(raw)

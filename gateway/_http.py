@@ -15,7 +15,7 @@ from typing import Any
 
 import jinja2
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from renderers import ASSETS_PATH, MediaTokenError, MediaUnavailableError, published_path
 from tools import AgoraError
@@ -24,7 +24,7 @@ from ._access import access_upgraded
 from ._console import add_console_routes
 from ._cursors import decode_cursor, encode_cursor
 from ._errors import GatewayError
-from ._guard import log_refusal, read_body, refused_where, route_template
+from ._guard import BadRequestError, json_body, log_refusal, page_size, refused_where, route_template
 from ._health import health_report
 from ._queue_http import add_queue_routes
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
@@ -112,26 +112,6 @@ async def error_middleware(
     return response
 
 
-async def _json_body(request: web.Request, model: type[BaseModel], *, limit: int = _MAX_JSON_BODY) -> Any:
-    if request.content_length is not None and request.content_length > limit:
-        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
-    if request.content_type != "application/json":
-        raise _BadRequest("unsupported_media_type", "Send application/json", status=415)
-    raw = await read_body(request, limit)
-    try:
-        return model.model_validate_json(raw)
-    except ValidationError as exc:
-        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5])
-        raise _BadRequest("invalid_request", f"Invalid request: {fields}") from None
-
-
-class _BadRequest(GatewayError):
-    def __init__(self, code: str, message: str, *, status: int = 400) -> None:
-        super().__init__(message)
-        self.code = code
-        self.status = status
-
-
 class _ApproveBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tool_call_id: str = Field(pattern=_ID.pattern)
@@ -183,7 +163,7 @@ async def approve(request: web.Request) -> web.Response:
     """``POST /agent/tool-call/approve`` ``{tool_call_id, remember?}``."""
     services = _services(request)
     actor = await services.resolve_actor(request)
-    body: _ApproveBody = await _json_body(request, _ApproveBody)
+    body: _ApproveBody = await json_body(request, _ApproveBody, limit=_MAX_JSON_BODY)
     record = await services.runtime.decide(body.tool_call_id, actor, approve=True, via="web", remember=body.remember)
     return web.json_response({"tool_call_id": record.tool_call_id, "status": record.status})
 
@@ -192,7 +172,7 @@ async def reject(request: web.Request) -> web.Response:
     """``POST /agent/tool-call/reject`` ``{tool_call_id, reason?}``."""
     services = _services(request)
     actor = await services.resolve_actor(request)
-    body: _RejectBody = await _json_body(request, _RejectBody)
+    body: _RejectBody = await json_body(request, _RejectBody, limit=_MAX_JSON_BODY)
     record = await services.runtime.decide(body.tool_call_id, actor, approve=False, reason=body.reason, via="web")
     return web.json_response({"tool_call_id": record.tool_call_id, "status": record.status})
 
@@ -203,7 +183,7 @@ async def cancel_run(request: web.Request) -> web.Response:
     actor = await services.resolve_actor(request)
     run_id = request.match_info["run_id"]
     if not _ID.match(run_id):
-        raise _BadRequest("invalid_request", "Bad run id")
+        raise BadRequestError("invalid_request", "Bad run id")
     await services.runtime.cancel(run_id, actor)
     run = await services.runtime.get_run(run_id)
     return web.json_response({"run_id": run_id, "status": run.status})
@@ -218,7 +198,7 @@ async def thread_history(request: web.Request) -> web.Response:
     try:
         after = max(0, int(request.query.get("after", "0")))
     except ValueError:
-        raise _BadRequest("invalid_request", "after must be an integer") from None
+        raise BadRequestError("invalid_request", "after must be an integer") from None
     store = services.runtime.store
     events = await store.read_events(thread_id, after, limit=1000)
     body = {
@@ -244,15 +224,8 @@ async def thread_history(request: web.Request) -> web.Response:
 def _thread_id(request: web.Request) -> str:
     thread_id = request.match_info["thread_id"]
     if not _ID.match(thread_id):
-        raise _BadRequest("invalid_request", "Bad thread id")
+        raise BadRequestError("invalid_request", "Bad thread id")
     return thread_id
-
-
-def _page_size(request: web.Request) -> int:
-    raw = request.query.get("limit", str(_PAGE_DEFAULT))
-    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= _PAGE_MAX):
-        raise _BadRequest("invalid_request", f"limit must be a whole number from 1 to {_PAGE_MAX}")
-    return int(raw)
 
 
 async def list_threads(request: web.Request) -> web.Response:
@@ -263,7 +236,7 @@ async def list_threads(request: web.Request) -> web.Response:
     """
     services = _services(request)
     actor = await services.resolve_actor(request)
-    limit = _page_size(request)
+    limit = page_size(request, default=_PAGE_DEFAULT, maximum=_PAGE_MAX)
     cursor = request.query.get("cursor")
     before = decode_cursor(services.secret, actor, cursor, purpose="threads") if cursor is not None else None
     lines = await services.runtime.threads.for_owner(actor, before=before, limit=limit + 1)
@@ -285,7 +258,7 @@ async def rename_thread(request: web.Request) -> web.Response:
     services = _services(request)
     actor = await services.resolve_actor(request)
     thread_id = _thread_id(request)
-    body: _RenameBody = await _json_body(request, _RenameBody, limit=_MAX_RENAME_BODY)
+    body: _RenameBody = await json_body(request, _RenameBody, limit=_MAX_RENAME_BODY)
     title = await services.runtime.threads.rename(thread_id, actor, body.title)
     return web.json_response({"thread_id": thread_id, "title": title}, dumps=_dumps)
 

@@ -23,10 +23,9 @@ import re
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from ._errors import GatewayError
-from ._guard import read_body
+from ._guard import BadRequestError, json_body
 from ._services import SERVICES, GatewayServices
 from .stores import QueuedMessage
 
@@ -34,13 +33,6 @@ __all__ = ["add_queue_routes"]
 
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 _MAX_BODY = 64 * 1024
-
-
-class _QueueRequestError(GatewayError):
-    def __init__(self, code: str, message: str, *, status: int = 400) -> None:
-        super().__init__(message)
-        self.code = code
-        self.status = status
 
 
 class _EditBody(BaseModel):
@@ -56,21 +48,8 @@ def _services(request: web.Request) -> GatewayServices:
 def _id(request: web.Request, name: str) -> str:
     value = request.match_info[name]
     if not _ID.match(value):
-        raise _QueueRequestError("invalid_request", f"Bad {name.replace('_', ' ')}")
+        raise BadRequestError("invalid_request", f"Bad {name.replace('_', ' ')}")
     return value
-
-
-async def _edit_body(request: web.Request) -> _EditBody:
-    if request.content_length is not None and request.content_length > _MAX_BODY:
-        raise web.HTTPRequestEntityTooLarge(max_size=_MAX_BODY, actual_size=request.content_length)
-    if request.content_type != "application/json":
-        raise _QueueRequestError("unsupported_media_type", "Send application/json", status=415)
-    raw = await read_body(request, _MAX_BODY)
-    try:
-        return _EditBody.model_validate_json(raw)
-    except ValidationError as exc:
-        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5])
-        raise _QueueRequestError("invalid_request", f"Invalid request: {fields}") from None
 
 
 def queued_json(item: QueuedMessage, position: int) -> dict[str, Any]:
@@ -110,7 +89,7 @@ async def edit_queued(request: web.Request) -> web.Response:
     services = _services(request)
     actor = await services.resolve_actor(request)
     message_id = _id(request, "message_id")
-    body = await _edit_body(request)
+    body = await json_body(request, _EditBody, limit=_MAX_BODY)
     services.limit(actor, services.client_address(request))  # an edit writes its text to the log again
     edited = await services.runtime.queue.edit(message_id, actor, body.text)
     queue = await services.runtime.store.queued_messages(edited.thread_id)

@@ -35,7 +35,7 @@ from tools import Actor, Confirmation
 
 from ._approvals import ApprovalPolicy
 from ._cursors import decode_cursor, encode_cursor
-from ._errors import GatewayError
+from ._guard import page_size
 from ._runtime import RuntimeObserver
 from ._services import SERVICES
 from .events import ApprovalRequestedEvent, ApprovalSettledEvent, RunEvent
@@ -314,12 +314,6 @@ APPROVAL_FEED = web.AppKey("agora_approval_feed", ApprovalFeed)
 # -- HTTP ------------------------------------------------------------------------------------------
 
 
-class _Refused(GatewayError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code = 400, "invalid_request"
-
-
 def staff_approvals(app: web.Application) -> StaffApprovals:
     """What the app's actors may decide (over its runtime's store and policy)."""
     return StaffApprovals(source=app[SERVICES].runtime)
@@ -334,12 +328,10 @@ async def list_approvals(request: web.Request) -> web.Response:
     """
     services = request.app[SERVICES]
     actor = await services.resolve_actor(request)
-    raw = request.query.get("limit", str(_PAGE_DEFAULT))
-    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= _PAGE_MAX):
-        raise _Refused(f"limit must be a whole number from 1 to {_PAGE_MAX}")
+    limit = page_size(request, default=_PAGE_DEFAULT, maximum=_PAGE_MAX)
     cursor = request.query.get("cursor")
     before = decode_cursor(services.secret, actor, cursor, purpose="approvals") if cursor is not None else None
-    approvals, position = await staff_approvals(request.app).page(actor, before=before, limit=int(raw))
+    approvals, position = await staff_approvals(request.app).page(actor, before=before, limit=limit)
     after = encode_cursor(services.secret, actor, position, purpose="approvals") if position is not None else None
     body = {"approvals": [a.model_dump(mode="json") for a in approvals], "next_cursor": after}
     return web.json_response(

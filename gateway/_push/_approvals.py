@@ -90,35 +90,9 @@ class ChatApprovals:
         ``always`` adds the "approve and remember" token (where the policy allows remembering).
         """
         key = self.state.key("appr", event.tool_call_id)
-        existing = await self.state.get(key)
-        if isinstance(existing, dict):
-            return _tokens(existing)
-        ttl = self._ttl(event)
-        record = {
-            "approve": secrets.token_urlsafe(18),
-            "reject": secrets.token_urlsafe(18),
-            "title": event.confirmation.title,
-            "thread_id": event.thread_id,
-        }
-        decisions = ["approve", "reject"]
-        if always:
-            record["always"] = secrets.token_urlsafe(18)
-            decisions.append("always")
-        for decision in decisions:
-            button = {
-                "tool_call_id": event.tool_call_id,
-                "approve": decision != "reject",
-                "remember": decision == "always",
-                "to": target.address,
-                "actor_id": target.actor_id,
-            }
-            await self.state.set(self.state.key("btn", record[decision]), button, ttl=ttl)
-        if await self.state.claim(key, ttl=ttl, value=record):
-            return _tokens(record)
-        for decision in decisions:  # another process won: its tokens are the ones sent
-            await self.state.delete(self.state.key("btn", record[decision]))
-        existing = await self.state.get(key)
-        return _tokens(existing if isinstance(existing, dict) else record)
+        return await make_tokens(
+            self.state, key, event, to=target.address, actor_id=target.actor_id, ttl=self._ttl(event), always=always
+        )
 
     async def title(self, tool_call_id: str) -> str | None:
         """The confirmation title an approval was sent with, while its tokens live."""
@@ -248,6 +222,52 @@ class ChatApprovals:
 
 _STAFF_SCAN = 100
 """Pending approvals a staff member's typed answer looks through."""
+
+
+async def make_tokens(
+    state: PushState,
+    key: str,
+    event: ApprovalRequestedEvent,
+    *,
+    to: str,
+    actor_id: str,
+    ttl: float,
+    always: bool = False,
+) -> ApprovalTokens:
+    """An approval's button tokens for one chat, made once under ``key`` (every process and resend gets the same).
+
+    Each token is stored as ``btn:<token>``, bound to the chat's address ``to`` and ``actor_id``,
+    so a tap is redeemed by ``ChatApprovals.redeem`` whoever's chat it is (the requester's, or a
+    staff member's). ``always`` adds the "approve and remember" token.
+    """
+    existing = await state.get(key)
+    if isinstance(existing, dict):
+        return _tokens(existing)
+    record = {
+        "approve": secrets.token_urlsafe(18),
+        "reject": secrets.token_urlsafe(18),
+        "title": event.confirmation.title,
+        "thread_id": event.thread_id,
+    }
+    decisions = ["approve", "reject"]
+    if always:
+        record["always"] = secrets.token_urlsafe(18)
+        decisions.append("always")
+    for decision in decisions:
+        button = {
+            "tool_call_id": event.tool_call_id,
+            "approve": decision != "reject",
+            "remember": decision == "always",
+            "to": to,
+            "actor_id": actor_id,
+        }
+        await state.set(state.key("btn", record[decision]), button, ttl=ttl)
+    if await state.claim(key, ttl=ttl, value=record):
+        return _tokens(record)
+    for decision in decisions:  # another process won: its tokens are the ones sent
+        await state.delete(state.key("btn", record[decision]))
+    existing = await state.get(key)
+    return _tokens(existing if isinstance(existing, dict) else record)
 
 
 def _tokens(record: dict[str, Any]) -> ApprovalTokens:

@@ -18,7 +18,6 @@ sent once per staff chat, by whichever process delivers the thread, even across 
 from __future__ import annotations
 
 import logging
-import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +25,7 @@ from tools import Actor, Confirmation
 
 from .._approvals import REQUESTER
 from ..events import ApprovalRequestedEvent, ApprovalSettledEvent
-from ._approvals import ApprovalTokens
+from ._approvals import ApprovalTokens, make_tokens
 from ._state import PushState, PushTarget
 
 if TYPE_CHECKING:
@@ -66,28 +65,7 @@ async def staff_tokens(
     way; bound to the staff member's address and actor.
     """
     key = state.key("appr-staff", event.tool_call_id, member.target.address)
-    existing = await state.get(key)
-    if isinstance(existing, dict):
-        return ApprovalTokens(approve=existing["approve"], reject=existing["reject"], title=existing["title"])
-    record = {
-        "approve": secrets.token_urlsafe(18),
-        "reject": secrets.token_urlsafe(18),
-        "title": event.confirmation.title,
-    }
-    for decision in ("approve", "reject"):
-        button = {
-            "tool_call_id": event.tool_call_id,
-            "approve": decision == "approve",
-            "to": member.target.address,
-            "actor_id": member.actor.id,
-        }
-        await state.set(state.key("btn", record[decision]), button, ttl=ttl)
-    if not await state.claim(key, ttl=ttl, value=record):
-        for decision in ("approve", "reject"):  # another process won: its tokens are the ones sent
-            await state.delete(state.key("btn", record[decision]))
-        won = await state.get(key)
-        record = won if isinstance(won, dict) else record
-    return ApprovalTokens(approve=record["approve"], reject=record["reject"], title=record["title"])
+    return await make_tokens(state, key, event, to=member.target.address, actor_id=member.actor.id, ttl=ttl)
 
 
 async def staff_request_parts(port: PushPort[Any], target: PushTarget, event: ApprovalRequestedEvent) -> list[Any]:

@@ -204,3 +204,8 @@ def millis(seconds: float) -> int:
 def parse_events(data: bytes | str) -> list[RunEvent]:
     """Events from a JSON array (a published batch, or joined stream entries)."""
     return EVENTS.validate_json(data)
+
+
+def score_text(value: float) -> str:
+    """A score as Redis reads it back: the shortest text of the float, so both sides agree."""
+    return repr(float(value))

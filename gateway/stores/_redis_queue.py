@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any, cast
-
-from redis.asyncio import Redis
 
 from .._errors import QueueFullError, StoreUnavailableError, ThreadNotFoundError
 from ..events import Turn
 from ._records import ApprovalRecord, QueuedMessage, RunRecord
 from ._redis_batch import Command
-from ._redis_client import guarded
-from ._redis_layout import RedisKeys, as_text
-from ._redis_scripts import CLEAR_QUEUE, ENQUEUE, QUEUED, RECONCILE, REMOVE_QUEUED, UPDATE_QUEUED, Send, run_scripts
+from ._redis_layout import as_text, score_text
+from ._redis_scripts import CLEAR_QUEUE, ENQUEUE, QUEUED, RECONCILE, REMOVE_QUEUED, UPDATE_QUEUED, run_scripts
+from ._redis_threads import RedisPart
 
 __all__ = ["RedisQueues"]
 
@@ -31,42 +28,18 @@ _TRIES = 16
 """Times an edit runs again after finding its message changed by another edit."""
 
 
-def _score(value: float) -> str:
-    """A score as Redis reads it back: the shortest text of the float, so both sides agree."""
-    return repr(float(value))
-
-
 _QUEUED_PAGES = 100
 """Pages of the queued-threads index one ``queued_threads`` call reads at most (past busy threads)."""
 
 
-class RedisQueues:
-    """The queue half of ``RedisStore`` (it delegates here).
-
-    Args:
-        client: The store's client.
-        send: The store's batched send.
-        keys: The store's key names.
-        guard: Makes a call's ``guarded`` scope (Redis failures as ``StoreUnavailableError``).
-    """
-
-    def __init__(self, client: Redis, send: Send, keys: RedisKeys, guard: Callable[[], guarded]) -> None:
-        self._client = client
-        self._send = send
-        self._keys = keys
-        self._guard = guard
-
-    async def _one(self, *command: Any) -> Any:
-        (result,) = await self._send([command])
-        if isinstance(result, Exception):
-            raise result
-        return result
+class RedisQueues(RedisPart):
+    """The queue part of ``RedisStore``: the per-thread queues and the staff's cross-thread lists."""
 
     def _thread_keys(self, thread_id: str) -> list[str]:
         return [self._keys.thread(thread_id, "queue"), self._keys.thread(thread_id, "queued")]
 
     async def _thread_of(self, message_id: str) -> str | None:
-        raw = await self._one("GET", self._keys.queued_index(message_id))
+        raw = await self._send_one("GET", self._keys.queued_index(message_id))
         return as_text(raw) if raw is not None else None
 
     # -- the queue ----------------------------------------------------------------------------------
@@ -81,12 +54,12 @@ class RedisQueues:
             ENQUEUE.command(keys, args),
             ("SET", index, thread_id),
             # A new score every time: a reader that found the queue empty meanwhile leaves it (see the layout).
-            ("ZADD", self._keys.queued_threads, _score(time.time()), thread_id),
+            ("ZADD", self._keys.queued_threads, score_text(time.time()), thread_id),
         ]
         async with self._guard():
             position = int((await run_scripts(self._send, commands, [ENQUEUE]))[0])
             if position < 0:
-                await self._one("DEL", index)
+                await self._send_one("DEL", index)
         if position == -1:
             raise ThreadNotFoundError(f"no thread {thread_id!r}")
         if position == -2:
@@ -96,7 +69,7 @@ class RedisQueues:
     async def queued_messages(self, thread_id: str) -> list[QueuedMessage]:
         """The thread's queue, first first (one script: the ids and their messages together)."""
         async with self._guard():
-            items = await QUEUED(self._one, self._thread_keys(thread_id), [])
+            items = await QUEUED(self._send_one, self._thread_keys(thread_id), [])
         return [QueuedMessage.model_validate_json(raw) for raw in items if raw is not None]
 
     async def get_queued(self, message_id: str) -> QueuedMessage | None:
@@ -105,7 +78,7 @@ class RedisQueues:
             thread_id = await self._thread_of(message_id)
             if thread_id is None:
                 return None
-            raw = await self._one("HGET", self._keys.thread(thread_id, "queued"), message_id)
+            raw = await self._send_one("HGET", self._keys.thread(thread_id, "queued"), message_id)
         return QueuedMessage.model_validate_json(raw) if raw is not None else None
 
     async def update_queued(self, message_id: str, *, turn: Turn | None, first: bool) -> QueuedMessage | None:
@@ -116,7 +89,7 @@ class RedisQueues:
                 return None
             keys = self._thread_keys(thread_id)
             for _ in range(_TRIES):
-                raw = await self._one("HGET", keys[1], message_id)
+                raw = await self._send_one("HGET", keys[1], message_id)
                 if raw is None:
                     return None
                 read = as_text(raw)
@@ -124,7 +97,7 @@ class RedisQueues:
                 if turn is not None:
                     item = item.model_copy(update={"turn": turn})
                 written = item.model_dump_json() if turn is not None else read
-                done = await UPDATE_QUEUED(self._one, keys, [message_id, read, written, "1" if first else "0"])
+                done = await UPDATE_QUEUED(self._send_one, keys, [message_id, read, written, "1" if first else "0"])
                 if done == 0:
                     return None
                 if done == 1:
@@ -147,10 +120,10 @@ class RedisQueues:
     async def clear_queue(self, thread_id: str) -> list[QueuedMessage]:
         """Empty the thread's queue (one script), then drop the ids' index entries."""
         async with self._guard():
-            items = await CLEAR_QUEUE(self._one, self._thread_keys(thread_id), [])
+            items = await CLEAR_QUEUE(self._send_one, self._thread_keys(thread_id), [])
             held = [QueuedMessage.model_validate_json(raw) for raw in items if raw is not None]
             if held:
-                await self._one("DEL", *[self._keys.queued_index(item.message_id) for item in held])
+                await self._send_one("DEL", *[self._keys.queued_index(item.message_id) for item in held])
         return held
 
     async def queued_threads(self, limit: int) -> list[str]:
@@ -180,14 +153,14 @@ class RedisQueues:
                 for index, (member, score) in enumerate(rows):
                     length, running, pending = replies[3 * index : 3 * index + 3]
                     if not length:
-                        stale.extend([as_text(member), _score(score), ""])
+                        stale.extend([as_text(member), score_text(score), ""])
                         continue
                     kept += 1  # busy ones stay in the index: a later pass finds them idle
                     if not running and not pending:
                         found.append(as_text(member))
                 seen += kept  # the stale ones leave (or moved, queued again meanwhile)
                 if stale:
-                    await RECONCILE(self._one, [self._keys.queued_threads], stale)
+                    await RECONCILE(self._send_one, [self._keys.queued_threads], stale)
                 if len(found) >= limit or len(rows) < page:
                     break
         return found[:limit]
@@ -198,7 +171,7 @@ class RedisQueues:
         """Pending approvals by ``(requested_ts, tool_call_id)`` descending; settled ones leave the index."""
         if limit <= 0:
             return []
-        top = _score(before[0]) if before is not None else "+inf"
+        top = score_text(before[0]) if before is not None else "+inf"
         found: list[ApprovalRecord] = []
         offset = 0
         async with self._guard():

@@ -35,10 +35,10 @@ from ..models import MESSAGE_ADAPTER, UserMessage
 from ._records import TITLE_CHARS, ApprovalRecord, ThreadRecord, ThreadSummary
 from ._redis_batch import Command
 from ._redis_client import guarded
-from ._redis_layout import RedisKeys, as_text, index_member, json_array
+from ._redis_layout import RedisKeys, as_text, index_member, json_array, score_text
 from ._redis_scripts import ERASE, RECONCILE, RENAME, Send, run_scripts
 
-__all__ = ["RedisThreads"]
+__all__ = ["RedisPart", "RedisThreads"]
 
 _OWNERS_KEPT = 4096
 """Threads whose owner a process remembers (those it began or claimed a run of)."""
@@ -50,13 +50,8 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
 
 
-def _score(value: float) -> str:
-    """A score as Redis reads it back: the shortest text of the float, so both sides agree."""
-    return repr(float(value))
-
-
-class RedisThreads:
-    """The thread-administration half of ``RedisStore`` (it delegates here).
+class RedisPart:
+    """A part of ``RedisStore`` it delegates to, over the store's client, batched send, keys and guard.
 
     Args:
         client: The store's client.
@@ -70,6 +65,19 @@ class RedisThreads:
         self._send = send
         self._keys = keys
         self._guard = guard
+
+    async def _send_one(self, *command: Any) -> Any:
+        (result,) = await self._send([command])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+
+class RedisThreads(RedisPart):
+    """The thread-administration part of ``RedisStore``."""
+
+    def __init__(self, client: Redis, send: Send, keys: RedisKeys, guard: Callable[[], guarded]) -> None:
+        super().__init__(client, send, keys, guard)
         self._owners: OrderedDict[str, str] = OrderedDict()
 
     # -- index entries written beside the store's scripts -----------------------------------------
@@ -109,7 +117,7 @@ class RedisThreads:
         """Give a thread ``ensure_thread`` answered its entries, if it is the caller's (``NX``: kept if there)."""
         if stored.owner_key != thread.owner_key:
             return
-        now = _score(time.time())
+        now = score_text(time.time())
         key = self._keys.thread(thread.thread_id, "thread")
         pipe = self._client.pipeline(transaction=False)
         pipe.hsetnx(key, "active", now)
@@ -124,7 +132,7 @@ class RedisThreads:
         if limit <= 0:
             return []
         index = self._keys.owner_threads(owner_key)
-        top = _score(before[0]) if before is not None else "+inf"
+        top = score_text(before[0]) if before is not None else "+inf"
         lines: list[ThreadSummary] = []
         offset = 0
         async with self._guard():
@@ -158,7 +166,7 @@ class RedisThreads:
             candidates, replies[0::2], replies[1::2], strict=True
         ):
             if owner is None or raw is None or as_text(owner) != owner_key:
-                stale.extend([thread_id, _score(score), ""])
+                stale.extend([thread_id, score_text(score), ""])
                 continue
             record = ThreadRecord.model_validate_json(raw)
             if title is None and first:
@@ -179,12 +187,6 @@ class RedisThreads:
             await RECONCILE(self._send_one, [index], stale)
         return lines
 
-    async def _send_one(self, *command: Any) -> Any:
-        (result,) = await self._send([command])
-        if isinstance(result, Exception):
-            raise result
-        return result
-
     async def idle_threads(self, before_ts: float, limit: int) -> list[str]:
         """Threads last written to before ``before_ts``, oldest first, each checked against its keys.
 
@@ -199,7 +201,7 @@ class RedisThreads:
                 rows = cast(
                     list[tuple[bytes | str, float]],
                     await self._client.zrangebyscore(
-                        self._keys.activity, "-inf", f"({_score(before_ts)}", start=seen, num=limit, withscores=True
+                        self._keys.activity, "-inf", f"({score_text(before_ts)}", start=seen, num=limit, withscores=True
                     ),
                 )
                 if not rows:
@@ -211,9 +213,9 @@ class RedisThreads:
                 for (member, score), (owner, active) in zip(rows, await pipe.execute(), strict=True):
                     thread_id = as_text(member)
                     if owner is None:
-                        corrections.extend([thread_id, _score(score), ""])
+                        corrections.extend([thread_id, score_text(score), ""])
                     elif active is not None and float(active) >= before_ts:
-                        corrections.extend([thread_id, _score(score), as_text(active)])
+                        corrections.extend([thread_id, score_text(score), as_text(active)])
                     else:
                         idle.append(thread_id)
                 # Entries that stay (idle ones) are passed over next time round; the others moved.
@@ -305,9 +307,9 @@ class RedisThreads:
         # Only entries nobody moved since they were read: a thread begun again meanwhile keeps its own.
         activity, queued = scores
         if activity is not None:
-            commands.append(RECONCILE.command([self._keys.activity], [thread_id, _score(activity), ""]))
+            commands.append(RECONCILE.command([self._keys.activity], [thread_id, score_text(activity), ""]))
         if queued is not None:
-            commands.append(RECONCILE.command([self._keys.queued_threads], [thread_id, _score(queued), ""]))
+            commands.append(RECONCILE.command([self._keys.queued_threads], [thread_id, score_text(queued), ""]))
         if owner_index is not None and listed and listed[0] is not None:
             commands.append(RECONCILE.command([owner_index], [thread_id, as_text(listed[0]), ""]))
         if commands:
