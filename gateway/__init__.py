@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING, Any
 
-from ._agents import Agent
+from ._agents import MAX_HANDOFF_DEPTH, Agent, Handoff, Persona, PersonaContext
 from ._approvals import REQUESTER, ApprovalPolicy, ApprovalRule
 from ._attachments import Attachments
 from ._channel import CHANNEL_SERVICES, CHANNELS, Channel, ChannelRuntime, ChannelServices
@@ -18,6 +18,7 @@ from ._errors import (
     GatewayError,
     InvalidTokenError,
     ModelError,
+    PersonaNotFoundError,
     QueuedMessageNotFoundError,
     QueueFullError,
     RateLimitedError,
@@ -102,6 +103,7 @@ __all__ = [
     "CHANNELS",
     "CHANNEL_SERVICES",
     "CHAT_TEXTS",
+    "MAX_HANDOFF_DEPTH",
     "REQUESTER",
     "SERVICES",
     "Accepted",
@@ -137,6 +139,7 @@ __all__ = [
     "Gateway",
     "GatewayError",
     "GatewayServices",
+    "Handoff",
     "InboundMessage",
     "InboundOptions",
     "InvalidTokenError",
@@ -145,6 +148,9 @@ __all__ = [
     "MediaSource",
     "ModelError",
     "PendingApproval",
+    "Persona",
+    "PersonaContext",
+    "PersonaNotFoundError",
     "ProviderMedia",
     "PushCursor",
     "PushDelivery",

@@ -26,7 +26,8 @@ branches are drawn in ``tools/_errors.py`` and ``renderers/_errors.py``)::
     │   ├── AttachmentTypeError        415  a type outside the accepted list, or bytes that are not it
     │   ├── RunNotFoundError           404
     │   ├── RunNotActiveError          409  the run already ended
-    │   ├── UnknownAgentError          404
+    │   ├── UnknownAgentError          404  no agent of that name, or not one this caller may use
+    │   ├── PersonaNotFoundError       400  the agent has no persona of that id (or alias)
     │   ├── RateLimitedError           429  too many turns; ``retry_after`` says when to try again
     │   ├── TooManyConnectionsError    429  the address holds as many connections as it may
     │   ├── RequestTimeoutError        408  the body did not arrive in time (also a ``TimeoutError``)
@@ -229,6 +230,12 @@ class UnknownAgentError(GatewayError):
     """No agent with that name."""
 
     status, code = 404, "unknown_agent"
+
+
+class PersonaNotFoundError(GatewayError):
+    """The agent has no persona of that id or alias."""
+
+    status, code = 400, "persona_not_found"
 
 
 class RateLimitedError(GatewayError):

@@ -143,6 +143,9 @@ class Turn(BaseModel):
     """``web``, ``whatsapp``, ``ag-ui``, ``a2a``, ``api``..."""
     agent: str | None = None
     """The agent to talk to; the runtime's default when ``None``."""
+    persona: str | None = Field(default=None, max_length=64)
+    """The persona to speak as (an id or alias of the agent's); else the thread's pin, else the
+    agent's default."""
     attachments: tuple[Attachment, ...] = Field(default=(), max_length=MAX_ATTACHMENTS)
     """Files sent with the message (already in the media store), at most ``MAX_ATTACHMENTS``."""
 

@@ -84,6 +84,19 @@ TITLE_CHARS = 80
 """Characters of the first user message a thread's default title keeps."""
 
 
+class PlannedCall(BaseModel):
+    """A tool call of a model step, with the id the runtime gave it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    arguments: str
+    """The arguments as the model wrote them (JSON text)."""
+    args: dict[str, Any] | None = None
+    """The parsed arguments; ``None`` when ``arguments`` is not a JSON object."""
+
+
 class RunRecord(BaseModel):
     """One run: the work a turn causes, from its first model step to its end."""
 
@@ -101,24 +114,24 @@ class RunRecord(BaseModel):
     """The seq of the run's ``run-started`` event."""
     cancel_requested: bool = False
     error: dict[str, str] | None = None
+    persona: str | None = None
+    """The persona the run speaks as, resolved once when it began (its id, never an alias)."""
+    parent_run_id: str | None = None
+    """A sub-agent's run (a handoff): the run that delegated to it."""
+    parent_thread_id: str | None = None
+    """The thread of ``parent_run_id``: where the sub-run's narration and approvals are shown."""
+    parent_call_id: str | None = None
+    """The parent's ``ask_``/``start_`` call this run answers."""
+    depth: int = 0
+    """How many handoffs led to this run (0 for a person's turn)."""
+    direct_call: PlannedCall | None = None
+    """A run that makes this one call and no model step (an MCP ``tools/call``): the call is its
+    step 0, and the run ends once it settles."""
 
     @property
     def actor(self) -> Actor:
         """Who the run acts for."""
         return self.turn.actor
-
-
-class PlannedCall(BaseModel):
-    """A tool call of a model step, with the id the runtime gave it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str
-    name: str
-    arguments: str
-    """The arguments as the model wrote them (JSON text)."""
-    args: dict[str, Any] | None = None
-    """The parsed arguments; ``None`` when ``arguments`` is not a JSON object."""
 
 
 class ModelStepEntry(BaseModel):
