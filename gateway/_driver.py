@@ -40,10 +40,12 @@ from tools import (
     narrate_running,
 )
 
+from ._agents import Persona, PersonaContext
 from ._collector import UiCollector
 from ._errors import GatewayError, ModelError, StoreUnavailableError, ThreadNotFoundError
 from ._json import within_depth
 from ._logs import log_scope
+from ._personas import persona_instructions, persona_scope
 from ._transcript import error_value, jsonable, transcript_of
 from ._unicode import valid_text, valid_tree
 from .events import (
@@ -117,6 +119,10 @@ class _UserCancelled(AgoraError):
     """A person asked to stop the run while a model call or a tool was in flight."""
 
 
+class _PersonaFailed(AgoraError):
+    """A persona's instructions function raised: the run fails (its message is logged)."""
+
+
 class _StepNotStored(AgoraError):
     """The store refused a write of this run for good (not an outage): the run cannot go on."""
 
@@ -139,6 +145,15 @@ class RunDriver:
         if model is None:
             raise RuntimeError(f"agent {agent.name!r} has no model")
         self.model: Model = model
+        self.persona: Persona | None = None
+        if run.persona is not None and agent.personas:
+            try:
+                self.persona = agent.persona(run.persona)
+            except AgoraError:
+                logger.warning("run %s: agent %r has no persona %r any more", run.run_id, agent.name, run.persona)
+        self.scope = persona_scope(agent, self.persona)
+        """The agent as the registry gates it: its tools narrowed by the run's persona."""
+        self._instructions: str | None = None
         self.cancel_requested = False
         self._task: asyncio.Task[Any] | None = None
         self._guards = 0
@@ -321,6 +336,9 @@ class RunDriver:
         except ModelError as exc:
             logger.warning("run %s: the model failed: %s", self.run.run_id, exc)
             return await self.finish("failed", error=(exc.code, exc.public))
+        except _PersonaFailed as exc:
+            logger.error("run %s failed: %s", self.run.run_id, exc)
+            return await self.finish("failed", error=("persona_failed", "The persona's instructions failed."))
         except (_StepNotStored, StoreUnavailableError, asyncio.CancelledError):
             # The store is gone or this process is stopping: leave the run as it is. Its lease
             # lapses and a process that can reach the store resumes it from the journal.
@@ -382,7 +400,7 @@ class RunDriver:
         if self._offered is None:
             turn = self.run.turn
             self._offered = await self.host.registry.definitions_for(
-                turn.actor, self.agent, turn.ui_capabilities, thread_id=self.run.thread_id
+                turn.actor, self.scope, turn.ui_capabilities, thread_id=self.run.thread_id
             )
         return list(self._offered)
 
@@ -403,7 +421,7 @@ class RunDriver:
         turn = self.run.turn
         request = ModelRequest(
             agent=self.agent.name,
-            instructions=self.agent.instructions,
+            instructions=self._run_instructions(),
             messages=[*history, *self._transcript()],
             tools=await self._definitions(),
             step=step,
@@ -453,6 +471,25 @@ class RunDriver:
             pending.append(self.event(TextEndEvent, message_id=message_id, text=full_text))
         self.host.observe_model_step(self.run, time.perf_counter() - started)
         return ModelStepEntry(step=step, message_id=message_id, text=full_text, calls=calls, usage=usage), pending
+
+    def _run_instructions(self) -> str:
+        """The agent's instructions, or its persona's: a persona's function is called once per drive."""
+        if self._instructions is None:
+            run, turn, persona = self.run, self.run.turn, self.persona
+            context = PersonaContext(
+                base_instructions=self.agent.instructions,
+                agent=self.agent.name,
+                persona=persona.id if persona else "",
+                actor=turn.actor,
+                channel=turn.channel,
+                thread_id=run.thread_id,
+            )
+            try:
+                self._instructions = persona_instructions(self.agent, persona, context)
+            except Exception as exc:
+                name = persona.id if persona else ""
+                raise _PersonaFailed(f"persona {name!r}: instructions raised {type(exc).__name__}: {exc}") from exc
+        return self._instructions
 
     @staticmethod
     def _plan(request: ToolCallRequest) -> PlannedCall:
@@ -527,7 +564,7 @@ class RunDriver:
 
     async def _admit(self, call: PlannedCall, ctx: ToolContext) -> tuple[Tool, BaseModel]:
         """Gates and validation for one call; raises ``ToolError`` when it may not run."""
-        tool = await self.host.registry.check(call.name, ctx, self.agent)
+        tool = await self.host.registry.check(call.name, ctx, self.scope)
         if call.args is None:
             raise ToolInputInvalidError(
                 f"Arguments for tool {call.name!r} are not a JSON object: {call.arguments[:200]}", tool=call.name

@@ -21,6 +21,7 @@ from renderers import ASSETS_PATH, MediaTokenError, MediaUnavailableError, publi
 from tools import AgoraError
 
 from ._access import access_upgraded
+from ._agents_http import add_agent_routes
 from ._console import add_console_routes
 from ._cursors import decode_cursor, encode_cursor
 from ._errors import GatewayError
@@ -155,7 +156,7 @@ async def tools_catalog(request: web.Request) -> web.Response:
     services = _services(request)
     actor = await services.resolve_actor(request)
     name = request.query.get("agent")
-    agent = None if name == "*" else services.runtime.agent(name)
+    agent = None if name == "*" else services.runtime.agent_for(name, actor)
     return web.json_response(await services.runtime.registry.catalog_for(actor, agent))
 
 
@@ -403,6 +404,7 @@ def _add_folder(app: web.Application, prefix: str, folder: Path) -> None:
 def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
     """Mount the gateway's own HTTP routes on ``app`` (and an app's ``static_dir`` at ``/assets/``)."""
     app.router.add_get("/agent/tools", tools_catalog)
+    add_agent_routes(app)  # GET /agent/agents (gateway._agents_http)
     app.router.add_post("/agent/tool-call/approve", approve)
     app.router.add_post("/agent/tool-call/reject", reject)
     app.router.add_post("/agent/runs/{run_id}/cancel", cancel_run)

@@ -30,6 +30,7 @@ from ._errors import (
 )
 from ._leases import Leases
 from ._logs import log_scope
+from ._personas import PersonaPins
 from ._queue import Accepted, ThreadQueue
 from ._threads import Threads
 from .events import (
@@ -197,6 +198,9 @@ class Runtime:
             raise UserError("retention_days must be positive (None keeps threads for good)")
         self.threads = Threads(store=self.store, runs=self, retention_days=retention_days)
         """Threads as data their owner controls (``gateway._threads``): list, rename, erase, export, retention."""
+        self.persona_pins = PersonaPins(self.store)
+        """The personas threads pin (``gateway._personas``); erased with their thread."""
+        self.threads.erasers.append(self.persona_pins)
         self.queue = ThreadQueue(store=self.store, write=self.write, drain=self.drain, stop=self._stop_active)
         """Threads' message queues as their owners manage them (``gateway._queue``)."""
         self.observers: list[RuntimeObserver] = []
@@ -294,6 +298,37 @@ class Runtime:
             raise UnknownAgentError(f"No agent named {name!r}")
         return agent
 
+    def agent_for(self, name: str | None, actor: Actor) -> Agent:
+        """The agent of that name (the default for ``None``), when ``actor`` may use it.
+
+        An agent whose ``roles`` the actor lacks reads as unknown: a caller learns nothing of
+        agents it may not use.
+
+        Raises:
+            UnknownAgentError: No such agent, or not one ``actor`` may use.
+        """
+        agent = self.agent(name)
+        if not agent.usable_by(actor):
+            raise UnknownAgentError(f"No agent named {agent.name!r}")
+        return agent
+
+    def usable_agents(self, actor: Actor) -> list[Agent]:
+        """The agents ``actor`` may use, the default first when it is one of them."""
+        return [agent for agent in self.agents.values() if agent.usable_by(actor)]
+
+    def _checked(self, turn: Turn) -> tuple[Turn, Agent]:
+        """The turn's agent (one its actor may use) and the turn with its persona's id (not an alias).
+
+        Raises:
+            UnknownAgentError: The agent is unknown, or not the actor's to use.
+            PersonaNotFoundError: The agent has no such persona.
+        """
+        agent = self.agent_for(turn.agent, turn.actor)
+        persona = agent.persona(turn.persona)
+        if persona is not None and persona.id != turn.persona:
+            turn = turn.model_copy(update={"persona": persona.id})
+        return turn, agent
+
     async def send(self, turn: Turn, *, mode: QueueMode | None = None) -> Accepted:
         """Begin ``turn`` now if its thread is free, or queue it behind the thread's active run.
 
@@ -308,7 +343,8 @@ class Runtime:
         (channel, actor, UI capabilities, attachments).
 
         Raises:
-            UnknownAgentError: ``turn.agent`` names no agent.
+            UnknownAgentError: ``turn.agent`` names no agent its actor may use.
+            PersonaNotFoundError: ``turn.persona`` names no persona of the agent (nothing is written).
             ThreadForbiddenError: The thread belongs to another actor.
             ThreadBusyError: ``reject`` and the thread has an active run or a queue.
             ThreadParkedError: ``reject`` and a run waits for an approval (policy ``queue``).
@@ -316,7 +352,7 @@ class Runtime:
         """
         self._ensure_open()
         with log_scope(thread_id=turn.thread_id, channel=turn.channel, actor=turn.actor.id, run_id=None):
-            agent = self.agent(turn.agent)
+            turn, agent = self._checked(turn)
             chosen, mode = mode, mode or agent.queue_mode
             if mode == "reject":
                 return Accepted(run_id=await self._start_turn(turn))
@@ -344,7 +380,8 @@ class Runtime:
         never settles an approval by itself.
 
         Raises:
-            UnknownAgentError: ``turn.agent`` names no agent.
+            UnknownAgentError: ``turn.agent`` names no agent its actor may use.
+            PersonaNotFoundError: ``turn.persona`` names no persona of the agent (nothing is written).
             ThreadForbiddenError: The thread belongs to another actor.
             ThreadBusyError: A run is already running on the thread, or messages wait in its queue.
             ThreadParkedError: A run waits for an approval (policy ``queue``).
@@ -354,7 +391,7 @@ class Runtime:
             return await self._start_turn(turn)
 
     async def _start_turn(self, turn: Turn) -> str:
-        agent = self.agent(turn.agent)
+        turn, agent = self._checked(turn)
         for _ in range(3):
             try:
                 return await self._begin(turn, agent)
@@ -366,13 +403,17 @@ class Runtime:
         raise ThreadBusyError(f"Thread {turn.thread_id!r} keeps waiting for an approval")
 
     async def _begin(self, turn: Turn, agent: Agent, *, dequeue: str | None = None) -> str:
-        run = RunRecord(run_id=new_id("run"), thread_id=turn.thread_id, agent=agent.name, turn=turn)
-        events: list[RunEvent] = [RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name)]
+        # The persona, resolved once for the whole run (a resume reads it from the record).
+        persona = await self.persona_pins.resolve(agent, turn.thread_id, turn.persona)
+        persona_id = persona.id if persona is not None else None
+        run = RunRecord(run_id=new_id("run"), thread_id=turn.thread_id, agent=agent.name, turn=turn, persona=persona_id)
+        started = RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name, persona=persona_id)
+        events: list[RunEvent] = [started]
         if dequeue is not None:
-            started = MessageDequeuedEvent(
+            dequeued = MessageDequeuedEvent(
                 thread_id=turn.thread_id, run_id=run.run_id, message_id=dequeue, reason="started"
             )
-            events.insert(0, started)
+            events.insert(0, dequeued)
         batch = Batch(events=events, messages=[UserMessage(content=turn.text, attachments=list(turn.attachments))])
         record = ThreadRecord(
             thread_id=turn.thread_id, owner_id=turn.actor.id, tenant_ref=turn.actor.tenant_ref, channel=turn.channel
@@ -392,7 +433,16 @@ class Runtime:
         for observer in self.observers:
             observer.events_written(turn.thread_id, begun.events)
         self._spawn(run, agent, resume=False, history=begun.history)
+        if turn.persona is not None and persona_id == turn.persona:
+            await self._pin(turn.thread_id, agent.name, persona_id)
         return run.run_id
+
+    async def _pin(self, thread_id: str, agent: str, persona: str) -> None:
+        """Pin the persona a send named (after its run began: the store checked the thread is the sender's)."""
+        try:
+            await self.persona_pins.pin(thread_id, agent, persona)
+        except Exception as exc:  # the run goes on; the next turn without a persona may not find this pin
+            logger.warning("could not pin persona %r on thread %s: %s", persona, thread_id, exc)
 
     async def drain(self, thread_id: str) -> str | None:
         """Begin the thread's first queued message if the thread is free; answer its run id.

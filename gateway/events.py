@@ -204,6 +204,8 @@ class RunStartedEvent(_Event):
 
     type: Literal["run-started"] = "run-started"
     agent: str
+    persona: str | None = None
+    """The persona the run speaks as (its id), when the agent has one for it."""
 
 
 class TextDeltaEvent(_Event):
