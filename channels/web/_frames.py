@@ -42,6 +42,8 @@ class HelloFrame(_Frame):
     token: str | None = Field(default=None, max_length=4096)
     watch_approvals: bool = False
     """Also receive the approval feed (``approval-pending`` / ``approval-closed``): staff only."""
+    agent: str | None = Field(default=None, min_length=1, max_length=64)
+    """The agent this socket's sends talk to unless one names another (the gateway's default)."""
 
 
 class SendFrame(_Frame):
@@ -55,6 +57,10 @@ class SendFrame(_Frame):
     """What a busy thread does with it (the agent's ``queue_mode`` when omitted)."""
     attachments: list[Annotated[str, Field(pattern=_ID)]] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
     """Ids of files this socket's actor uploaded (``POST /agent/attachments``)."""
+    agent: str | None = Field(default=None, min_length=1, max_length=64)
+    """The agent to talk to (the hello's, else the gateway's default)."""
+    persona: str | None = Field(default=None, min_length=1, max_length=64)
+    """The persona to speak as (an id or alias of the agent's), pinned on the thread from now on."""
 
     @model_validator(mode="after")
     def _says_something(self) -> SendFrame:

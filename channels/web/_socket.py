@@ -1,13 +1,20 @@
 """The web-socket channel: one person's chat over ``GET /agent/ws``.
 
 Protocol (JSON text frames). Client -> server: ``hello {thread_id?, after_seq?, ui_capabilities?,
-token?}`` first, then ``send {text, page_context?, mode?}``, ``approve {tool_call_id, remember?}``,
-``reject {tool_call_id, reason?}``, ``cancel {run_id}``, ``queue_edit {message_id, text}``,
-``queue_remove {message_id}``; any may carry an ``id`` that the answer echoes. A ``send`` to a
+token?, agent?}`` first, then ``send {text, page_context?, mode?, agent?, persona?}``,
+``approve {tool_call_id, remember?}``, ``reject {tool_call_id, reason?}``, ``cancel {run_id}``,
+``queue_edit {message_id, text}``, ``queue_remove {message_id}``; any may carry an ``id`` that the
+answer echoes. A ``send`` to a
 thread with an active run is queued (``mode`` ``queue``, the agent's default), or stops that run
 first (``interrupt``), or is refused ``thread_busy`` (``reject``); its ``ack`` says which
 (``run_id``, or ``queued``, ``message_id``, ``position``), and the ``message-queued`` /
 ``message-dequeued`` events follow like every other event.
+
+The agent of a ``send`` is its own ``agent``, else the hello's, else the gateway's default; its
+``persona`` (else the thread's pinned one, else the agent's default) is the voice of its run, and
+is pinned on the thread. An agent the socket's actor may not use is ``error {code:
+"unknown_agent"}`` (for a hello too, which then leaves the socket unwelcomed, to try again), a
+persona the agent lacks ``error {code: "persona_not_found"}``; neither writes anything.
 
 Server -> client: ``welcome {thread_id, actor, after_seq, restored, ...}`` (``restored`` is
 false when the thread the hello named is unknown, or its log is shorter than ``after_seq``),
@@ -147,6 +154,7 @@ class WebSession:
         "_lock",
         "_transport",
         "actor",
+        "agent",
         "capabilities",
         "options",
         "services",
@@ -170,6 +178,8 @@ class WebSession:
         self.options = options or WebOptions()
         self.ws = ws
         self.actor = actor
+        self.agent: str | None = None
+        """The hello's agent: this socket's sends talk to it unless one names another."""
         self.thread_id: str | None = None
         self.capabilities = WEB_DEFAULT_CAPABILITIES
         self._lock = asyncio.Lock()
@@ -294,6 +304,8 @@ class WebSession:
                     ui_capabilities=self.capabilities,
                     page_context=frame.page_context,
                     channel="web",
+                    agent=frame.agent or self.agent,
+                    persona=frame.persona,
                     attachments=await self._attachments(frame.attachments),
                 )
                 accepted = await self.services.send(turn, client=self._client, mode=frame.mode)
@@ -348,6 +360,8 @@ class WebSession:
             await self.error("unauthenticated", "Send a signed actor token", frame.id)
             await self.ws.close(code=CLOSE_UNAUTHENTICATED, message=b"unauthenticated")
             raise _Closed
+        # Before anything is reserved or followed: an unknown agent leaves no trace (an error frame).
+        agent = self.services.runtime.agent_for(frame.agent, self.actor)
         # A socket follows only a thread that exists and that its actor may read, or a fresh one
         # with an unguessable id the server makes. Asking for an id that does not exist (yet)
         # gets a fresh thread instead: following it would show whoever creates it later.
@@ -383,6 +397,7 @@ class WebSession:
             else:
                 after_seq = 0
         self.thread_id = thread_id
+        self.agent = frame.agent
         self.capabilities = frame.ui_capabilities or WEB_DEFAULT_CAPABILITIES
         runtime = self.services.runtime
         await self.send(
@@ -391,7 +406,7 @@ class WebSession:
                 "id": frame.id,
                 "thread_id": thread_id,
                 "actor": {"id": self.actor.id, "roles": list(self.actor.roles)},
-                "agent": runtime.default_agent.name,
+                "agent": agent.name,
                 # The demo's own texts only for the demo: an app on the offline model is no demo.
                 "demo": self.services.demo and runtime.model is not None and runtime.model.name == "demo",
                 "after_seq": after_seq,
