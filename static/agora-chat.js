@@ -28,6 +28,10 @@
  *                         conversations beside it: open, rename, delete, start a new one; on a
  *                         narrow screen behind a button. Not with a fixed `thread`)
  *   theme                 "light" | "dark" (default: the system's preference)
+ *   agent                 the agent to talk to (sent in `hello` and with each message; default:
+ *                         the gateway's default agent; `GET /agent/agents` lists the choices)
+ *   persona               the persona the agent speaks as, sent with each message (an id or
+ *                         alias; the gateway pins it on the thread)
  * Properties and methods
  *   threadId (read-only), title, pageContext (object, or function returning one, sent with
  *   each message), send(text, pageContext?) -> boolean, newConversation(), focusInput()
@@ -832,6 +836,7 @@
   class AgoraChat extends HTMLElement {
     static observedAttributes = [
       "endpoint", "src", "token", "thread", "title", "welcome", "prompts", "accent", "logo", "layout",
+      "agent", "persona",
     ];
 
     // connection
@@ -952,6 +957,10 @@
       this.#scrollToEnd(true);
       const context = pageContext ?? (typeof this.#pageContext === "function" ? this.#pageContext() : this.#pageContext);
       const frame = { type: "send", id, text: value };
+      const agent = this.getAttribute("agent");
+      if (agent) frame.agent = agent;
+      const persona = this.getAttribute("persona");
+      if (persona) frame.persona = persona;
       if (files.length) frame.attachments = files.map((file) => file.id);
       if (context && typeof context === "object") frame.page_context = context;
       this.#files = [];
@@ -1034,7 +1043,8 @@
       if (previous === value || !this.isConnected || this.#stopped) return;
       switch (name) {
         case "token":
-          // A fresh token matters at the next hello; a socket closed for a bad one retries now.
+        case "agent":
+          // A fresh token or agent matters at the next hello; a socket refused for one retries now.
           if (this.#halted) {
             this.#halted = false;
             this.#reconnectNow();
@@ -1094,6 +1104,8 @@
         if (this.#threadId) hello.thread_id = this.#threadId;
         const token = this.getAttribute("token");
         if (token) hello.token = token;
+        const agent = this.getAttribute("agent");
+        if (agent) hello.agent = agent;
         ws.send(JSON.stringify(hello));
       });
       ws.addEventListener("message", (event) => {
@@ -1339,7 +1351,14 @@
           this.#showBanner(message);
           break;
         default:
-          if (frame.id !== "hello") this.#showBanner(message);
+          if (frame.id === "hello" && frame.code === "unknown_agent") {
+            // The `agent` attribute names no agent this person may use: wait for another one.
+            this.#halted = true;
+            this.#setStatus("offline");
+            this.#showBanner(message);
+          } else if (frame.id !== "hello") {
+            this.#showBanner(message);
+          }
           break;
       }
     }
