@@ -28,6 +28,7 @@ from gateway import (
     ApprovalForbiddenError,
     ApprovalNotFoundError,
     ApprovalSettledError,
+    PersonaNotFoundError,
     QueueFullError,
     RememberRefusedError,
     RunNotActiveError,
@@ -69,7 +70,7 @@ def map_gateway_errors() -> Iterator[None]:
         RememberRefusedError,
     ) as exc:
         raise InvalidParamsError(message=str(exc)) from exc
-    except UnknownAgentError as exc:
+    except (UnknownAgentError, PersonaNotFoundError) as exc:
         raise InvalidParamsError(message=str(exc)) from exc
 
 

@@ -103,13 +103,26 @@ def _stored(message: Message, task_id: str, context_id: str) -> dict[str, Any]:
     return stored
 
 
+def _metadata_str(params: SendMessageRequest, key: str) -> str | None:
+    """``metadata.<key>`` of the message, else of the request (a non-empty str), else ``None``."""
+    for metadata in (params.message.metadata, params.metadata):
+        value = to_json(metadata).get(key) if metadata.fields else None
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def _agent_of(params: SendMessageRequest) -> str | None:
     """The agent a message asks for: ``metadata.agent`` (of the message or the request), else the default."""
-    for metadata in (params.message.metadata, params.metadata):
-        agent = to_json(metadata).get("agent") if metadata.fields else None
-        if isinstance(agent, str) and agent:
-            return agent
-    return None
+    return _metadata_str(params, "agent")
+
+
+def _persona_of(params: SendMessageRequest) -> str | None:
+    """The persona a message asks for: ``metadata.persona``, else the thread's pin, else the agent's default."""
+    persona = _metadata_str(params, "persona")
+    if persona is not None and len(persona) > 64:
+        raise InvalidParamsError(message="metadata.persona must be a persona id (at most 64 characters)")
+    return persona
 
 
 class GatewayRequestHandler(RequestHandler):
@@ -231,6 +244,9 @@ class GatewayRequestHandler(RequestHandler):
             raise InvalidParamsError(message="contextId must match ^[A-Za-z0-9_.:-]{1,200}$")
         files = inline_files(message)
         text = turn_text(message, files_attached=bool(files))
+        agent, persona = _agent_of(params), _persona_of(params)
+        with map_gateway_errors():  # an unknown agent or persona is refused before anything is kept
+            self.services.runtime.agent_for(agent, actor).persona(persona)
         if files:  # someone else's context is refused before the files are kept under it
             thread = await self.services.runtime.get_thread(context_id)
             if thread is not None and not thread.owned_by(actor):
@@ -248,7 +264,8 @@ class GatewayRequestHandler(RequestHandler):
             text=text,
             ui_capabilities=UiCapabilities(formats=[*formats, "text"]),
             channel="a2a",
-            agent=_agent_of(params),
+            agent=agent,
+            persona=persona,
             attachments=attachments,
         )
         try:  # any failure, cancellation included, frees the messageId for a retry

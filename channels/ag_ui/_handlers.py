@@ -86,6 +86,8 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
         error = InterruptError("interrupt_pending", f"Answer the open interrupts first with resume[] ({ids})")
         _log_refusal(request, "RUN_ERROR", error.code, str(error))
         return await stream.refuse(ask.run_id, error)
+    # An unknown agent (404) or persona (400) is refused before anything is kept.
+    runtime.agent_for(ask.agent, actor).persona(ask.persona)
     # Charged before any file is kept: a refused message (429) leaves nothing behind.
     services.limit(actor, services.client_address(request))
     # Refused here (413, 415) before anything starts: the error middleware answers and logs it.
@@ -102,6 +104,7 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
         page_context=ask.page_context,
         channel="ag-ui",
         agent=ask.agent,
+        persona=ask.persona,
     )
     after = await runtime.last_seq(ask.thread_id)
     accepted = await runtime.send(turn)  # the rate limit was charged above

@@ -78,6 +78,8 @@ class AgUiRequest:
     """Answers to the open interrupts; ``None`` (or an empty list in the body) for a new turn."""
     agent: str | None = None
     """``forwardedProps.agent``: the agent to talk to (the default one when absent)."""
+    persona: str | None = None
+    """``forwardedProps.persona``: the persona to speak as (else the thread's pin, else the default)."""
     page_context: dict[str, Any] = field(default_factory=dict)
     """``forwardedProps.pageContext``: free-form context from the client's page."""
     capabilities: UiCapabilities | None = None
@@ -161,6 +163,9 @@ def parse_run_input(run_input: RunAgentInput) -> AgUiRequest:
     agent = props.get("agent")
     if agent is not None and not (isinstance(agent, str) and _ID.match(agent)):
         raise AgUiRequestError("invalid_forwarded_props", "forwardedProps.agent must be an agent name")
+    persona = props.get("persona")
+    if persona is not None and not (isinstance(persona, str) and _ID.match(persona) and len(persona) <= 64):
+        raise AgUiRequestError("invalid_forwarded_props", "forwardedProps.persona must be a persona id")
     page_context = _prop(props, "pageContext", "page_context")
     if page_context is not None and not isinstance(page_context, dict):
         raise AgUiRequestError("invalid_forwarded_props", "forwardedProps.pageContext must be an object")
@@ -176,6 +181,7 @@ def parse_run_input(run_input: RunAgentInput) -> AgUiRequest:
         text=text,
         resume=list(run_input.resume) if run_input.resume else None,
         agent=agent,
+        persona=persona,
         page_context=page_context or {},
         capabilities=capabilities,
     )
