@@ -85,7 +85,9 @@ def _skill(tool: Tool, agents: list[str]) -> AgentSkill:
 
 async def _skills(runtime: ChannelRuntime, actor: Actor | None) -> list[AgentSkill]:
     offered: dict[str, list[str]] = {}
-    for agent in runtime.agents.values():
+    # An agent kept for some roles is unknown to everyone else: the public card lists only open ones.
+    agents = [a for a in runtime.agents.values() if (a.usable_by(actor) if actor is not None else not a.roles)]
+    for agent in agents:
         if actor is not None:
             names = [entry["name"] for entry in await runtime.registry.catalog_for(actor, agent)]
         else:
@@ -97,7 +99,7 @@ async def _skills(runtime: ChannelRuntime, actor: Actor | None) -> list[AgentSki
         return skills
     return [
         AgentSkill(id=a.name, name=a.name, description=a.description or f"Talk to {a.name}.", tags=["chat"])
-        for a in runtime.agents.values()
+        for a in agents
     ]
 
 

@@ -69,3 +69,9 @@ async def test_unknown_persona_or_restricted_agent_is_invalid_params_and_changes
     # The messageId of a refused send is free for a retry that names a persona the agent has.
     retry = message("hi", "m-0", "ctx-bad-0", agent="billing", persona="formal")
     assert reply(await gw.rpc("SendMessage", {"message": retry}, actor=ALICE)) == "billing: Be formal."
+
+
+async def test_the_public_card_leaves_out_agents_kept_for_some_roles(make_gateway: Any) -> None:
+    gw = await make_gateway(runtime())
+    card = (await gw.http(None).get(f"{gw.base_url}/.well-known/agent-card.json")).json()
+    assert sorted(skill["id"] for skill in card["skills"]) == ["billing", "front"]
