@@ -43,7 +43,7 @@ from gateway import (
     fetch_media,
 )
 from gateway.events import Attachment
-from tools import Actor
+from tools import Actor, UserError
 
 from ._api import TelegramApi
 from ._identity import OptionsUserResolver, ThreadNamer, UserResolver, keyed_thread_namer, language_for
@@ -119,6 +119,9 @@ class TelegramChannel(Channel):
 
     def setup(self, app: web.Application, services: ChannelServices) -> None:
         """Mount ``POST /channels/telegram`` and, when configured, the delivery and its lifecycle."""
+        agent = self.options.agent
+        if agent is not None and agent not in services.runtime.agents:
+            raise UserError(f"AGORA_TELEGRAM_AGENT names agent {agent!r}, which this gateway does not serve")
         app[TELEGRAM] = self
         app.router.add_post(WEBHOOK_PATH, self.webhook, name="telegram")
         self._services = services
@@ -284,6 +287,7 @@ class TelegramChannel(Channel):
                 has_media=message.has_media,
                 media=self._media(message),
                 page_context=page_context,
+                agent=self.options.agent,
             )
         )
 

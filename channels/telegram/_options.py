@@ -45,6 +45,9 @@ class TelegramOptions(BaseSettings):
     """Language by user id (``123=pt-BR``); else the user's ``language_code`` (``pt*`` reads
     pt-BR), else English."""
 
+    agent: str | None = None
+    """The agent the bot's chats talk to (the gateway's default when unset)."""
+
     _split_lists = field_validator("default_roles", mode="before")(comma_list)
     _split_maps = field_validator("roles", "languages", mode="before")(comma_map)
 

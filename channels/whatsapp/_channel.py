@@ -11,6 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway import Channel, ChannelServices, PushDelivery, RetryPolicy, StaffMember
+from tools import UserError
 
 from ._approvals import ApprovalButtons
 from ._identity import (
@@ -102,6 +103,12 @@ class WhatsAppChannel(Channel):
         services = self.services
         settings = services.settings
         twilio = self.twilio
+        for variable, name in [
+            ("AGORA_TWILIO_AGENT", twilio.agent),
+            *(("AGORA_TWILIO_AGENTS", a) for a in twilio.agents.values()),
+        ]:
+            if name is not None and name not in services.runtime.agents:
+                raise UserError(f"{variable} names agent {name!r}, which this gateway does not serve")
         self.state = services.state(self.options.key_prefix, ChannelState)
         self.thread_for: ThreadNamer = self._thread_for or keyed_thread_namer(services.secret)
         self.verifier = WebhookVerifier(
@@ -149,6 +156,7 @@ class WhatsAppChannel(Channel):
             languages=self.senders.languages,
             options=self.options.inbound,
             media_auth=_media_auth(twilio),
+            agent_for=twilio.agent_for,
         )
 
     async def staff_targets(self, role: str) -> list[StaffMember]:

@@ -50,7 +50,7 @@ from gateway import (
     read_body,
 )
 from gateway.events import Attachment
-from tools import Actor
+from tools import Actor, UserError
 
 from ._cloud_api import GraphClient
 from ._cloud_options import WhatsAppCloudOptions
@@ -160,6 +160,9 @@ class WhatsAppCloudChannel(Channel):
 
     def setup(self, app: web.Application, services: ChannelServices) -> None:
         """Mount ``GET|POST /channels/whatsapp/cloud`` and the channel's start and stop."""
+        agent = self.options.agent
+        if agent is not None and agent not in services.runtime.agents:
+            raise UserError(f"AGORA_WHATSAPP_CLOUD_AGENT names agent {agent!r}, which this gateway does not serve")
         self.services = services
         self.thread_for = self._thread_for or keyed_thread_namer(services.secret)
         prefix = self.options.key_prefix
@@ -290,6 +293,7 @@ class WhatsAppCloudChannel(Channel):
                 button=button,
                 has_media=message.kind == "media",
                 media=self._media(message),
+                agent=self.options.agent,
             )
         )
         if redeemed is not None and redeemed.reply:

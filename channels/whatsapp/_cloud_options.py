@@ -39,6 +39,8 @@ class WhatsAppCloudOptions(BaseSettings):
     with ``_`` (``pt-BR`` -> ``pt_BR``)."""
     key_prefix: str = Field(default="wac", pattern=r"^[a-z][a-z0-9-]{0,15}$")
     """Prefix of the channel's keys in the store's channel state."""
+    agent: str | None = None
+    """The agent messages to this phone number id talk to (the gateway's default when unset)."""
 
     @property
     def configured(self) -> bool:

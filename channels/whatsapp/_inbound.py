@@ -9,7 +9,7 @@ and the Cloud API) hand their messages here as a ``WhatsAppInbound``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,8 @@ class WhatsAppInbound:
     media: tuple[ProviderMedia, ...] = ()
     """Media the provider can give us (fetched once the sender is known)."""
     message_id: str = ""
+    agent: str | None = None
+    """The agent it talks to (the business number's, by the channel's options); the default when ``None``."""
 
 
 class InboundHandler:
@@ -82,6 +84,7 @@ class InboundHandler:
         options: InboundOptions | None = None,
         via: str = "whatsapp",
         media_auth: Mapping[str, str] | None = None,
+        agent_for: Callable[[str], str | None] | None = None,
     ) -> None:
         self.services = services
         self.state = state
@@ -90,6 +93,8 @@ class InboundHandler:
         self.thread_for = thread_for
         self.languages = languages
         self.options = options or InboundOptions()
+        self.agent_for = agent_for
+        """The agent of a message sent to a business number (``To``), ``None`` for the default."""
         self.media_auth = dict(media_auth or {})
         """Twilio's account SID and auth token: its media URLs want them (basic auth)."""
         self.chat = ChatInbound(
@@ -121,6 +126,7 @@ class InboundHandler:
                 has_media=_has_media(fields),
                 media=self._twilio_media(fields),
                 message_id=str(fields.get("MessageSid") or ""),
+                agent=self.agent_for(str(fields.get("To") or "")) if self.agent_for is not None else None,
             )
         )
 
@@ -181,6 +187,7 @@ class InboundHandler:
                 has_media=message.has_media,
                 media=message.media,
                 page_context={"channel": {"name": self.chat.via, "profile_name": sender.profile_name}},
+                agent=message.agent,
             )
         )
         if redeemed is not None and redeemed.reply:

@@ -8,7 +8,8 @@ names the first release documented keep working: ``AGORA_WHATSAPP_FROM``,
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from typing import Annotated, Any
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -23,6 +24,20 @@ def _alias(variable: str, old: str) -> AliasChoices:
     # prefix, so the field's own name here would read a bare SHARED_KEY. Arguments still go by
     # the field's name (populate_by_name).
     return AliasChoices(f"AGORA_TWILIO_{variable}", old)
+
+
+def agent_map(value: Any) -> Any:
+    """``{"whatsapp:+1555...": "billing"}`` (JSON) or ``+1555...=billing,...``, keyed by the bare ``+E164``."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("{"):
+            value = json.loads(text)
+        else:
+            pairs = (item.partition("=") for item in text.split(",") if "=" in item)
+            value = {key: agent for key, _, agent in pairs}
+    if isinstance(value, dict):
+        return {str(key).strip().removeprefix("whatsapp:"): str(agent).strip() for key, agent in value.items()}
+    return value
 
 
 class WhatsAppSenderOptions(BaseSettings):
@@ -64,6 +79,17 @@ class TwilioOptions(BaseSettings):
         default=None, validation_alias=_alias("SHARED_KEY", "AGORA_WHATSAPP_SHARED_KEY")
     )
     """The key of Twilio's HMAC-SHA256 webhook signing (``X-Twilio-Webhooks-Signature-Settings``)."""
+    agent: str | None = None
+    """The agent WhatsApp messages talk to (``AGORA_TWILIO_AGENT``; the gateway's default when unset)."""
+    agents: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    """The agent by business number a message was sent to (its ``To``), over ``agent``:
+    ``AGORA_TWILIO_AGENTS='{"whatsapp:+15551230000": "billing"}'`` or ``+15551230000=billing,...``."""
+
+    _agents = field_validator("agents", mode="before")(agent_map)
+
+    def agent_for(self, to: str) -> str | None:
+        """The agent of a message sent to ``to`` (``whatsapp:+E164``)."""
+        return self.agents.get(to.strip().removeprefix("whatsapp:"), self.agent)
 
     def missing(self, *, has_client: bool = False) -> str | None:
         """Why the channel cannot run with these options, or ``None``."""

@@ -34,6 +34,7 @@ from .._errors import (
     RunNotActiveError,
     ThreadBusyError,
     ThreadParkedError,
+    UnknownAgentError,
 )
 from .._logs import actor_hash
 from ..events import MAX_ATTACHMENTS, Attachment, Turn
@@ -78,6 +79,8 @@ class InboundMessage:
     media: tuple[ProviderMedia, ...] = ()
     """Media the channel can fetch (a photo, a document): stored as the turn's attachments."""
     page_context: Mapping[str, Any] = field(default_factory=dict)
+    agent: str | None = None
+    """The agent the turn talks to (the channel's mapping: a number's, a bot's); the default when ``None``."""
 
 
 class ChatInbound:
@@ -237,10 +240,15 @@ class ChatInbound:
             ui_capabilities=self.delivery.options.capabilities or self.delivery.port.capabilities,
             page_context=dict(message.page_context),
             channel=self.via,
+            agent=message.agent,
             attachments=attachments,
         )
         try:
             accepted = await self.services.send(turn)
+        except UnknownAgentError as exc:  # the agent this chat maps to is kept for roles the sender lacks
+            logger.info("refused a %s message from %s: %s", self.via, actor_hash(target.address), exc)
+            await self.delivery.reply(target, texts.unknown_sender)
+            return
         except RateLimitedError as exc:
             await self.delivery.reply(target, texts.rate_limited.format(seconds=max(1, round(exc.retry_after))))
             return

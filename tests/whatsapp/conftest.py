@@ -172,6 +172,8 @@ _TWILIO = {
     "whatsapp_messaging_service_sid": "messaging_service_sid",
     "whatsapp_approval_template_sid": "approval_template_sid",
     "whatsapp_shared_key": "shared_key",
+    "twilio_agent": "agent",
+    "twilio_agents": "agents",
 }
 _SENDERS = {
     "whatsapp_roles": "roles",
