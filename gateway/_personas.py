@@ -9,7 +9,7 @@ A send that names a persona pins it: the thread's pins are one JSON value in the
 channel state, ``agora-persona-pin:{thread_id}`` = ``{agent name: persona id}`` (persona ids are
 an agent's own, so a thread that talks to two agents keeps a pin for each). It is written once
 the run began (the store checked the thread is the sender's), and erased with the thread
-(``PersonaPins`` is one of ``Threads.erasers``).
+(``Threads`` drops the key before the store erases the thread).
 
 What a persona changes (``RunDriver``): its ``instructions`` replace the agent's, and its
 ``allowed_tools`` narrow the agent's tool list, a gate like the agent's own allow-list
@@ -97,10 +97,6 @@ class PersonaPins:
             return
         pins[agent] = persona
         await self.store.channel_set(PIN_KEY.format(thread_id=thread_id), pins)
-
-    async def forget_thread(self, thread_id: str) -> None:
-        """Drop the thread's pins (it is being erased)."""
-        await self.store.channel_delete(PIN_KEY.format(thread_id=thread_id))
 
     async def resolve(self, agent: Agent, thread_id: str, asked: str | None) -> Persona | None:
         """The persona a run of ``agent`` on the thread speaks as, ``asked`` being the send's.

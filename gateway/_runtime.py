@@ -199,8 +199,7 @@ class Runtime:
         self.threads = Threads(store=self.store, runs=self, retention_days=retention_days)
         """Threads as data their owner controls (``gateway._threads``): list, rename, erase, export, retention."""
         self.persona_pins = PersonaPins(self.store)
-        """The personas threads pin (``gateway._personas``); erased with their thread."""
-        self.threads.erasers.append(self.persona_pins)
+        """The personas threads pin (``gateway._personas``); ``Threads`` erases them with their thread."""
         self.queue = ThreadQueue(store=self.store, write=self.write, drain=self.drain, stop=self._stop_active)
         """Threads' message queues as their owners manage them (``gateway._queue``)."""
         self.observers: list[RuntimeObserver] = []

@@ -7,7 +7,8 @@ pending may do none of these.
 Erasure stops the thread's runs first, through the runtime: a running run is cancelled and
 waited for (wherever it runs: another process sees the request on its next maintenance pass); a
 parked one ends at once, its pending approvals withdrawn. Then whatever else holds the thread's
-data forgets it (``erasers``: the app's rendered media), then the store erases it, then the
+data forgets it (``erasers``: the app's rendered media; the personas it pins,
+``gateway._personas``), then the store erases it, then the
 erasers once more (for a render that was in flight). A failure before the store's erasure leaves
 the thread in place, so the request can be repeated.
 
@@ -34,6 +35,7 @@ from ._errors import (
     ThreadForbiddenError,
     ThreadNotFoundError,
 )
+from ._personas import PIN_KEY
 from .events import RUN_EVENT_ADAPTER, RunStatus, now_iso
 from .models import UserMessage
 from .stores import TITLE_CHARS, Store, ThreadRecord, ThreadSummary
@@ -164,6 +166,7 @@ class Threads:
         # thread) may have put media of it since.
         for eraser in self.erasers:
             await eraser.forget_thread(thread_id)
+        await self.store.channel_delete(PIN_KEY.format(thread_id=thread_id))  # its pinned personas
         erased = await self.store.delete_thread(thread_id)
         for eraser in self.erasers:
             try:
