@@ -40,12 +40,11 @@ from tools import (
     narrate_running,
 )
 
-from ._agents import Persona, PersonaContext
 from ._collector import UiCollector
 from ._errors import GatewayError, ModelError, StoreUnavailableError, ThreadNotFoundError
 from ._json import within_depth
 from ._logs import log_scope
-from ._personas import persona_instructions, persona_scope
+from ._personas import persona_instructions, persona_of, persona_scope
 from ._transcript import error_value, jsonable, transcript_of
 from ._unicode import valid_text, valid_tree
 from .events import (
@@ -145,12 +144,7 @@ class RunDriver:
         if model is None:
             raise RuntimeError(f"agent {agent.name!r} has no model")
         self.model: Model = model
-        self.persona: Persona | None = None
-        if run.persona is not None and agent.personas:
-            try:
-                self.persona = agent.persona(run.persona)
-            except AgoraError:
-                logger.warning("run %s: agent %r has no persona %r any more", run.run_id, agent.name, run.persona)
+        self.persona = persona_of(agent, run)
         self.scope = persona_scope(agent, self.persona)
         """The agent as the registry gates it: its tools narrowed by the run's persona."""
         self._instructions: str | None = None
@@ -475,19 +469,10 @@ class RunDriver:
     def _run_instructions(self) -> str:
         """The agent's instructions, or its persona's: a persona's function is called once per drive."""
         if self._instructions is None:
-            run, turn, persona = self.run, self.run.turn, self.persona
-            context = PersonaContext(
-                base_instructions=self.agent.instructions,
-                agent=self.agent.name,
-                persona=persona.id if persona else "",
-                actor=turn.actor,
-                channel=turn.channel,
-                thread_id=run.thread_id,
-            )
             try:
-                self._instructions = persona_instructions(self.agent, persona, context)
+                self._instructions = persona_instructions(self.agent, self.persona, self.run)
             except Exception as exc:
-                name = persona.id if persona else ""
+                name = self.persona.id if self.persona else ""
                 raise _PersonaFailed(f"persona {name!r}: instructions raised {type(exc).__name__}: {exc}") from exc
         return self._instructions
 

@@ -27,9 +27,9 @@ from tools import AgentScope
 
 from ._agents import Agent, Persona, PersonaContext
 from ._errors import PersonaNotFoundError
-from .stores import Store
+from .stores import RunRecord, Store
 
-__all__ = ["PIN_KEY", "PersonaPins", "PersonaToolScope", "persona_instructions", "persona_scope"]
+__all__ = ["PIN_KEY", "PersonaPins", "PersonaToolScope", "persona_instructions", "persona_of", "persona_scope"]
 
 logger = logging.getLogger("gateway.personas")
 
@@ -58,8 +58,19 @@ def persona_scope(agent: Agent, persona: Persona | None) -> AgentScope:
     return PersonaToolScope(name=agent.name, tools=tuple(t for t in agent.tools if t in allowed))
 
 
-def persona_instructions(agent: Agent, persona: Persona | None, context: PersonaContext) -> str:
-    """The instructions a run gives the model: the persona's when it has some, else the agent's.
+def persona_of(agent: Agent, run: RunRecord) -> Persona | None:
+    """The persona the run was resolved to as it began (``None`` when none, or the agent lost it)."""
+    if run.persona is None or not agent.personas:
+        return None
+    try:
+        return agent.persona(run.persona)
+    except PersonaNotFoundError:
+        logger.warning("run %s: agent %r has no persona %r any more", run.run_id, agent.name, run.persona)
+        return None
+
+
+def persona_instructions(agent: Agent, persona: Persona | None, run: RunRecord) -> str:
+    """The instructions the run gives the model: the persona's when it has some, else the agent's.
 
     Raises:
         Exception: Whatever a persona's instructions function raised.
@@ -69,6 +80,14 @@ def persona_instructions(agent: Agent, persona: Persona | None, context: Persona
         return agent.instructions
     if isinstance(persona.instructions, str):
         return persona.instructions
+    context = PersonaContext(
+        base_instructions=agent.instructions,
+        agent=agent.name,
+        persona=persona.id,
+        actor=run.turn.actor,
+        channel=run.turn.channel,
+        thread_id=run.thread_id,
+    )
     text = persona.instructions(context)
     if not isinstance(text, str):
         raise TypeError(f"it returned {type(text).__name__}, not str")

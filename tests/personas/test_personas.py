@@ -246,3 +246,43 @@ async def test_roles_restricted_agent_reads_as_unknown() -> None:
         staff = Actor(id="sam", roles=["staff"])
         assert runtime.agent_for("ops", staff) is staff_only
         assert [a.name for a in runtime.usable_agents(ALICE)] == ["default"]
+
+
+@define_tool(name="close_account", description="Close the account.", input=Empty, kind="action")
+async def close_account(input: Empty, ctx: Any) -> dict[str, Any]:
+    return {"closed": True}
+
+
+async def test_a_resume_on_another_process_speaks_as_the_run_began(tmp_path: Path) -> None:
+    """The persona is the run's (its record), not re-resolved: a pin changed meanwhile does not apply."""
+    seen: list[tuple[str, list[str]]] = []
+
+    def script(request: ModelRequest, index: int) -> ScriptStep:
+        seen.append((request.instructions, sorted(t.name for t in request.tools)))
+        if request.step == 0:
+            return ScriptStep(tool_calls=[ToolCallRequest(name="close_account", args={})])
+        return ScriptStep(text="closed")
+
+    closer = Persona(id="closer", label="Closer", instructions="Close firmly.", allowed_tools=["close_account"])
+
+    def make(store: Store) -> Runtime:
+        agent = support_agent(personas=[closer, Persona(id="friendly", label="Friendly")])
+        return Runtime(tools=[lookup, close_account], agents=[agent], model=ScriptedModel(script), store=store)
+
+    shared = SqliteStore(tmp_path / "agora.db")
+    t = thread()
+    try:
+        async with make(shared) as first:
+            run_id = await first.start_turn(
+                Turn(thread_id=t, actor=ALICE, text="close it", agent="support", persona="closer")
+            )
+            assert await first.wait(run_id, timeout=10) == "awaiting-approval"
+        async with make(shared) as second:
+            await second.persona_pins.pin(t, "support", "friendly")  # as if another send had moved it
+            [pending] = await second.pending_approvals(t)
+            await second.decide(pending.tool_call_id, ALICE, approve=True)
+            assert await second.wait(run_id, timeout=10) == "completed"
+            assert (await second.get_run(run_id)).persona == "closer"
+    finally:
+        await shared.aclose()
+    assert seen == [("Close firmly.", ["close_account"]), ("Close firmly.", ["close_account"])]
