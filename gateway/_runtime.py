@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
-from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, UserError
+from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, Toolset, UserError
 
 from ._agents import Agent
 from ._approvals import ApprovalFlow, ApprovalPolicy
@@ -100,7 +100,7 @@ class Runtime:
     def __init__(
         self,
         *,
-        tools: Iterable[ToolLike] = (),
+        tools: Iterable[ToolLike | Toolset] = (),
         agents: Sequence[Agent] | None = None,
         model: Model | None = None,
         store: Store | None = None,
@@ -118,7 +118,8 @@ class Runtime:
         """Assemble a runtime.
 
         Args:
-            tools: Tools in any authoring form (added to ``registry`` when both are given).
+            tools: Tools in any authoring form and toolsets (``McpToolset``), added to ``registry``
+                when both are given; toolsets connect at ``start()``.
             agents: The agents served; the first is the default (one ``"default"`` agent if none).
             model: The model of agents that declare none.
             store: Where everything durable lives (a new ``MemoryStore`` when omitted).
@@ -219,8 +220,13 @@ class Runtime:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start background work now (it otherwise starts with the first run)."""
+        """Start the registry's toolsets (``McpToolset``) and background work.
+
+        Background work otherwise starts with the first run; toolsets start only here. A
+        toolset whose server is down does not fail the start: its tools join once it connects.
+        """
         self._ensure_open()
+        await self.registry.start()
         if self._maintenance is None:
             self._maintenance = asyncio.create_task(self._maintain(), name="agora-maintenance")
 
@@ -235,6 +241,7 @@ class Runtime:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.registry.aclose()
         if self._owns_store:
             await self.store.aclose()
 
