@@ -28,7 +28,7 @@ import dataclasses
 import enum
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -193,9 +193,13 @@ class McpToolset(Toolset):
         self._supervisor: asyncio.Task[None] | None = None
         self._changed = asyncio.Condition()
         self._wake = asyncio.Event()
+        self._ended = asyncio.Event()
+        """Set when the current connection ends: the calls on it stop waiting (see ``_call``)."""
         self._lost = False
         self._stale = False
         self._last_error = "not connected yet"
+        self.connections = 0
+        """How many times it connected (and listed) since ``start``; a reconnect adds one."""
 
     def _default_name(self) -> str:
         if self.url is not None:
@@ -300,6 +304,7 @@ class McpToolset(Toolset):
 
         self._lost, self._stale = False, False
         self._wake.clear()
+        self._ended = asyncio.Event()
         async with self._transport() as (read, write):
             relay_send, relay_receive = anyio.create_memory_object_stream[Any](0)
             relay = asyncio.create_task(self._relay(read, relay_send), name=f"agora-mcp-relay-{self.name}")
@@ -309,6 +314,7 @@ class McpToolset(Toolset):
                         await session.initialize()
                         await self._sync(session, host)
                     self._session = session
+                    self.connections += 1
                     await self._notify(McpState.CONNECTED)
                     logger.info("MCP server %s connected: %d tools", self.name, len(self._imported))
                     while True:
@@ -322,12 +328,18 @@ class McpToolset(Toolset):
                             await self._notify()
             finally:
                 self._session = None
+                relay_receive.close()
                 relay.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await relay
 
     def _end(self) -> None:
+        """The connection ended: calls fail from now on, and the supervisor reconnects."""
         self._lost = True
+        self._ended.set()
+        self._session = None
+        if self._state is McpState.CONNECTED:
+            self._state = McpState.DISCONNECTED
         self._wake.set()
 
     async def _relay(self, read: Any, send: Any) -> None:
@@ -335,7 +347,7 @@ class McpToolset(Toolset):
         import anyio
 
         try:
-            async with send:
+            async with read, send:  # the session would close the transport's stream: it is ours now
                 async for message in read:
                     await send.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
@@ -439,6 +451,27 @@ class McpToolset(Toolset):
         sourced: Tool = dataclasses.replace(tool, source=f"mcp:{self.name}/{remote.name}")
         return sourced
 
+    @staticmethod
+    async def _until_ended(request: Coroutine[Any, Any, mcp_types.CallToolResult], ended: asyncio.Event) -> Any:
+        """Await ``request`` unless the connection ends first (then raise ``ClosedResourceError``).
+
+        The session fails its pending requests when its stream ends, but not when it is closed
+        first (its receive loop is cancelled): a crashed server must not leave a call hanging.
+        """
+        import anyio
+
+        call = asyncio.create_task(request)
+        watch = asyncio.create_task(ended.wait())
+        try:
+            await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            call.cancel()
+            watch.cancel()
+            await asyncio.gather(call, watch, return_exceptions=True)
+        if call.cancelled():
+            raise anyio.ClosedResourceError
+        return call.result()
+
     async def _call(self, remote: str, local: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         """One ``tools/call``: the failures become ``ToolFailed`` / ``ToolTimeoutError`` the model reads."""
         import anyio
@@ -453,7 +486,10 @@ class McpToolset(Toolset):
         scope = asyncio.timeout(self.timeout)
         try:
             async with scope:
-                result = await session.call_tool(remote, arguments, meta={MCP_IDEMPOTENCY_KEY: ctx.idempotency_key})
+                result = await self._until_ended(
+                    session.call_tool(remote, arguments, meta={MCP_IDEMPOTENCY_KEY: ctx.idempotency_key}),
+                    self._ended,
+                )
         except TimeoutError:
             if scope.expired():
                 raise ToolTimeoutError(
@@ -474,7 +510,7 @@ class McpToolset(Toolset):
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._end()
             raise ToolFailed(
-                f"The MCP server {self.name} disconnected before the call to {remote!r}; it is reconnecting",
+                f"The MCP server {self.name} disconnected during the call to {remote!r}; it is reconnecting",
                 code="mcp_disconnected",
             ) from None
         except RuntimeError as exc:  # the session's own check of structured content against the output schema
