@@ -1,6 +1,7 @@
 """The tool SDK: declare, govern, narrate and call the tools a model may use.
 
-Depends on pydantic (and, for ``data_tool``, on sqlglot and the app's SQLAlchemy). See
+Depends on pydantic (and, for ``data_tool``, on sqlglot and the app's SQLAlchemy; for ``McpToolset``, on
+``mcp`` and ``jsonschema``, imported when it connects). See
 ``ai_tool``, ``ReadTool``, ``ActionTool``, ``define_tool``, ``define_confirmed_tool``,
 ``data_tool``, ``McpToolset`` (a remote MCP server's tools) and ``ToolRegistry``.
 """
