@@ -310,9 +310,14 @@ class McpToolset(Toolset):
             relay = asyncio.create_task(self._relay(read, relay_send), name=f"agora-mcp-relay-{self.name}")
             try:
                 async with ClientSession(relay_receive, write, message_handler=self._on_message) as session:
-                    async with asyncio.timeout(self.connect_timeout):
-                        await session.initialize()
-                        await self._sync(session, host)
+                    try:
+                        async with asyncio.timeout(self.connect_timeout):
+                            await session.initialize()
+                            await self._sync(session, host)
+                    except TimeoutError:
+                        raise ConnectionError(
+                            f"no answer to initialize and tools/list within {self.connect_timeout:g} s"
+                        ) from None
                     self._session = session
                     self.connections += 1
                     await self._notify(McpState.CONNECTED)

@@ -18,6 +18,7 @@ from tools import (
     McpState,
     McpToolset,
     ToolContext,
+    ToolFailed,
     ToolRegistry,
     UserError,
     define_tool,
@@ -132,6 +133,27 @@ async def test_a_server_down_at_start_does_not_stop_it_and_its_tools_join_later(
         assert "late_lookup" in registry
         await registry.aclose()
         assert toolset.state is McpState.CLOSED and len(registry) == 0
+    finally:
+        stop(process)
+
+
+async def test_a_restarted_http_server_fails_the_old_session_clearly_and_is_reconnected(
+    toolsets: list[McpToolset],
+) -> None:
+    port = free_port()
+    process = start_http_server(port)
+    try:
+        toolset, registry = await started(toolsets, url=f"http://127.0.0.1:{port}/mcp", prefix="demo")
+        ctx = ToolContext(actor=ALICE)
+        before = (await registry.invoke("demo_pid", {}, ctx))["result"]
+        stop(process)
+        process = start_http_server(port)  # a new process: it knows nothing of the old session
+
+        with pytest.raises(ToolFailed, match="disconnected during the call to 'pid'") as failed:
+            await registry.invoke("demo_pid", {}, ctx)
+        assert failed.value.code == "mcp_disconnected"
+        await toolset.wait_for(lambda t: t.connections == 2 and t.state is McpState.CONNECTED, timeout=20)
+        assert (await registry.invoke("demo_pid", {}, ctx))["result"] != before
     finally:
         stop(process)
 
