@@ -231,7 +231,7 @@ class Runtime:
             self._maintenance = asyncio.create_task(self._maintain(), name="agora-maintenance")
 
     async def aclose(self) -> None:
-        """Stop background work and the runs driven here (their leases lapse; others resume them)."""
+        """Stop background work, the runs driven here (their leases lapse; others resume them) and the toolsets."""
         if self._state is _State.CLOSED:
             return
         self._state = _State.CLOSED
