@@ -15,7 +15,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from renderers import Catalog
-from tools import Tool, ToolDefinitionError, ToolLike, UserError, as_tool, discover_tools
+from tools import Tool, ToolDefinitionError, ToolLike, Toolset, UserError, as_tool, discover_tools
 
 from ._agents import Agent
 from ._approvals import ApprovalPolicy
@@ -128,8 +128,9 @@ class Branding(BaseSettings):
         return self.title or self.name
 
 
-ToolsSpec = str | Path | Sequence[ToolLike | str | Path]
-"""What ``Gateway(tools=...)`` takes: tools, or folders / packages of tools to discover, or a mix."""
+ToolsSpec = str | Path | Sequence[ToolLike | Toolset | str | Path]
+"""What ``Gateway(tools=...)`` takes: tools, toolsets (``McpToolset``), or folders / packages of
+tools to discover, or a mix."""
 
 
 class Gateway:
@@ -164,8 +165,9 @@ class Gateway:
         """Declare an app.
 
         Args:
-            tools: Tool objects or classes, folders or dotted packages to discover tools in (an
-                import error there refuses the start), or a mix. Names must be unique.
+            tools: Tool objects or classes, toolsets (``McpToolset``: a remote MCP server's tools,
+                connected when the runtime starts), folders or dotted packages to discover tools
+                in (an import error there refuses the start), or a mix. Names must be unique.
             agents: The agents served; the first is the default. One ``assistant`` agent with
                 ``APP_INSTRUCTIONS`` when omitted.
             model: A ``Model``, or ``"demo"`` / ``"openai:<model>"``; ``AGORA_MODEL`` when omitted.
@@ -188,7 +190,7 @@ class Gateway:
         """
         if isinstance(tools, str | Path):
             tools = [tools]
-        self.tools: tuple[ToolLike | str | Path, ...] = tuple(tools)
+        self.tools: tuple[ToolLike | Toolset | str | Path, ...] = tuple(tools)
         self.agents: tuple[Agent, ...] = tuple(agents) if agents else ()
         for agent in self.agents:
             if not isinstance(agent, Agent):
@@ -244,16 +246,22 @@ class Gateway:
         """The branding served: the app's, else ``Branding()`` from ``AGORA_BRAND_*``."""
         return self.branding if self.branding is not None else Branding()
 
-    def resolve_tools(self, secret: bytes) -> list[Tool]:
-        """Every tool this app serves, in order; ``secret`` signs confirm tokens (the demo's).
+    def resolve_tools(self, secret: bytes) -> list[Tool | Toolset]:
+        """Every tool this app serves, in order, and its toolsets; ``secret`` signs confirm tokens (the demo's).
+
+        A toolset's tools are found when the runtime starts; a name they share with a tool here
+        stays this tool's (logged then).
 
         Raises:
             UserError: A folder or package whose modules failed to import (each logged), or
                 two tools of one name.
         """
         found: list[Tool] = []
+        toolsets: list[Toolset] = []
         for spec in self.tools:
-            if isinstance(spec, str | Path):
+            if isinstance(spec, Toolset):
+                toolsets.append(spec)
+            elif isinstance(spec, str | Path):
                 try:
                     found.extend(discover_tools(spec, strict=True))
                 except ToolDefinitionError as exc:
@@ -272,7 +280,7 @@ class Gateway:
                     continue
                 names[tool.name] = tool
                 found.append(tool)
-        return found
+        return [*found, *toolsets]
 
     def resolved_agents(self) -> list[Agent]:
         """The agents served (one ``assistant`` with ``APP_INSTRUCTIONS`` when none were declared)."""

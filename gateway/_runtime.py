@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
-from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, UserError
+from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, Toolset, UserError
 
 from ._agents import Agent
 from ._approvals import ApprovalFlow, ApprovalPolicy
@@ -101,7 +101,7 @@ class Runtime:
     def __init__(
         self,
         *,
-        tools: Iterable[ToolLike] = (),
+        tools: Iterable[ToolLike | Toolset] = (),
         agents: Sequence[Agent] | None = None,
         model: Model | None = None,
         store: Store | None = None,
@@ -119,7 +119,8 @@ class Runtime:
         """Assemble a runtime.
 
         Args:
-            tools: Tools in any authoring form (added to ``registry`` when both are given).
+            tools: Tools in any authoring form and toolsets (``McpToolset``), added to ``registry``
+                when both are given; toolsets connect at ``start()``.
             agents: The agents served; the first is the default (one ``"default"`` agent if none).
             model: The model of agents that declare none.
             store: Where everything durable lives (a new ``MemoryStore`` when omitted).
@@ -222,13 +223,18 @@ class Runtime:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start background work now (it otherwise starts with the first run)."""
+        """Start the registry's toolsets (``McpToolset``) and background work.
+
+        Background work otherwise starts with the first run; toolsets start only here. A
+        toolset whose server is down does not fail the start: its tools join once it connects.
+        """
         self._ensure_open()
+        await self.registry.start()
         if self._maintenance is None:
             self._maintenance = asyncio.create_task(self._maintain(), name="agora-maintenance")
 
     async def aclose(self) -> None:
-        """Stop background work and the runs driven here (their leases lapse; others resume them)."""
+        """Stop background work, the runs driven here (their leases lapse; others resume them) and the toolsets."""
         if self._state is _State.CLOSED:
             return
         self._state = _State.CLOSED
@@ -238,6 +244,7 @@ class Runtime:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.registry.aclose()
         if self._owns_store:
             await self.store.aclose()
 

@@ -1,8 +1,9 @@
 """The tool SDK: declare, govern, narrate and call the tools a model may use.
 
-Depends on pydantic (and, for ``data_tool``, on sqlglot and the app's SQLAlchemy). See
+Depends on pydantic (and, for ``data_tool``, on sqlglot and the app's SQLAlchemy; for ``McpToolset``, on
+``mcp`` and ``jsonschema``, imported when it connects). See
 ``ai_tool``, ``ReadTool``, ``ActionTool``, ``define_tool``, ``define_confirmed_tool``,
-``data_tool`` and ``ToolRegistry``.
+``data_tool``, ``McpToolset`` (a remote MCP server's tools) and ``ToolRegistry``.
 """
 
 from ._actor import Actor
@@ -26,6 +27,8 @@ from ._errors import (
     ToolTimeoutError,
     UserError,
 )
+from ._mcp import McpState, McpToolset
+from ._mcp_import import DEFAULT_MAX_RESULT_CHARS, MCP_IDEMPOTENCY_KEY, MCP_IMAGE_COMPONENT, McpKind
 from ._preflight import (
     PreflightCompleted,
     PreflightDenied,
@@ -82,6 +85,7 @@ from ._tool import (
     default_tool_name,
     define_tool,
 )
+from ._toolset import Toolset, ToolsetHost
 from ._ui import COMPONENT_NAME_PATTERN, UI_FORMATS, ComponentRef, UiCapabilities, UiComponent, UiFormat
 
 __all__ = [
@@ -89,7 +93,10 @@ __all__ = [
     "DEFAULT_CONFIRM_TTL",
     "DEFAULT_CONFIRM_VERB",
     "DEFAULT_DONE_TEXT",
+    "DEFAULT_MAX_RESULT_CHARS",
     "DEFAULT_RUNNING_TEXT",
+    "MCP_IDEMPOTENCY_KEY",
+    "MCP_IMAGE_COMPONENT",
     "TOOL_NAME_PATTERN",
     "UI_FORMATS",
     "AbilityRolesPolicy",
@@ -110,6 +117,9 @@ __all__ = [
     "EmptyInput",
     "InMemoryConfirmTokenStore",
     "LogView",
+    "McpKind",
+    "McpState",
+    "McpToolset",
     "MetricsView",
     "NoteView",
     "PreflightCompleted",
@@ -141,6 +151,8 @@ __all__ = [
     "ToolPresentation",
     "ToolRegistry",
     "ToolTimeoutError",
+    "Toolset",
+    "ToolsetHost",
     "TransientRetry",
     "UiCapabilities",
     "UiComponent",

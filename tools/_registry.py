@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import enum
 import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, overload, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -35,6 +36,7 @@ from ._preflight import (
 )
 from ._retry import TransientRetry, call_with_transient_retry
 from ._tool import DescribeScope, Tool, ToolDescription, ToolKind, ToolLike, as_tool, call_hook
+from ._toolset import Toolset
 from ._ui import UiCapabilities, UiComponent
 
 __all__ = [
@@ -179,8 +181,18 @@ class _Gate:
         self.message = message
 
 
+class _State(enum.Enum):
+    NEW = "new"
+    STARTED = "started"
+    CLOSED = "closed"
+
+
 class ToolRegistry:
     """Holds the tools of a gateway and governs every offer and call.
+
+    Tools register in any authoring form; a ``Toolset`` (an MCP server's tools) registers the
+    same way and adds its tools once ``start()`` has started it; ``aclose()`` closes it (the
+    ``Runtime`` does both with its own ``start`` and ``aclose``).
 
     The gates run in this order, every turn and again on every call, and each can only remove:
     the agent's allow-list, ``enabled`` / ``is_enabled()``, the roles policy, ``can_use(actor)``,
@@ -190,7 +202,7 @@ class ToolRegistry:
 
     def __init__(
         self,
-        tools: Iterable[ToolLike] = (),
+        tools: Iterable[ToolLike | Toolset] = (),
         *,
         roles_policy: RolesPolicy | None = None,
         transient_retry: TransientRetry | None = DEFAULT_TRANSIENT_RETRY,
@@ -198,7 +210,7 @@ class ToolRegistry:
         """Build a registry.
 
         Args:
-            tools: Tools to register now, in any authoring form.
+            tools: Tools to register now, in any authoring form, and toolsets (``McpToolset``).
             roles_policy: Decides roles and abilities (``DefaultRolesPolicy()`` when omitted).
             transient_retry: Retry policy for transient failures; ``None`` disables retries.
         """
@@ -207,17 +219,35 @@ class ToolRegistry:
         self.roles_policy: RolesPolicy = roles_policy or DefaultRolesPolicy()
         self.transient_retry = transient_retry
         self._tools: dict[str, Tool] = {}
+        self._owners: dict[str, Toolset] = {}
+        self._toolsets: list[Toolset] = []
+        self._state = _State.NEW
         for tool in tools:
             self.register(tool)
 
     # -- the set of tools ---------------------------------------------------------------------------
 
-    def register(self, tool: ToolLike) -> Tool:
-        """Add a tool in any authoring form and return its ``Tool``.
+    @overload
+    def register(self, tool: Toolset) -> Toolset: ...
+    @overload
+    def register(self, tool: ToolLike) -> Tool: ...
+    def register(self, tool: ToolLike | Toolset) -> Tool | Toolset:
+        """Add a tool in any authoring form and return its ``Tool``, or a ``Toolset`` (returned as is).
+
+        A toolset's tools join at ``start()``; register toolsets before it.
 
         Raises:
             ToolDefinitionError: The tool is declared wrongly, or its name is taken.
+            UserError: The toolset is registered already.
+            RuntimeError: A toolset registered on a started or closed registry.
         """
+        if isinstance(tool, Toolset):
+            if self._state is not _State.NEW:
+                raise RuntimeError(f"Cannot register toolset {tool.name!r} on a {self._state.value} ToolRegistry")
+            if any(known is tool for known in self._toolsets):
+                raise UserError(f"toolset {tool.name!r} is registered already")
+            self._toolsets.append(tool)
+            return tool
         built = as_tool(tool)
         if built.name in self._tools:
             raise ToolDefinitionError(
@@ -225,6 +255,57 @@ class ToolRegistry:
             )
         self._tools[built.name] = built
         return built
+
+    @property
+    def toolsets(self) -> tuple[Toolset, ...]:
+        """The toolsets registered, in order."""
+        return tuple(self._toolsets)
+
+    def add_tool(self, tool: Tool, owner: Toolset) -> bool:
+        """Add a toolset's tool (``ToolsetHost``); a taken name stays its first owner's (logged)."""
+        known = self._tools.get(tool.name)
+        if known is not None and self._owners.get(tool.name) is not owner:
+            logger.warning(
+                "tool %r of toolset %r is not added: the name is taken (by %s)", tool.name, owner.name, known.source
+            )
+            return False
+        self._tools[tool.name] = tool
+        self._owners[tool.name] = owner
+        return True
+
+    def remove_tool(self, name: str, owner: Toolset) -> None:
+        """Retire a tool ``owner`` added (``ToolsetHost``); other tools are left alone."""
+        if self._owners.get(name) is owner:
+            del self._owners[name]
+            self._tools.pop(name, None)
+
+    async def start(self) -> None:
+        """Start every registered toolset at once; returns when each has settled its first attempt.
+
+        A toolset whose source is down does not fail the start: its tools join once it connects.
+        Calling it again is a no-op.
+
+        Raises:
+            RuntimeError: The registry was closed.
+        """
+        if self._state is _State.CLOSED:
+            raise RuntimeError("Cannot start a closed ToolRegistry")
+        if self._state is _State.STARTED:
+            return
+        self._state = _State.STARTED
+        async with asyncio.TaskGroup() as group:
+            for toolset in self._toolsets:
+                group.create_task(toolset.start(self), name=f"agora-toolset-{toolset.name}")
+
+    async def aclose(self) -> None:
+        """Close every toolset (their tools retire); idempotent."""
+        if self._state is _State.CLOSED:
+            return
+        started, self._state = self._state is _State.STARTED, _State.CLOSED
+        if started:
+            async with asyncio.TaskGroup() as group:
+                for toolset in self._toolsets:
+                    group.create_task(toolset.aclose())
 
     def get(self, name: str) -> Tool | None:
         """The tool of that name, ungated, or ``None``."""
