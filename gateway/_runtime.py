@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
 import logging
 import os
 import socket
@@ -11,7 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
-from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, UserError
+from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, UiCapabilities, UserError
 
 from ._agents import Agent
 from ._approvals import ApprovalFlow, ApprovalPolicy
@@ -44,7 +45,7 @@ from .events import (
     new_id,
 )
 from .models import AssistantMessage, Model, ToolMessage, UserMessage
-from .stores import ApprovalRecord, Batch, MemoryStore, RunRecord, Store, ThreadRecord
+from .stores import ApprovalRecord, Batch, MemoryStore, PlannedCall, RunRecord, Store, ThreadRecord
 
 __all__ = ["Runtime", "RuntimeObserver"]
 
@@ -353,6 +354,50 @@ class Runtime:
         with log_scope(thread_id=turn.thread_id, channel=turn.channel, actor=turn.actor.id, run_id=None):
             return await self._start_turn(turn)
 
+    async def call_tool(
+        self,
+        actor: Actor,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        thread_id: str,
+        channel: str = "mcp",
+        agent: str | None = None,
+        ui_capabilities: UiCapabilities | None = None,
+    ) -> str:
+        """Start a run that makes one tool call and no model step; return the run's id.
+
+        The call is the run's step 0 (journaled as a model step without text), and it goes
+        through everything a model's call goes through: the gates with ``agent``, validation,
+        timeouts, narration, ``ui`` events, an action parked for approval. The run ends once
+        the call settles; its events are the thread's, as any run's (``subscribe``). A busy or
+        parked thread is refused as ``start_turn`` refuses it (MCP gives each call a thread).
+
+        Raises:
+            UnknownAgentError: ``agent`` names no agent.
+            ThreadForbiddenError: The thread belongs to another actor.
+            ThreadBusyError: A run is already running on the thread.
+            ThreadParkedError: A run waits for an approval on the thread.
+        """
+        self._ensure_open()
+        chosen = self.agent(agent)
+        turn = Turn(
+            thread_id=thread_id,
+            actor=actor,
+            text="",
+            ui_capabilities=ui_capabilities,
+            channel=channel,
+            agent=chosen.name,
+        )
+        call = PlannedCall(
+            id=new_id("tc"),
+            name=name,
+            arguments=json.dumps(arguments, separators=(",", ":"), ensure_ascii=False),
+            args=arguments,
+        )
+        with log_scope(thread_id=thread_id, channel=channel, actor=actor.id, run_id=None):
+            return await self._begin(turn, chosen, direct_call=call)
+
     async def _start_turn(self, turn: Turn) -> str:
         agent = self.agent(turn.agent)
         for _ in range(3):
@@ -365,15 +410,21 @@ class Runtime:
                 await self.approvals.supersede_parked(turn.thread_id)
         raise ThreadBusyError(f"Thread {turn.thread_id!r} keeps waiting for an approval")
 
-    async def _begin(self, turn: Turn, agent: Agent, *, dequeue: str | None = None) -> str:
-        run = RunRecord(run_id=new_id("run"), thread_id=turn.thread_id, agent=agent.name, turn=turn)
+    async def _begin(
+        self, turn: Turn, agent: Agent, *, dequeue: str | None = None, direct_call: PlannedCall | None = None
+    ) -> str:
+        run = RunRecord(
+            run_id=new_id("run"), thread_id=turn.thread_id, agent=agent.name, turn=turn, direct_call=direct_call
+        )
         events: list[RunEvent] = [RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name)]
         if dequeue is not None:
             started = MessageDequeuedEvent(
                 thread_id=turn.thread_id, run_id=run.run_id, message_id=dequeue, reason="started"
             )
             events.insert(0, started)
-        batch = Batch(events=events, messages=[UserMessage(content=turn.text, attachments=list(turn.attachments))])
+        # A direct call has no person's message: its call and result are the thread's history.
+        said = [] if direct_call else [UserMessage(content=turn.text, attachments=list(turn.attachments))]
+        batch = Batch(events=events, messages=said)
         record = ThreadRecord(
             thread_id=turn.thread_id, owner_id=turn.actor.id, tenant_ref=turn.actor.tenant_ref, channel=turn.channel
         )
