@@ -423,7 +423,9 @@ class Runtime:
             )
             events.insert(0, started)
         # A direct call has no person's message: its call and result are the thread's history.
-        said = [] if direct_call else [UserMessage(content=turn.text, attachments=list(turn.attachments))]
+        said: list[UserMessage | AssistantMessage | ToolMessage] = (
+            [] if direct_call else [UserMessage(content=turn.text, attachments=list(turn.attachments))]
+        )
         batch = Batch(events=events, messages=said)
         record = ThreadRecord(
             thread_id=turn.thread_id, owner_id=turn.actor.id, tenant_ref=turn.actor.tenant_ref, channel=turn.channel
