@@ -72,7 +72,10 @@ class Router(httpx.AsyncBaseTransport):
         self.answers.append((request.method, response.headers.get("content-type", ""), sink))
         assert isinstance(response.stream, httpx.AsyncByteStream)
         return httpx.Response(
-            response.status_code, headers=response.headers, stream=_Tee(response.stream, sink), extensions=response.extensions
+            response.status_code,
+            headers=response.headers,
+            stream=_Tee(response.stream, sink),
+            extensions=response.extensions,
         )
 
     async def aclose(self) -> None:
