@@ -245,7 +245,11 @@ async def _decide(
         except ThreadBusyError:
             await asyncio.sleep(0.05 * (attempt + 1))  # its run is still parking: a retry gets the answer
         except (ApprovalNotFoundError, ApprovalForbiddenError, ApprovalSettledError, ApprovalExpiredError) as exc:
-            logger.info("MCP approval answer for %s changed nothing: %s", one_line(tool_call_id, 80), exc.code)
+            logger.info(
+                "MCP refused POST /mcp: the approval answer for %s changed nothing: %s",
+                one_line(tool_call_id, 80),
+                exc.code,
+            )
             return False
     logger.warning("MCP approval answer for %s: its run stayed busy", one_line(tool_call_id, 80))
     return False

@@ -177,7 +177,10 @@ class McpChannel(Channel):
             session = await self._session(request, actor)
             return await self._one(request, actor, session, message)
         except BadMessage as exc:
-            return self._refused(request, _Refused(200, exc.code, exc.message, exc.id))
+            # A body that is no JSON-RPC call at all is a bad HTTP request, as the SDK's server
+            # answers it; a call refused for its method or params is answered in JSON-RPC (200).
+            status = 200 if exc.code in (types.METHOD_NOT_FOUND, types.INVALID_PARAMS) else 400
+            return self._refused(request, _Refused(status, exc.code, exc.message, exc.id))
         except _Refused as exc:
             return self._refused(request, exc)
 

@@ -61,6 +61,8 @@ class Router(httpx.AsyncBaseTransport):
     to: str
     answers: list[tuple[str, str, bytearray]] = field(default_factory=list)
     sent_to: list[str] = field(default_factory=list)
+    session_id: str | None = None
+    """The ``Mcp-Session-Id`` the gateway gave at ``initialize``."""
     inner: httpx.AsyncHTTPTransport = field(default_factory=httpx.AsyncHTTPTransport)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -68,6 +70,7 @@ class Router(httpx.AsyncBaseTransport):
         request.url = request.url.copy_with(host=target.host, port=target.port)
         self.sent_to.append(self.to)
         response = await self.inner.handle_async_request(request)
+        self.session_id = response.headers.get("mcp-session-id", self.session_id)
         sink = bytearray()
         self.answers.append((request.method, response.headers.get("content-type", ""), sink))
         assert isinstance(response.stream, httpx.AsyncByteStream)
