@@ -31,7 +31,7 @@ from gateway import (
     sse_frame,
     verify_actor_token,
 )
-from tools import Actor
+from tools import Actor, AgoraError
 
 from ._calls import MCP_CAPABILITIES, CallFollower, answer_elicitation, list_tools, visible_tools
 from ._sessions import DEFAULT_SESSION_TTL, McpSession, SessionBook
@@ -54,12 +54,12 @@ SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
 
 
-class _Refused(Exception):
+class _Refused(AgoraError):
     """A request refused at the HTTP level: status and JSON-RPC error body."""
 
     def __init__(self, status: int, code: int, message: str, id: str | int | None = None) -> None:
         super().__init__(message)
-        self.status, self.code, self.message, self.id = status, code, message, id
+        self.status, self.rpc_code, self.message, self.id = status, code, message, id
 
 
 class McpChannel(Channel):
@@ -179,8 +179,8 @@ class McpChannel(Channel):
         except BadMessage as exc:
             # A body that is no JSON-RPC call at all is a bad HTTP request, as the SDK's server
             # answers it; a call refused for its method or params is answered in JSON-RPC (200).
-            status = 200 if exc.code in (types.METHOD_NOT_FOUND, types.INVALID_PARAMS) else 400
-            return self._refused(request, _Refused(status, exc.code, exc.message, exc.id))
+            status = 200 if exc.rpc_code in (types.METHOD_NOT_FOUND, types.INVALID_PARAMS) else 400
+            return self._refused(request, _Refused(status, exc.rpc_code, exc.message, exc.id))
         except _Refused as exc:
             return self._refused(request, exc)
 
@@ -250,8 +250,8 @@ class McpChannel(Channel):
                     )
                 answer = await self._handle(request, actor, session, message, stream=None)
             except BadMessage as exc:
-                self._log(request, exc.code, exc.message)
-                answer = error_message(exc.id, exc.code, exc.message)
+                self._log(request, exc.rpc_code, exc.message)
+                answer = error_message(exc.id, exc.rpc_code, exc.message)
             if answer is not None:
                 answers.append(answer)
         if not answers:
@@ -320,8 +320,8 @@ class McpChannel(Channel):
                 case _:
                     raise BadMessage(code=types.METHOD_NOT_FOUND, message="Method not found", id=message.id)
         except BadMessage as exc:
-            self._log(request, exc.code, exc.message, message.method)
-            return error_message(exc.id, exc.code, exc.message)
+            self._log(request, exc.rpc_code, exc.message, message.method)
+            return error_message(exc.id, exc.rpc_code, exc.message)
         except GatewayError:
             raise  # an unreachable store (503): the error middleware answers and logs
         except Exception:
@@ -359,8 +359,8 @@ class McpChannel(Channel):
         )
 
     def _refused(self, request: web.Request, exc: _Refused) -> web.Response:
-        self._log(request, exc.code if exc.status == 200 else f"{exc.status} {exc.code}", exc.message)
-        return _json(error_message(exc.id, exc.code, exc.message), status=exc.status)
+        self._log(request, exc.rpc_code if exc.status == 200 else f"{exc.status} {exc.rpc_code}", exc.message)
+        return _json(error_message(exc.id, exc.rpc_code, exc.message), status=exc.status)
 
 
 def _dumps(value: Any) -> str:

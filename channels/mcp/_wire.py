@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from mcp import types
 from pydantic import BaseModel, ValidationError
+
+from gateway import GatewayError
 
 __all__ = [
     "BATCH_VERSION",
@@ -38,13 +39,17 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 Message = types.JSONRPCRequest | types.JSONRPCNotification | types.JSONRPCResponse | types.JSONRPCError
 
 
-@dataclass(kw_only=True)
-class BadMessage(Exception):
-    """A message we refuse: the JSON-RPC error to answer (``id`` when it could be read)."""
+class BadMessage(GatewayError):
+    """A JSON-RPC message refused: the error to answer (``id`` when it could be read)."""
 
-    code: int
-    message: str
-    id: str | int | None = None
+    status, code = 400, "mcp_refused"
+
+    def __init__(self, *, code: int, message: str, id: str | int | None = None) -> None:
+        super().__init__(message)
+        self.rpc_code = code
+        """The JSON-RPC error code (``mcp.types.PARSE_ERROR``...)."""
+        self.message = message
+        self.id = id
 
 
 def dump(model: BaseModel) -> str:
