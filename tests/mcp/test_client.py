@@ -10,9 +10,11 @@ from mcp import types
 from mcp.shared.exceptions import McpError
 
 from channels.mcp import APPROVAL_ID_PREFIX, MCP_CHANNEL
-from gateway import Runtime
+from gateway import ApprovalPolicy, ApprovalRule, Runtime
+from gateway.stores import MemoryStore
 
 from .conftest import ALICE, Gateway, texts
+from .shop import Shop
 
 
 class Asked:
@@ -161,3 +163,20 @@ async def test_a_confirmed_tool_previews_then_commits_with_its_token(demo: Gatew
             "cancel_subscription", {"plan": "coffee-club", "confirm": True, "confirm_token": token}
         )
         assert again.isError  # single use
+
+
+async def test_an_action_a_role_approves_waits_for_that_role_without_asking_the_client(make_gateway: Any) -> None:
+    shop = Shop()
+    rt = shop.runtime(MemoryStore(), "process-a")
+    rt.approval_policy = ApprovalPolicy(rules={"send_gift": ApprovalRule(approver="staff")})
+    gw = await make_gateway(rt)
+    asked = Asked()
+    async with gw.session(elicit=asked) as (session, _):
+        result = await session.call_tool("send_gift", {"to": "Ana"})
+    assert asked.asked == [] and shop.gifts == []
+    assert texts(result) == ["Waiting for approval (staff): Send a gift to Ana?"]
+    [pending] = await rt.store.open_approvals()
+    assert pending.approver == "staff" and pending.status == "pending"
+    staff = ALICE.model_copy(update={"id": "sam", "roles": ["staff"]})
+    await rt.decide(pending.tool_call_id, staff, approve=True, via="console")
+    assert await rt.wait(pending.run_id, 5) == "completed" and shop.gifts == ["Ana"]
