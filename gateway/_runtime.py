@@ -29,10 +29,12 @@ from ._errors import (
     ThreadParkedError,
     UnknownAgentError,
 )
+from ._json import within_depth
 from ._leases import Leases
 from ._logs import log_scope
 from ._queue import Accepted, ThreadQueue
 from ._threads import Threads
+from ._unicode import valid_text, valid_tree
 from .events import (
     MessageDequeuedEvent,
     QueueMode,
@@ -389,11 +391,13 @@ class Runtime:
             channel=channel,
             agent=chosen.name,
         )
+        # Journaled as a model's call is: strings made valid, nesting bounded (``RunDriver._plan``).
+        args = within_depth(valid_tree(dict(arguments)))
         call = PlannedCall(
             id=new_id("tc"),
-            name=name,
-            arguments=json.dumps(arguments, separators=(",", ":"), ensure_ascii=False),
-            args=arguments,
+            name=valid_text(name),
+            arguments=json.dumps(args, separators=(",", ":"), ensure_ascii=False),
+            args=args,
         )
         with log_scope(thread_id=thread_id, channel=channel, actor=actor.id, run_id=None):
             return await self._begin(turn, chosen, direct_call=call)

@@ -8,6 +8,7 @@ send nothing outside a call's own stream. ``DELETE /mcp`` ends the session.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
 from typing import Any
@@ -216,7 +217,7 @@ class McpChannel(Channel):
         result = types.InitializeResult(
             protocolVersion=version,
             capabilities=types.ServerCapabilities(tools=types.ToolsCapability(listChanged=False)),
-            serverInfo=types.Implementation(name="agora-gateway", title=branding.name, version="1"),
+            serverInfo=types.Implementation(name="agora-gateway", title=branding.name, version=_version()),
         )
         logger.info(
             "MCP session opened by %s (%s, %s, elicitation %s)",
@@ -361,6 +362,13 @@ class McpChannel(Channel):
     def _refused(self, request: web.Request, exc: _Refused) -> web.Response:
         self._log(request, exc.rpc_code if exc.status == 200 else f"{exc.status} {exc.rpc_code}", exc.message)
         return _json(error_message(exc.id, exc.rpc_code, exc.message), status=exc.status)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("agora-gateway")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
 
 
 def _dumps(value: Any) -> str:
