@@ -11,7 +11,9 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 from mcp import types
@@ -73,6 +75,9 @@ class McpChannel(Channel):
             past it the call is answered as still running and goes on.
         heartbeat: Seconds between keep-alive comments on a call's event stream.
         resolver: Who callers are; by default a signed actor token in ``Authorization: Bearer``.
+        allowed_origins: Browser origins (``https://app.example``) allowed besides the gateway's
+            own. A request with any other ``Origin`` is 403, as the transport asks (DNS
+            rebinding); clients that are not browsers send none.
     """
 
     name = "mcp"
@@ -89,8 +94,10 @@ class McpChannel(Channel):
         call_timeout: float = 900.0,
         heartbeat: float = 15.0,
         resolver: ActorResolver | None = None,
+        allowed_origins: Sequence[str] = (),
     ) -> None:
         self.path = path.rstrip("/") or "/mcp"
+        self.allowed_origins = frozenset(o.rstrip("/") for o in allowed_origins)
         self.session_ttl = session_ttl
         self.call_timeout = call_timeout
         self.heartbeat = heartbeat
@@ -124,6 +131,23 @@ class McpChannel(Channel):
             raise UnauthenticatedError("Send Authorization: Bearer <signed actor token>")
         return verify_actor_token(token.strip(), self.services.secret)
 
+    def _origin_allowed(self, request: web.Request) -> bool:
+        """No ``Origin`` (not a browser), the gateway's own, or one of ``allowed_origins``."""
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return True
+        origin = origin.rstrip("/")
+        own = {f"{request.scheme}://{request.host}"}
+        public = self.services.settings.public_base_url
+        if public:
+            parts = urlsplit(str(public))
+            own.add(f"{parts.scheme}://{parts.netloc}")
+        return origin in own or origin in self.allowed_origins
+
+    def _forbidden_origin(self, request: web.Request) -> web.Response:
+        self._log(request, "403 origin", f"Origin {request.headers.get('Origin', '')!r} is not allowed")
+        return _json(error_message(None, types.INVALID_REQUEST, "Forbidden: this Origin is not allowed"), status=403)
+
     async def _session(self, request: web.Request, actor: Actor) -> McpSession:
         """The request's session, checked: present, live, the caller's, a revision we speak."""
         session_id = request.headers.get(SESSION_HEADER, "").strip()
@@ -146,6 +170,8 @@ class McpChannel(Channel):
 
     async def delete(self, request: web.Request) -> web.Response:
         """``DELETE /mcp``: end the caller's session (204); unknown or someone else's: 404."""
+        if not self._origin_allowed(request):
+            return self._forbidden_origin(request)
         try:
             actor = await self.authenticate(request)
             session = await self._session(request, actor)
@@ -164,6 +190,8 @@ class McpChannel(Channel):
         without a session (but ``initialize``): 400; an unknown or expired one: 404. Everything
         else refused is a JSON-RPC error; each refusal logs one line.
         """
+        if not self._origin_allowed(request):
+            return self._forbidden_origin(request)
         try:
             actor = await self.authenticate(request)
         except (UnauthenticatedError, InvalidTokenError) as exc:
@@ -229,7 +257,8 @@ class McpChannel(Channel):
         return _json(response_message(message.id, result), headers={SESSION_HEADER: session.session_id})
 
     async def _batch(self, request: web.Request, actor: Actor, values: list[Any]) -> web.StreamResponse:
-        version = request.headers.get(VERSION_HEADER, "").strip() or BATCH_VERSION
+        session = await self._session(request, actor)
+        version = request.headers.get(VERSION_HEADER, "").strip() or session.protocol_version
         if version != BATCH_VERSION:
             raise BadMessage(
                 code=types.INVALID_REQUEST, message=f"Invalid Request: batches exist only in {BATCH_VERSION}"
@@ -238,7 +267,6 @@ class McpChannel(Channel):
             raise BadMessage(
                 code=types.INVALID_REQUEST, message=f"Invalid Request: a batch holds 1 to {MAX_BATCH} messages"
             )
-        session = await self._session(request, actor)
         answers: list[dict[str, Any]] = []
         for value in values:
             try:

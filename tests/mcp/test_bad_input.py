@@ -201,3 +201,15 @@ async def test_notifications_and_stray_responses_are_accepted_and_change_nothing
     assert stray.status_code == 202
     refusal_log.one("tc_nope")
     await nothing_ran(demo)
+
+
+async def test_a_foreign_browser_origin_is_403_and_the_gateways_own_is_served(
+    demo: Gateway, refusal_log: RefusalLog
+) -> None:
+    refused = await demo.http(Origin="http://evil.example").post(demo.url, json=INIT)
+    error_of(refused, 403, types.INVALID_REQUEST)
+    refusal_log.one("403")
+    assert "mcp-session-id" not in refused.headers
+    own = await demo.http(Origin=demo.base_url).post(demo.url, json=INIT)
+    assert own.status_code == 200 and own.headers["mcp-session-id"]
+    await nothing_ran(demo)
