@@ -79,6 +79,20 @@ class ChannelRuntime(Protocol):
 
     async def send(self, turn: Turn, *, mode: QueueMode | None = None) -> Accepted: ...
 
+    async def call_tool(
+        self,
+        actor: Actor,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        thread_id: str,
+        channel: str = "mcp",
+        agent: str | None = None,
+        ui_capabilities: UiCapabilities | None = None,
+    ) -> str:
+        """Start a run of one tool call and no model step (``Runtime.call_tool``)."""
+        ...
+
     @property
     def queue(self) -> ThreadQueue: ...
 

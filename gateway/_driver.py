@@ -375,7 +375,15 @@ class RunDriver:
                 return await self.finish("cancelled")
             entry = self._steps.get(step)
             prefix = Batch()
-            if entry is None:
+            direct = self.run.direct_call
+            if direct is not None and step > 0:
+                return await self.finish("completed", prefix=prefix)  # its one call settled
+            if entry is None and direct is not None:
+                # A direct call (MCP's tools/call): the call is step 0, journaled as a model step.
+                entry = ModelStepEntry(step=0, message_id=new_id("msg"), text=None, calls=[direct], usage=Usage())
+                prefix.journal.append(entry)
+                self._steps[step] = entry
+            elif entry is None:
                 if step >= self.agent.max_steps:
                     return await self.finish(
                         "failed", error=("max_steps", f"The run stopped after {self.agent.max_steps} model steps.")

@@ -44,7 +44,8 @@ branches are drawn in ``tools/_errors.py`` and ``renderers/_errors.py``)::
     │   ├── TelegramWebhookError       4xx  channels.telegram: a bad secret (403), size (413) or update (400)
     │   ├── AgUiRequestError           400  channels.ag_ui: the body is not a usable RunAgentInput
     │   ├── InterruptError             409  channels.ag_ui: a resume that does not fit the interrupts
-    │   └── RefusedCall                400  channels.a2a: a JSON-RPC call refused before its method
+    │   ├── RefusedCall                400  channels.a2a: a JSON-RPC call refused before its method
+    │   └── BadMessage                 400  channels.mcp: a JSON-RPC message refused (its code inside)
     └── (private signals)              one module's control flow, never seen outside it: they
                                        subclass ``AgoraError`` directly (``_Closed``, ...)
 

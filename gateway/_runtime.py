@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
 import logging
 import os
 import socket
@@ -11,7 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
-from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, Toolset, UserError
+from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, Toolset, UiCapabilities, UserError
 
 from ._agents import Agent
 from ._approvals import ApprovalFlow, ApprovalPolicy
@@ -28,11 +29,13 @@ from ._errors import (
     ThreadParkedError,
     UnknownAgentError,
 )
+from ._json import within_depth
 from ._leases import Leases
 from ._logs import log_scope
 from ._personas import PersonaPins
 from ._queue import Accepted, ThreadQueue
 from ._threads import Threads
+from ._unicode import valid_text, valid_tree
 from .events import (
     MessageDequeuedEvent,
     QueueMode,
@@ -45,7 +48,7 @@ from .events import (
     new_id,
 )
 from .models import AssistantMessage, Model, ToolMessage, UserMessage
-from .stores import ApprovalRecord, Batch, MemoryStore, RunRecord, Store, ThreadRecord
+from .stores import ApprovalRecord, Batch, MemoryStore, PlannedCall, RunRecord, Store, ThreadRecord
 
 __all__ = ["Runtime", "RuntimeObserver"]
 
@@ -396,6 +399,52 @@ class Runtime:
         with log_scope(thread_id=turn.thread_id, channel=turn.channel, actor=turn.actor.id, run_id=None):
             return await self._start_turn(turn)
 
+    async def call_tool(
+        self,
+        actor: Actor,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        thread_id: str,
+        channel: str = "mcp",
+        agent: str | None = None,
+        ui_capabilities: UiCapabilities | None = None,
+    ) -> str:
+        """Start a run that makes one tool call and no model step; return the run's id.
+
+        The call is the run's step 0 (journaled as a model step without text), and it goes
+        through everything a model's call goes through: the gates with ``agent``, validation,
+        timeouts, narration, ``ui`` events, an action parked for approval. The run ends once
+        the call settles; its events are the thread's, as any run's (``subscribe``). A busy or
+        parked thread is refused as ``start_turn`` refuses it (MCP gives each call a thread).
+
+        Raises:
+            UnknownAgentError: ``agent`` names no agent ``actor`` may use.
+            ThreadForbiddenError: The thread belongs to another actor.
+            ThreadBusyError: A run is already running on the thread.
+            ThreadParkedError: A run waits for an approval on the thread.
+        """
+        self._ensure_open()
+        chosen = self.agent_for(agent, actor)
+        turn = Turn(
+            thread_id=thread_id,
+            actor=actor,
+            text="",
+            ui_capabilities=ui_capabilities,
+            channel=channel,
+            agent=chosen.name,
+        )
+        # Journaled as a model's call is: strings made valid, nesting bounded (``RunDriver._plan``).
+        args = within_depth(valid_tree(dict(arguments)))
+        call = PlannedCall(
+            id=new_id("tc"),
+            name=valid_text(name),
+            arguments=json.dumps(args, separators=(",", ":"), ensure_ascii=False),
+            args=args,
+        )
+        with log_scope(thread_id=thread_id, channel=channel, actor=actor.id, run_id=None):
+            return await self._begin(turn, chosen, direct_call=call)
+
     async def _start_turn(self, turn: Turn) -> str:
         turn, agent = self._checked(turn)
         for _ in range(3):
@@ -408,11 +457,21 @@ class Runtime:
                 await self.approvals.supersede_parked(turn.thread_id)
         raise ThreadBusyError(f"Thread {turn.thread_id!r} keeps waiting for an approval")
 
-    async def _begin(self, turn: Turn, agent: Agent, *, dequeue: str | None = None) -> str:
-        # The persona, resolved once for the whole run (a resume reads it from the record).
-        persona = await self.persona_pins.resolve(agent, turn.thread_id, turn.persona)
+    async def _begin(
+        self, turn: Turn, agent: Agent, *, dequeue: str | None = None, direct_call: PlannedCall | None = None
+    ) -> str:
+        # The persona, resolved once for the whole run (a resume reads it from the record). A
+        # direct call speaks to no one: the agent's tools as its caller listed them, no persona.
+        persona = None if direct_call else await self.persona_pins.resolve(agent, turn.thread_id, turn.persona)
         persona_id = persona.id if persona is not None else None
-        run = RunRecord(run_id=new_id("run"), thread_id=turn.thread_id, agent=agent.name, turn=turn, persona=persona_id)
+        run = RunRecord(
+            run_id=new_id("run"),
+            thread_id=turn.thread_id,
+            agent=agent.name,
+            turn=turn,
+            persona=persona_id,
+            direct_call=direct_call,
+        )
         started = RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name, persona=persona_id)
         events: list[RunEvent] = [started]
         if dequeue is not None:
@@ -420,7 +479,11 @@ class Runtime:
                 thread_id=turn.thread_id, run_id=run.run_id, message_id=dequeue, reason="started"
             )
             events.insert(0, dequeued)
-        batch = Batch(events=events, messages=[UserMessage(content=turn.text, attachments=list(turn.attachments))])
+        # A direct call has no person's message: its call and result are the thread's history.
+        said: list[UserMessage | AssistantMessage | ToolMessage] = (
+            [] if direct_call else [UserMessage(content=turn.text, attachments=list(turn.attachments))]
+        )
+        batch = Batch(events=events, messages=said)
         record = ThreadRecord(
             thread_id=turn.thread_id, owner_id=turn.actor.id, tenant_ref=turn.actor.tenant_ref, channel=turn.channel
         )

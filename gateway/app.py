@@ -294,17 +294,18 @@ def setting_variable(model: type[BaseSettings], name: str) -> str:
 def default_channels() -> list[Channel]:
     """The channels a gateway serves when ``create_app`` is given none.
 
-    The web widget, AG-UI and A2A always; WhatsApp through Twilio when ``AGORA_TWILIO_*`` is
+    The web widget, AG-UI, A2A and MCP always; WhatsApp through Twilio when ``AGORA_TWILIO_*`` is
     set, through Meta's Cloud API when ``AGORA_WHATSAPP_CLOUD_*`` is, Telegram when
     ``AGORA_TELEGRAM_*`` is (their routes then say which setting is missing, if one is).
     """
     from channels.a2a import A2AChannel
     from channels.ag_ui import AgUiChannel
+    from channels.mcp import McpChannel
     from channels.telegram import TelegramChannel, TelegramOptions
     from channels.web import WebChannel
     from channels.whatsapp import TwilioOptions, WhatsAppChannel, WhatsAppCloudChannel, WhatsAppCloudOptions
 
-    channels: list[Channel] = [WebChannel(), AgUiChannel(), A2AChannel()]
+    channels: list[Channel] = [WebChannel(), AgUiChannel(), A2AChannel(), McpChannel()]
     twilio = TwilioOptions()
     if twilio.configured:
         channels.append(WhatsAppChannel(twilio))

@@ -85,8 +85,8 @@ async def test_health_reports_the_store_the_render_workers_and_every_channel(
     assert workers["status"] == "idle" and workers["size"] >= 1  # they start on the first image or PDF
     assert (workers["ready"], workers["busy"], workers["starting"]) == (0, 0, 0)
     channels = body["channels"]
-    assert list(channels) == ["web", "ag-ui", "a2a", "telegram", "whatsapp"]
-    assert channels["web"] == channels["ag-ui"] == channels["a2a"] == {"status": "ok"}
+    assert list(channels) == ["web", "ag-ui", "a2a", "mcp", "telegram", "whatsapp"]
+    assert channels["web"] == channels["ag-ui"] == channels["a2a"] == channels["mcp"] == {"status": "ok"}
     assert channels["telegram"] == {
         "status": "ok",
         "delivery": {"running": True, "draining": 0, "retrying": 0, "scheduled": 0},
