@@ -70,5 +70,3 @@ async def make_runtime() -> AsyncIterator[Callable[..., Runtime]]:
     yield make
     for runtime in made:
         await runtime.aclose()
-
-

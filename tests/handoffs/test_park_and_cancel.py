@@ -1,0 +1,109 @@
+"""A child that parks on an approval parks its parent; deciding it resumes both; a cancel cascades."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway import Agent, Handoff
+from gateway.events import ApprovalRequestedEvent, ApprovalSettledEvent, RunFinishedEvent, ToolStartedEvent
+from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
+
+from .conftest import ALICE, all_events, asks, last_tool_result, new_thread, purge_tool, replying, turn, until
+
+PURGE = ToolCallRequest(name="purge_cache", args={"key": "sessions:42"})
+
+
+def ops(executed: list[str]) -> tuple[Agent, Any]:
+    return Agent(
+        name="ops", description="Runs cache operations.", model=replying(PURGE, text="Purged it.")
+    ), purge_tool(executed)
+
+
+async def parked_pair(runtime: Any, thread: str) -> tuple[str, ApprovalRequestedEvent]:
+    run_id = await runtime.start_turn(turn(thread, "purge please"))
+    assert await runtime.wait(run_id, timeout=5) == "awaiting-approval"
+    requested = [e for e in await all_events(runtime, thread) if isinstance(e, ApprovalRequestedEvent)]
+    assert len(requested) == 1
+    return run_id, requested[0]
+
+
+async def test_a_child_parked_on_approval_parks_the_parent_and_the_decision_resumes_both(make_runtime: Any) -> None:
+    executed: list[str] = []
+    sub, tool = ops(executed)
+    main_model = asks("ask_ops", "Purge sessions:42")
+    runtime = make_runtime(tools=[tool], agents=[Agent(name="main", handoffs=["ops"], model=main_model), sub])
+    thread = new_thread()
+    run_id, requested = await parked_pair(runtime, thread)
+    parent = await runtime.get_run(run_id)
+    assert parent.status == "awaiting-approval"
+    assert await runtime.pending_approvals(thread) == []  # the approval is the child's, on its thread
+    approval = await runtime.get_approval(requested.tool_call_id)
+    assert approval is not None and approval.thread_id != thread and approval.requester_id == ALICE.id
+    ask = next(e for e in await all_events(runtime, thread) if isinstance(e, ToolStartedEvent))
+    assert requested.run_id == run_id and requested.parent_tool_call_id == ask.tool_call_id
+    assert requested.sub_agent == "ops" and requested.confirmation.title == "Purge sessions:42?"
+
+    await runtime.decide(requested.tool_call_id, ALICE, approve=True, via="web")
+    await until(lambda: _status(runtime, run_id, "completed"))
+    assert len(executed) == 1
+    assert last_tool_result(main_model.requests[-1]) == "Purged it."
+    events = await all_events(runtime, thread)
+    settled = [e for e in events if isinstance(e, ApprovalSettledEvent)]
+    assert [(e.status, e.run_id, e.parent_tool_call_id) for e in settled] == [("approved", run_id, ask.tool_call_id)]
+    finished = [e.status for e in events if isinstance(e, RunFinishedEvent) and e.run_id == run_id]
+    assert finished == ["awaiting-approval", "completed"]
+    assert len(main_model.requests) == 2  # the parent's model was asked once per step, never again
+
+
+async def _status(runtime: Any, run_id: str, status: str) -> bool:
+    return bool((await runtime.get_run(run_id)).status == status)
+
+
+async def test_a_rejected_child_action_reaches_the_parent_as_its_answer(make_runtime: Any) -> None:
+    executed: list[str] = []
+    sub, tool = ops(executed)
+    main_model = asks("ask_ops", "Purge sessions:42")
+    runtime = make_runtime(tools=[tool], agents=[Agent(name="main", handoffs=["ops"], model=main_model), sub])
+    thread = new_thread()
+    run_id, requested = await parked_pair(runtime, thread)
+    await runtime.decide(requested.tool_call_id, ALICE, approve=False, reason="not now", via="web")
+    await until(lambda: _status(runtime, run_id, "completed"))
+    assert executed == []
+    assert last_tool_result(main_model.requests[-1]) == "Purged it."  # ops' scripted reply after the denial
+
+
+async def test_cancelling_a_parked_parent_cancels_its_parked_child(make_runtime: Any) -> None:
+    executed: list[str] = []
+    sub, tool = ops(executed)
+    main = Agent(name="main", handoffs=["ops"], model=asks("ask_ops", "Purge"))
+    runtime = make_runtime(tools=[tool], agents=[main, sub])
+    thread = new_thread()
+    run_id, requested = await parked_pair(runtime, thread)
+    approval = await runtime.get_approval(requested.tool_call_id)
+    await runtime.cancel(run_id, ALICE)
+    assert (await runtime.get_run(run_id)).status == "cancelled"
+    assert (await runtime.get_run(approval.run_id)).status == "cancelled"
+    assert (await runtime.get_approval(requested.tool_call_id)).status == "rejected"
+    assert executed == []
+
+
+async def test_cancelling_a_running_parent_cancels_its_running_child(make_runtime: Any) -> None:
+    import asyncio
+
+    started = asyncio.Event()
+
+    async def slow(request: Any, index: int) -> ScriptStep:
+        started.set()
+        await asyncio.sleep(30)
+        return ScriptStep(text="late")
+
+    slow_agent = Agent(name="slow", model=ScriptedModel(slow))
+    main = Agent(name="main", handoffs=[Handoff("slow")], model=asks("ask_slow", "take your time"))
+    runtime = make_runtime(agents=[main, slow_agent])
+    thread = new_thread()
+    run_id = await runtime.start_turn(turn(thread, "go"))
+    await asyncio.wait_for(started.wait(), 5)
+    child_id = next(e.tool_call_id for e in await all_events(runtime, thread) if isinstance(e, ToolStartedEvent))
+    await runtime.cancel(run_id, ALICE)
+    assert await runtime.wait(run_id, timeout=5) == "cancelled"
+    assert await runtime.wait(f"run-ask-{child_id}", timeout=5) == "cancelled"
