@@ -27,11 +27,14 @@ async def parked_pair(runtime: Any, thread: str) -> tuple[str, ApprovalRequested
     return run_id, requested[0]
 
 
-async def test_a_child_parked_on_approval_parks_the_parent_and_the_decision_resumes_both(make_runtime: Any) -> None:
+async def test_a_child_parked_on_approval_parks_the_parent_and_the_decision_resumes_both(
+    make_runtime: Any, any_store: Any
+) -> None:
     executed: list[str] = []
     sub, tool = ops(executed)
     main_model = asks("ask_ops", "Purge sessions:42")
-    runtime = make_runtime(tools=[tool], agents=[Agent(name="main", handoffs=["ops"], model=main_model), sub])
+    agents = [Agent(name="main", handoffs=["ops"], model=main_model), sub]
+    runtime = make_runtime(tools=[tool], agents=agents, store=any_store)
     thread = new_thread()
     run_id, requested = await parked_pair(runtime, thread)
     parent = await runtime.get_run(run_id)

@@ -52,11 +52,11 @@ async def test_an_agent_the_person_may_not_use_is_refused(make_runtime: Any) -> 
     assert admin.model.calls == 0
 
 
-async def test_start_answers_with_a_receipt_then_later_as_its_own_message(make_runtime: Any) -> None:
+async def test_start_answers_with_a_receipt_then_later_as_its_own_message(make_runtime: Any, any_store: Any) -> None:
     main_model = asks("start_research", "Find the best cache size", then="I started research on it.")
     research = Agent(name="research", model=replying(text="Findings: 512 MB."))
     main = Agent(name="main", handoffs=[Handoff("research", detached=True)], model=main_model)
-    runtime = make_runtime(agents=[main, research])
+    runtime = make_runtime(agents=[main, research], store=any_store)
     thread = new_thread()
     run_id = await runtime.start_turn(turn(thread, "go"))
     assert await runtime.wait(run_id, timeout=5) == "completed"
