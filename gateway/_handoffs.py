@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from tools import ToolDefinition, UserError
@@ -54,7 +55,7 @@ from .events import (
     new_id,
     now_iso,
 )
-from .stores import Batch, ModelStepEntry, PlannedCall, RunRecord, ThreadRecord
+from .stores import ApprovalRecord, Batch, ModelStepEntry, PlannedCall, RunRecord, ThreadRecord
 
 if TYPE_CHECKING:
     from ._driver import RunDriver
@@ -77,6 +78,10 @@ _MIRRORED = (
 )
 _THREAD_CHARS = 200
 _TASK_CHARS = 32_000
+_CHILDREN = "agora-handoff-children:{thread_id}"
+"""Channel state: the threads of the thread's children that have not ended (where their approvals are)."""
+_CHILDREN_TTL = 40 * 24 * 3600.0
+_CHILDREN_KEPT = 20
 REFUSED = "handoff_refused"
 FAILED = "handoff_failed"
 
@@ -140,6 +145,7 @@ class Handoffs:
         self._chains: dict[str, list[RunRecord]] = {}
         """A child run's ancestors, nearest first (they never change)."""
         self._delivering: set[str] = set()
+        """Names of the background tasks running (one per answer to deliver, per parent to wake)."""
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- offering ----------------------------------------------------------------------------------
@@ -259,6 +265,8 @@ class Handoffs:
             parent_call_id=call.id,
             depth=parent.depth + 1,
         )
+        # Listed first: the child's approvals count as the parent thread's from their first event.
+        await self._list_child(parent.thread_id, child.thread_id, present=True)
         await self.runtime.begin_child(child)
         return child
 
@@ -300,14 +308,78 @@ class Handoffs:
                 return entry.text
         return ""
 
+    async def pending_below(self, thread_id: str, depth: int = 0) -> list[ApprovalRecord]:
+        """The pending approvals of the thread's children that have not ended (and of theirs)."""
+        store = self.runtime.store
+        children = await store.channel_get(_CHILDREN.format(thread_id=thread_id))
+        if not isinstance(children, list) or depth >= MAX_HANDOFF_DEPTH:
+            return []
+        found: list[ApprovalRecord] = []
+        for child_thread in children:
+            if isinstance(child_thread, str):
+                found.extend(await store.pending_approvals(child_thread))
+                found.extend(await self.pending_below(child_thread, depth + 1))
+        return found
+
+    async def _list_child(self, parent_thread: str, child_thread: str, *, present: bool) -> None:
+        """Add (or drop) a child's thread in its parent's list (``pending_below``).
+
+        A read and a write, not atomic: only the parent's driver adds and the child's end drops, so
+        they rarely meet; a child lost to a race still shows its approval by its mirrored event,
+        it is only missing from ``pending_approvals`` (typed decisions on push channels).
+        """
+        store, key = self.runtime.store, _CHILDREN.format(thread_id=parent_thread)
+        held = await store.channel_get(key)
+        children = [c for c in held if isinstance(c, str) and c != child_thread] if isinstance(held, list) else []
+        if present:
+            children = [*children[-(_CHILDREN_KEPT - 1) :], child_thread]
+        if children:
+            await store.channel_set(key, children, ttl=_CHILDREN_TTL)
+        elif held is not None:
+            await store.channel_delete(key)
+
     async def wake(self, run_id: str) -> bool:
-        """Claim a parent parked on its child and resume it here; ``False`` when it is not parked (any more)."""
+        """Claim a parent parked on its child and resume it here; ``False`` when it is not parked (any more).
+
+        A parked parent whose thread is busy (a person's new message began a run there: see the
+        README) is claimed again in the background until that run ends.
+        """
         run = await self.runtime.leases.claim(run_id, expect=_PARKED)
-        if run is None:
-            return False
-        logger.info("run %s resumes: the sub-agent it waited for ended", run_id)
-        self.runtime.resume_claimed(run)
-        return True
+        if run is not None:
+            logger.info("run %s resumes: the sub-agent it waited for ended", run_id)
+            self.runtime.resume_claimed(run)
+            return True
+        current = await self.runtime.store.get_run(run_id)
+        if current is not None and current.status == "awaiting-approval":
+            self._background(self._wake_later(run_id), f"agora-handoff-wake-{run_id}")
+        return False
+
+    async def _wake_later(self, run_id: str) -> None:
+        delay = 0.05
+        while not self.runtime.closed:
+            await asyncio.sleep(delay)  # back-off while the parent's thread is busy, not synchronisation
+            delay = min(delay * 2, 2.0)
+            try:
+                run = await self.runtime.leases.claim(run_id, expect=_PARKED)
+                if run is not None:
+                    logger.info("run %s resumes: its thread is free and the sub-agent it waited for ended", run_id)
+                    self.runtime.resume_claimed(run)
+                    return
+                current = await self.runtime.store.get_run(run_id)
+            except StoreUnavailableError:
+                continue
+            if current is None or current.status != "awaiting-approval":
+                return
+
+    def _background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        if name in self._delivering:
+            work.close()
+            return
+        self._delivering.add(name)
+        task = asyncio.create_task(work, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: self._delivering.discard(name))
 
     # -- the end of a run ------------------------------------------------------------------------
 
@@ -315,6 +387,8 @@ class Handoffs:
         """A run ended (the driver's ``finish`` hook): resume its parent, deliver, cascade a cancel."""
         run = driver.run
         try:
+            if run.parent_thread_id is not None and status != "awaiting-approval":
+                await self._list_child(run.parent_thread_id, run.thread_id, present=False)
             if status == "cancelled":
                 await self.cancel_children(driver.handoff_calls(), "The run that asked for it was stopped.")
             if run.parent_run_id is None or status == "awaiting-approval":
@@ -341,13 +415,7 @@ class Handoffs:
 
     def deliver_later(self, child: RunRecord) -> None:
         """Write the detached child's answer to the parent's thread once it is free (in the background)."""
-        if child.run_id in self._delivering:
-            return
-        self._delivering.add(child.run_id)
-        task = asyncio.create_task(self._deliver(child), name=f"agora-handoff-answer-{child.run_id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(lambda _: self._delivering.discard(child.run_id))
+        self._background(self._deliver(child), f"agora-handoff-answer-{child.run_id}")
 
     async def _deliver(self, child: RunRecord) -> None:
         store, runtime = self.runtime.store, self.runtime

@@ -655,8 +655,13 @@ class Runtime:
             )
 
     async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
-        """The thread's pending approvals."""
-        return await self.store.pending_approvals(thread_id)
+        """The thread's pending approvals, then those of the sub-agents a parked run of it waits for.
+
+        A sub-agent's approval lives on its own thread (``gateway._handoffs``); it is listed here
+        too, so the person of the thread sees and decides it where they talk.
+        """
+        own = await self.store.pending_approvals(thread_id)
+        return [*own, *await self.handoffs.pending_below(thread_id)]
 
     def _agent_of(self, run: RunRecord) -> Agent:
         agent = self.agents.get(run.agent)

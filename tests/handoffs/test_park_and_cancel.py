@@ -39,9 +39,10 @@ async def test_a_child_parked_on_approval_parks_the_parent_and_the_decision_resu
     run_id, requested = await parked_pair(runtime, thread)
     parent = await runtime.get_run(run_id)
     assert parent.status == "awaiting-approval"
-    assert await runtime.pending_approvals(thread) == []  # the approval is the child's, on its thread
+    assert await runtime.store.pending_approvals(thread) == []  # the approval is the child's, on its thread
     approval = await runtime.get_approval(requested.tool_call_id)
     assert approval is not None and approval.thread_id != thread and approval.requester_id == ALICE.id
+    assert await runtime.pending_approvals(thread) == [approval]  # ...and listed where the person talks
     ask = next(e for e in await all_events(runtime, thread) if isinstance(e, ToolStartedEvent))
     assert requested.run_id == run_id and requested.parent_tool_call_id == ask.tool_call_id
     assert requested.sub_agent == "ops" and requested.confirmation.title == "Purge sessions:42?"
@@ -49,6 +50,7 @@ async def test_a_child_parked_on_approval_parks_the_parent_and_the_decision_resu
     await runtime.decide(requested.tool_call_id, ALICE, approve=True, via="web")
     await until(lambda: _status(runtime, run_id, "completed"))
     assert len(executed) == 1
+    assert await runtime.pending_approvals(thread) == []
     assert last_tool_result(main_model.requests[-1]) == "Purged it."
     events = await all_events(runtime, thread)
     settled = [e for e in events if isinstance(e, ApprovalSettledEvent)]

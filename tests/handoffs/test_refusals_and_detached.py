@@ -83,3 +83,39 @@ async def test_start_answers_with_a_receipt_then_later_as_its_own_message(make_r
     assert research.model.calls == 1
     messages = await runtime.store.get_messages(thread)
     assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant", "assistant"]
+
+
+async def test_a_detached_childs_approval_is_the_threads_and_its_answer_follows_the_decision(
+    make_runtime: Any,
+) -> None:
+    from gateway.events import ApprovalRequestedEvent
+    from gateway.models import ToolCallRequest
+
+    from .conftest import ALICE, purge_tool
+
+    executed: list[str] = []
+    purge = ToolCallRequest(name="purge_cache", args={"key": "k1"})
+    ops = Agent(name="ops", model=replying(purge, text="Purged k1."))
+    main = Agent(
+        name="main", handoffs=[Handoff("ops", detached=True)], model=asks("start_ops", "purge k1", then="On it.")
+    )
+    runtime = make_runtime(tools=[purge_tool(executed)], agents=[main, ops])
+    thread = new_thread()
+    run_id = await runtime.start_turn(turn(thread, "go"))
+    assert await runtime.wait(run_id, timeout=5) == "completed"
+
+    async def requested() -> list[ApprovalRequestedEvent]:
+        return [e for e in await all_events(runtime, thread) if isinstance(e, ApprovalRequestedEvent)]
+
+    await until(requested)
+    (event,) = await requested()
+    assert event.sub_agent == "ops" and event.run_id == run_id
+    assert [a.tool_call_id for a in await runtime.pending_approvals(thread)] == [event.tool_call_id]
+    await runtime.decide(event.tool_call_id, ALICE)
+
+    async def answered() -> bool:
+        return any(m.content == "Purged k1." for m in await runtime.store.get_messages(thread))
+
+    await until(answered)
+    assert len(executed) == 1
+    assert await runtime.pending_approvals(thread) == []
