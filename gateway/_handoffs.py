@@ -473,7 +473,9 @@ class Handoffs:
 
     async def mirror(self, batch: Batch, events: list[RunEvent]) -> None:
         """Write a child's tool narration (and approvals) again to its ancestors' threads."""
-        shown: list[Any] = [e for e in events if isinstance(e, _MIRRORED)]
+        # A copy (``parent_tool_call_id`` set) is never mirrored again: the loop below writes it to
+        # every ancestor at once.
+        shown: list[Any] = [e for e in events if isinstance(e, _MIRRORED) and e.parent_tool_call_id is None]
         if not shown:
             return
         run = batch.run

@@ -112,3 +112,29 @@ async def test_cancelling_a_running_parent_cancels_its_running_child(make_runtim
     await runtime.cancel(run_id, ALICE)
     assert await runtime.wait(run_id, timeout=5) == "cancelled"
     assert await runtime.wait(f"run-ask-{child_id}", timeout=5) == "cancelled"
+
+
+async def test_two_levels_deep_the_grandchilds_lines_nest_twice_and_its_approval_resumes_all(
+    make_runtime: Any,
+) -> None:
+    executed: list[str] = []
+    sub, tool = ops(executed)
+    billing = Agent(name="billing", handoffs=["ops"], model=asks("ask_ops", "Purge sessions:42", then="Billing done."))
+    main = Agent(name="main", handoffs=["billing"], model=asks("ask_billing", "sort out billing", then="All done."))
+    runtime = make_runtime(tools=[tool], agents=[main, billing, sub])
+    thread = new_thread()
+    run_id, requested = await parked_pair(runtime, thread)
+    events = await all_events(runtime, thread)
+    started = {e.tool: e for e in events if isinstance(e, ToolStartedEvent)}
+    assert started["ask_billing"].parent_tool_call_id is None
+    assert started["ask_ops"].parent_tool_call_id == started["ask_billing"].tool_call_id
+    assert started["ask_ops"].sub_agent == "billing" and started["ask_ops"].run_id == run_id
+    assert requested.parent_tool_call_id == started["ask_ops"].tool_call_id and requested.sub_agent == "ops"
+    assert [a.tool_call_id for a in await runtime.pending_approvals(thread)] == [requested.tool_call_id]
+
+    await runtime.decide(requested.tool_call_id, ALICE)
+    await until(lambda: _status(runtime, run_id, "completed"))
+    assert len(executed) == 1
+    events = await all_events(runtime, thread)
+    assert len([e for e in events if isinstance(e, ApprovalSettledEvent)]) == 1
+    assert (await runtime.store.get_messages(thread))[-1].content == "All done."

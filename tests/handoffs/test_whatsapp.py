@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from gateway import Agent, Runtime
 from gateway.models import ToolCallRequest
 
