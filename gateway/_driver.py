@@ -43,7 +43,7 @@ from tools import (
 from ._agents import Handoff
 from ._collector import UiCollector
 from ._errors import GatewayError, ModelError, StoreUnavailableError, ThreadNotFoundError
-from ._handoffs import handoff_of
+from ._handoff_parts import handoff_of
 from ._json import within_depth
 from ._logs import log_scope
 from ._transcript import error_value, jsonable, transcript_of

@@ -24,13 +24,19 @@ The rules, in one place:
    own (``<child run id>.answer``) whose journal holds that message as its only step, begun when
    the thread is free: durable like any run, and never a second model call.
 7. **Cancel.** A parent that ends ``cancelled`` stops its children that have not ended.
+8. **Safety net.** A process that stopped between a child's end and the step after it (waking
+   the parent, delivering the answer) leaves that step to the sweep of any process
+   (:meth:`Handoffs.sweep`, among the newest runs).
+
+The data parts (ids, a thread's list of children, mirrored copies, answer runs) are in
+``gateway._handoff_parts``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
+import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -38,50 +44,44 @@ from tools import ToolDefinition, UserError
 
 from ._agents import MAX_HANDOFF_DEPTH, Agent, Handoff
 from ._errors import StoreUnavailableError, ThreadBusyError, ThreadParkedError
+from ._handoff_parts import (
+    ChildThreads,
+    answer_run,
+    answer_run_id,
+    child_run_id,
+    child_thread_id,
+    handoff_of,
+    is_detached,
+    mirrored,
+    to_mirror,
+)
 from ._transcript import error_value
 from .events import (
-    ApprovalRequestedEvent,
     ApprovalSettledEvent,
     RunEvent,
-    RunStartedEvent,
     RunStatus,
-    TextEndEvent,
-    ToolCompletedEvent,
-    ToolDeniedEvent,
-    ToolFailedEvent,
     ToolStartedEvent,
     Turn,
-    UiEvent,
-    new_id,
-    now_iso,
 )
-from .stores import ApprovalRecord, Batch, ModelStepEntry, PlannedCall, RunRecord, ThreadRecord
+from .stores import Batch, ModelStepEntry, PlannedCall, RunRecord, ToolSettledEntry
 
 if TYPE_CHECKING:
     from ._driver import RunDriver
     from ._runtime import Runtime
 
-__all__ = ["Handoffs", "check_handoffs", "child_run_id", "child_thread_id", "handoff_of", "is_detached"]
+__all__ = ["Handoffs", "check_handoffs"]
 
 logger = logging.getLogger("gateway.handoffs")
 
 _ENDED = frozenset({"completed", "cancelled", "failed"})
 _PARKED = frozenset({"awaiting-approval"})
-_MIRRORED = (
-    ToolStartedEvent,
-    ToolCompletedEvent,
-    ToolFailedEvent,
-    ToolDeniedEvent,
-    ApprovalRequestedEvent,
-    ApprovalSettledEvent,
-    UiEvent,
-)
-_THREAD_CHARS = 200
 _TASK_CHARS = 32_000
-_CHILDREN = "agora-handoff-children:{thread_id}"
-"""Channel state: the threads of the thread's children that have not ended (where their approvals are)."""
-_CHILDREN_TTL = 40 * 24 * 3600.0
-_CHILDREN_KEPT = 20
+_ANSWERING = "agora-handoff-answering:{run_id}"
+"""Channel state: a process is beginning the answer run of this detached child."""
+_ANSWER_CLAIM_TTL = 60.0
+SWEEP_EVERY = 30.0
+"""Seconds between the handoff safety net's looks at the newest runs (``Handoffs.sweep``)."""
+SWEEP_RUNS = 100
 REFUSED = "handoff_refused"
 FAILED = "handoff_failed"
 
@@ -106,37 +106,6 @@ def check_handoffs(agents: dict[str, Agent]) -> None:
                 raise UserError(f"agent {agent.name!r} hands off to {handoff.agent!r}, which is not served")
 
 
-def child_thread_id(parent_thread: str, call_id: str) -> str:
-    """The thread of the child run answering ``call_id``: ``<parent>:<call id>``, hashed when too long."""
-    thread = f"{parent_thread}:{call_id}"
-    if len(thread) <= _THREAD_CHARS:
-        return thread
-    digest = hashlib.sha256(parent_thread.encode()).hexdigest()[:32]
-    return f"sub:{digest}:{call_id}"
-
-
-def child_run_id(call_id: str, *, detached: bool) -> str:
-    """The id of the child run answering the parent's call ``call_id`` (``run-ask-…``, ``run-start-…``)."""
-    return f"run-{'start' if detached else 'ask'}-{call_id}"
-
-
-def is_detached(run: RunRecord) -> bool:
-    """Whether ``run`` is a ``start_`` handoff's child (its answer is delivered, not awaited)."""
-    return run.parent_run_id is not None and run.run_id.startswith("run-start-")
-
-
-def _answer_run_id(child: RunRecord) -> str:
-    return f"{child.run_id}.answer"
-
-
-def handoff_of(agent: Agent, name: str) -> Handoff | None:
-    """The agent's handoff whose tool is ``name``, or ``None``."""
-    for handoff in agent.handoffs:
-        if isinstance(handoff, Handoff) and handoff.tool_name == name:
-            return handoff
-    return None
-
-
 class Handoffs:
     """The handoffs of one runtime (see the module docstring)."""
 
@@ -147,6 +116,9 @@ class Handoffs:
         self._delivering: set[str] = set()
         """Names of the background tasks running (one per answer to deliver, per parent to wake)."""
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.children = ChildThreads(runtime.store)
+        """Each thread's children that have not ended: where its sub-agents' approvals are."""
+        self._swept = -SWEEP_EVERY
 
     # -- offering ----------------------------------------------------------------------------------
 
@@ -266,7 +238,7 @@ class Handoffs:
             depth=parent.depth + 1,
         )
         # Listed first: the child's approvals count as the parent thread's from their first event.
-        await self._list_child(parent.thread_id, child.thread_id, present=True)
+        await self.children.update(parent.thread_id, child.thread_id, present=True)
         await self.runtime.begin_child(child)
         return child
 
@@ -307,36 +279,6 @@ class Handoffs:
             if entry.text:
                 return entry.text
         return ""
-
-    async def pending_below(self, thread_id: str, depth: int = 0) -> list[ApprovalRecord]:
-        """The pending approvals of the thread's children that have not ended (and of theirs)."""
-        store = self.runtime.store
-        children = await store.channel_get(_CHILDREN.format(thread_id=thread_id))
-        if not isinstance(children, list) or depth >= MAX_HANDOFF_DEPTH:
-            return []
-        found: list[ApprovalRecord] = []
-        for child_thread in children:
-            if isinstance(child_thread, str):
-                found.extend(await store.pending_approvals(child_thread))
-                found.extend(await self.pending_below(child_thread, depth + 1))
-        return found
-
-    async def _list_child(self, parent_thread: str, child_thread: str, *, present: bool) -> None:
-        """Add (or drop) a child's thread in its parent's list (``pending_below``).
-
-        A read and a write, not atomic: only the parent's driver adds and the child's end drops, so
-        they rarely meet; a child lost to a race still shows its approval by its mirrored event,
-        it is only missing from ``pending_approvals`` (typed decisions on push channels).
-        """
-        store, key = self.runtime.store, _CHILDREN.format(thread_id=parent_thread)
-        held = await store.channel_get(key)
-        children = [c for c in held if isinstance(c, str) and c != child_thread] if isinstance(held, list) else []
-        if present:
-            children = [*children[-(_CHILDREN_KEPT - 1) :], child_thread]
-        if children:
-            await store.channel_set(key, children, ttl=_CHILDREN_TTL)
-        elif held is not None:
-            await store.channel_delete(key)
 
     async def wake(self, run_id: str) -> bool:
         """Claim a parent parked on its child and resume it here; ``False`` when it is not parked (any more).
@@ -388,7 +330,7 @@ class Handoffs:
         run = driver.run
         try:
             if run.parent_thread_id is not None and status != "awaiting-approval":
-                await self._list_child(run.parent_thread_id, run.thread_id, present=False)
+                await self.children.update(run.parent_thread_id, run.thread_id, present=False)
             if status == "cancelled":
                 await self.cancel_children(driver.handoff_calls(), "The run that asked for it was stopped.")
             if run.parent_run_id is None or status == "awaiting-approval":
@@ -419,17 +361,20 @@ class Handoffs:
 
     async def _deliver(self, child: RunRecord) -> None:
         store, runtime = self.runtime.store, self.runtime
-        assert child.parent_thread_id is not None
-        run_id = _answer_run_id(child)
+        run_id = answer_run_id(child)
+        claim = _ANSWERING.format(run_id=child.run_id)
         delay = 0.05
         while not runtime.closed:
-            if await store.get_run(run_id) is not None:
-                return  # delivered already (by this process or another)
             try:
-                if await self._begin_answer(child, run_id):
-                    return
-            except (ThreadBusyError, ThreadParkedError):
-                pass
+                if await store.get_run(run_id) is not None:
+                    return  # delivered already (by this process or another)
+                # One process begins it: two that both found no answer run would write it twice.
+                if await store.channel_claim(claim, ttl=_ANSWER_CLAIM_TTL):
+                    try:
+                        if await self._begin_answer(child, run_id):
+                            return
+                    except (ThreadBusyError, ThreadParkedError):
+                        await store.channel_delete(claim)  # the thread is busy: try again later
             except StoreUnavailableError:
                 logger.warning("the answer of %s waits for the store", child.run_id)
             await asyncio.sleep(delay)  # back-off between looks at a busy thread, not synchronisation
@@ -446,36 +391,15 @@ class Handoffs:
             text = await self.final_text(current) or f"{child.agent} finished and had nothing to add."
         else:
             text = f"{child.agent} could not finish the task: {self._why(current)}"
-        message_id = new_id("msg")
-        turn = child.turn.model_copy(update={"thread_id": child.parent_thread_id})
-        answer = RunRecord(
-            run_id=run_id,
-            thread_id=child.parent_thread_id,
-            agent=child.agent,
-            turn=turn,
-            parent_call_id=child.parent_call_id,  # not a child: nothing waits for it or mirrors it
-        )
-        step = ModelStepEntry(step=0, message_id=message_id, text=text)
-        events: list[RunEvent] = [
-            RunStartedEvent(thread_id=answer.thread_id, run_id=run_id, agent=child.agent),
-            TextEndEvent(thread_id=answer.thread_id, run_id=run_id, at=now_iso(), message_id=message_id, text=text),
-        ]
-        record = ThreadRecord(
-            thread_id=parent_thread.thread_id,
-            owner_id=parent_thread.owner_id,
-            tenant_ref=parent_thread.tenant_ref,
-            channel=parent_thread.channel,
-        )
-        await runtime.begin_prepared(answer, thread=record, batch=Batch(events=events, journal=[step]))
+        answer, record, batch = answer_run(child, run_id, text, parent_thread)
+        await runtime.begin_prepared(answer, thread=record, batch=batch)
         return True
 
     # -- nested narration ------------------------------------------------------------------------
 
     async def mirror(self, batch: Batch, events: list[RunEvent]) -> None:
         """Write a child's tool narration (and approvals) again to its ancestors' threads."""
-        # A copy (``parent_tool_call_id`` set) is never mirrored again: the loop below writes it to
-        # every ancestor at once.
-        shown: list[Any] = [e for e in events if isinstance(e, _MIRRORED) and e.parent_tool_call_id is None]
+        shown = to_mirror(events)
         if not shown:
             return
         run = batch.run
@@ -491,18 +415,7 @@ class Handoffs:
             chain = await self.ancestors(run)
             below, parent_call = run, run.parent_call_id
             for ancestor in chain:
-                copies: list[Any] = [
-                    event.model_copy(
-                        update={
-                            "seq": 0,
-                            "thread_id": ancestor.thread_id,
-                            "run_id": ancestor.run_id,
-                            "parent_tool_call_id": event.parent_tool_call_id or parent_call,
-                            "sub_agent": event.sub_agent or below.agent,
-                        }
-                    )
-                    for event in shown
-                ]
+                copies = mirrored(shown, ancestor, parent_call=parent_call, sub_agent=below.agent)
                 await self.runtime.write(ancestor.thread_id, Batch(events=copies))
                 shown = copies
                 below = ancestor
@@ -513,8 +426,48 @@ class Handoffs:
             # The narration is a copy: the child's own write already happened.
             logger.warning("run %s: its narration was not shown in the parent's thread", run.run_id, exc_info=True)
 
+    # -- the safety net ------------------------------------------------------------------------------
+
+    async def sweep(self) -> None:
+        """Carry on what a stopped process left (every ``SWEEP_EVERY`` seconds, from ``Runtime.sweep``).
+
+        Among the newest ``SWEEP_RUNS`` runs: a parent parked on a child that has ended is resumed;
+        a detached child that ended without its answer in the thread gets it delivered.
+        """
+        now = time.monotonic()
+        if now - self._swept < SWEEP_EVERY:
+            return
+        self._swept = now
+        for run in await self.runtime.store.recent_runs(limit=SWEEP_RUNS):
+            if run.status == "awaiting-approval":
+                await self._parked_on_ended_child(run)
+            elif is_detached(run) and run.status in ("completed", "failed"):
+                if await self.runtime.store.get_run(answer_run_id(run)) is None:
+                    self.deliver_later(run)
+
+    async def _parked_on_ended_child(self, run: RunRecord) -> None:
+        store = self.runtime.store
+        agent = self.runtime.agents.get(run.agent)
+        if agent is None or not agent.handoffs:
+            return
+        if any(a.run_id == run.run_id for a in await store.pending_approvals(run.thread_id)):
+            return  # parked on an approval of its own
+        journal = await store.read_journal(run.thread_id, run.run_id)
+        settled = {e.tool_call_id for e in journal if isinstance(e, ToolSettledEntry)}
+        for entry in journal:
+            if not isinstance(entry, ModelStepEntry):
+                continue
+            for call in entry.calls:
+                handoff = handoff_of(agent, call.name)
+                if handoff is None or handoff.detached or call.id in settled:
+                    continue
+                child = await store.get_run(child_run_id(call.id, detached=False))
+                if child is not None and child.status in _ENDED:
+                    await self.wake(run.run_id)
+                    return
+
     async def aclose(self) -> None:
-        """Stop waiting to deliver answers (another process's sweep cannot find them: see the README)."""
+        """Stop the background work: answers waiting for their thread, parents waiting to be woken."""
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

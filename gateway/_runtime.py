@@ -661,7 +661,7 @@ class Runtime:
         too, so the person of the thread sees and decides it where they talk.
         """
         own = await self.store.pending_approvals(thread_id)
-        return [*own, *await self.handoffs.pending_below(thread_id)]
+        return [*own, *await self.handoffs.children.pending_below(thread_id)]
 
     def _agent_of(self, run: RunRecord) -> Agent:
         agent = self.agents.get(run.agent)
@@ -771,6 +771,7 @@ class Runtime:
                 self._resume_claimed(run)
                 logger.info("resumed run %s whose process stopped", run_id)
         await self.approvals.expire_lapsed()
+        await self.handoffs.sweep()  # parents whose child ended, answers not delivered, left by a stopped process
         # A process stopped between a run's end and its drain leaves a queue behind an idle thread.
         for thread_id in await self.store.queued_threads():
             await self.drain(thread_id)
