@@ -398,33 +398,32 @@ class Handoffs:
     # -- nested narration ------------------------------------------------------------------------
 
     async def mirror(self, batch: Batch, events: list[RunEvent]) -> None:
-        """Write a child's tool narration (and approvals) again to its ancestors' threads."""
+        """Write a child's tool narration (and approvals) again to its ancestors' threads.
+
+        Never raises: the narration is a copy, and the child's own write already happened.
+        """
         shown = to_mirror(events)
         if not shown:
             return
         run = batch.run
-        if run is None:
-            # An approval settled: its batch names no run (``ApprovalFlow.announce``).
-            settled = [e for e in shown if isinstance(e, ApprovalSettledEvent)]
-            if not settled:
-                return
-            run = await self.runtime.store.get_run(settled[0].run_id)
-        if run is None or run.parent_run_id is None or run.parent_call_id is None:
-            return
         try:
-            chain = await self.ancestors(run)
+            if run is None:
+                # An approval settled: its batch names no run (``ApprovalFlow.announce``).
+                settled = [e for e in shown if isinstance(e, ApprovalSettledEvent)]
+                if not settled:
+                    return
+                run = await self.runtime.store.get_run(settled[0].run_id)
+            if run is None or run.parent_run_id is None or run.parent_call_id is None:
+                return
             below, parent_call = run, run.parent_call_id
-            for ancestor in chain:
-                copies = mirrored(shown, ancestor, parent_call=parent_call, sub_agent=below.agent)
-                await self.runtime.write(ancestor.thread_id, Batch(events=copies))
-                shown = copies
-                below = ancestor
+            for ancestor in await self.ancestors(run):
+                shown = mirrored(shown, ancestor, parent_call=parent_call, sub_agent=below.agent)
+                await self.runtime.write(ancestor.thread_id, Batch(events=shown))
                 if ancestor.parent_call_id is None:
                     break
-                parent_call = ancestor.parent_call_id
+                below, parent_call = ancestor, ancestor.parent_call_id
         except Exception:
-            # The narration is a copy: the child's own write already happened.
-            logger.warning("run %s: its narration was not shown in the parent's thread", run.run_id, exc_info=True)
+            logger.warning("a sub-agent's narration was not shown in its parent's thread", exc_info=True)
 
     # -- the safety net ------------------------------------------------------------------------------
 
