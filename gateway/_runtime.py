@@ -45,7 +45,7 @@ from .events import (
     new_id,
 )
 from .models import AssistantMessage, Model, ToolMessage, UserMessage
-from .stores import ApprovalRecord, Batch, MemoryStore, RunRecord, Store, ThreadRecord
+from .stores import ApprovalRecord, Batch, Begun, MemoryStore, RunRecord, Store, ThreadRecord
 
 __all__ = ["Runtime", "RuntimeObserver"]
 
@@ -419,7 +419,9 @@ class Runtime:
         await self._begin_record(run, thread, batch, 1)
         self._spawn(run, self._agent_of(run), resume=True)
 
-    async def _begin_record(self, run: RunRecord, thread: ThreadRecord, batch: Batch, history_limit: int | None) -> Any:
+    async def _begin_record(
+        self, run: RunRecord, thread: ThreadRecord, batch: Batch, history_limit: int | None
+    ) -> Begun:
         begun = await self.store.begin_run(
             run,
             thread=thread,
@@ -674,7 +676,9 @@ class Runtime:
         """Drive a run this process just claimed, from its journal."""
         self._spawn(run, self._agent_of(run), resume=True)
 
-    resume_claimed = _resume_claimed
+    def resume_claimed(self, run: RunRecord) -> None:
+        """Drive a run this process just claimed, from its journal (a parent its child's end woke)."""
+        self._resume_claimed(run)
 
     async def _end_claimed(self, run: RunRecord, reason: str) -> RunStatus:
         """End a claimed parked run: its unsettled calls denied with ``reason``."""

@@ -17,6 +17,7 @@ __all__ = [
     "ALICE",
     "all_events",
     "asks",
+    "asks_step",
     "last_tool_result",
     "new_thread",
     "purge_tool",
@@ -36,15 +37,20 @@ def last_tool_result(request: ModelRequest) -> Any:
     return None
 
 
-def asks(name: str, task: str, then: str | None = None) -> ScriptedModel:
-    """A model that calls ``name`` with ``task`` once per run, then says ``then`` (or echoes the result)."""
+def asks_step(name: str, task: str, then: str | None = None) -> Callable[[ModelRequest, int], ScriptStep]:
+    """A script step function: call ``name`` with ``task`` once per run, then say ``then`` (or echo the result)."""
 
     def step(request: ModelRequest, index: int) -> ScriptStep:
         if not any(isinstance(m, ToolMessage) for m in request.messages[-1:]):
             return ScriptStep(tool_calls=[ToolCallRequest(name=name, args={"task": task})])
         return ScriptStep(text=then if then is not None else f"Got: {json.dumps(last_tool_result(request))}")
 
-    return ScriptedModel(step)
+    return step
+
+
+def asks(name: str, task: str, then: str | None = None) -> ScriptedModel:
+    """A model that calls ``name`` with ``task`` once per run, then says ``then`` (or echoes the result)."""
+    return ScriptedModel(asks_step(name, task, then))
 
 
 def replying(*calls: ToolCallRequest, text: str) -> ScriptedModel:

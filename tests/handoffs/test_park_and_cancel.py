@@ -8,7 +8,18 @@ from gateway import Agent, Handoff
 from gateway.events import ApprovalRequestedEvent, ApprovalSettledEvent, RunFinishedEvent, ToolStartedEvent
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 
-from .conftest import ALICE, all_events, asks, last_tool_result, new_thread, purge_tool, replying, turn, until
+from .conftest import (
+    ALICE,
+    all_events,
+    asks,
+    asks_step,
+    last_tool_result,
+    new_thread,
+    purge_tool,
+    replying,
+    turn,
+    until,
+)
 
 PURGE = ToolCallRequest(name="purge_cache", args={"key": "sessions:42"})
 
@@ -137,4 +148,37 @@ async def test_two_levels_deep_the_grandchilds_lines_nest_twice_and_its_approval
     assert len(executed) == 1
     events = await all_events(runtime, thread)
     assert len([e for e in events if isinstance(e, ApprovalSettledEvent)]) == 1
+    assert (await runtime.store.get_messages(thread))[-1].content == "All done."
+
+
+async def test_a_message_while_the_parent_waits_runs_and_the_parent_resumes_after_it(make_runtime: Any) -> None:
+    import asyncio
+
+    from gateway.models import ModelRequest, UserMessage
+
+    gate = asyncio.Event()
+    waiting = asks_step("ask_ops", "Purge sessions:42", then="All done.")
+
+    async def main_step(request: ModelRequest, index: int) -> ScriptStep:
+        users = [m for m in request.messages if isinstance(m, UserMessage)]
+        if users[-1].content == "meanwhile" and request.messages[-1] is users[-1]:
+            await gate.wait()
+            return ScriptStep(text="Meanwhile, hello.")
+        return waiting(request, index)
+
+    executed: list[str] = []
+    sub, tool = ops(executed)
+    main = Agent(name="main", handoffs=["ops"], model=ScriptedModel(main_step))
+    runtime = make_runtime(tools=[tool], agents=[main, sub])
+    thread = new_thread()
+    run_id, requested = await parked_pair(runtime, thread)
+    other = await runtime.start_turn(turn(thread, "meanwhile"))  # the thread is not parked for the store
+    await runtime.decide(requested.tool_call_id, ALICE)
+    approval = await runtime.get_approval(requested.tool_call_id)
+    assert await runtime.wait(approval.run_id, timeout=5) == "completed"
+    assert (await runtime.get_run(run_id)).status == "awaiting-approval"  # its thread is busy
+    gate.set()
+    assert await runtime.wait(other, timeout=5) == "completed"
+    await until(lambda: _status(runtime, run_id, "completed"))
+    assert len(executed) == 1
     assert (await runtime.store.get_messages(thread))[-1].content == "All done."
