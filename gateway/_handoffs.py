@@ -76,6 +76,7 @@ logger = logging.getLogger("gateway.handoffs")
 _ENDED = frozenset({"completed", "cancelled", "failed"})
 _PARKED = frozenset({"awaiting-approval"})
 _TASK_CHARS = 32_000
+_CHAINS_KEPT = 4096
 _ANSWERING = "agora-handoff-answering:{run_id}"
 """Channel state: a process is beginning the answer run of this detached child."""
 _ANSWER_CLAIM_TTL = 60.0
@@ -112,7 +113,7 @@ class Handoffs:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self._chains: dict[str, list[RunRecord]] = {}
-        """A child run's ancestors, nearest first (they never change)."""
+        """A child run's ancestors, nearest first (they never change), until it ends."""
         self._delivering: set[str] = set()
         """Names of the background tasks running (one per answer to deliver, per parent to wake)."""
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -171,6 +172,8 @@ class Handoffs:
                 break
             chain.append(parent)
             parent_id = parent.parent_run_id
+        if len(self._chains) >= _CHAINS_KEPT:
+            self._chains.clear()  # runs that ended on another process: forgotten, read again if needed
         self._chains[run.run_id] = chain
         return chain
 
@@ -328,6 +331,7 @@ class Handoffs:
     async def ended(self, driver: RunDriver, status: RunStatus) -> None:
         """A run ended (the driver's ``finish`` hook): resume its parent, deliver, cascade a cancel."""
         run = driver.run
+        self._chains.pop(run.run_id, None)  # its lines are all written: no more mirroring of it
         try:
             if run.parent_thread_id is not None and status != "awaiting-approval":
                 await self.children.update(run.parent_thread_id, run.thread_id, present=False)

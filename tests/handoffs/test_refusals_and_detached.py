@@ -119,3 +119,13 @@ async def test_a_detached_childs_approval_is_the_threads_and_its_answer_follows_
     await until(answered)
     assert len(executed) == 1
     assert await runtime.pending_approvals(thread) == []
+
+
+async def test_a_handoff_the_agent_does_not_have_is_an_unknown_tool(make_runtime: Any) -> None:
+    main_model = asks("ask_billing", "help")
+    billing = Agent(name="billing", model=replying(text="never"))
+    runtime = make_runtime(agents=[Agent(name="main", model=main_model), billing])
+    run_id = await runtime.start_turn(turn(new_thread(), "go"))
+    assert await runtime.wait(run_id, timeout=5) == "completed"
+    assert last_tool_result(main_model.requests[-1])["error"]["code"] == "tool_not_found"
+    assert billing.model.calls == 0
