@@ -40,8 +40,10 @@ from tools import (
     narrate_running,
 )
 
+from ._agents import Handoff
 from ._collector import UiCollector
 from ._errors import GatewayError, ModelError, StoreUnavailableError, ThreadNotFoundError
+from ._handoff_parts import handoff_of
 from ._json import within_depth
 from ._logs import log_scope
 from ._personas import persona_instructions, persona_of, persona_scope
@@ -364,6 +366,7 @@ class RunDriver:
         )
         await self.write(batch)
         self.host.observe_run_finished(self.run, "failed", time.perf_counter() - self._started)
+        await self.host.handoffs.ended(self, "failed")
         return "failed"
 
     async def _loop(self) -> RunStatus:
@@ -404,6 +407,8 @@ class RunDriver:
             self._offered = await self.host.registry.definitions_for(
                 turn.actor, self.scope, turn.ui_capabilities, thread_id=self.run.thread_id
             )
+            handoffs = self.host.handoffs.definitions(self.agent)
+            self._offered.extend(d for d in handoffs if self._handoff_of(d.name) is not None)
         return list(self._offered)
 
     def _transcript(self) -> list[AssistantMessage | ToolMessage]:
@@ -521,6 +526,7 @@ class RunDriver:
         batch.release = True
         await self.write(batch)
         self.host.observe_run_finished(self.run, status, time.perf_counter() - self._started)
+        await self.host.handoffs.ended(self, status)
         return status
 
     async def _park(self, approval: ApprovalRecord | None, batch: Batch) -> None:
@@ -536,7 +542,9 @@ class RunDriver:
     # -- tool calls ---------------------------------------------------------------------------------
 
     async def _run_calls(self, entry: ModelStepEntry, prefix: Batch) -> bool:
-        """Run a step's calls; True when the run parked for an approval."""
+        """Run a step's calls; True when the run parked for an approval (or for a sub-agent's)."""
+        if any(self._handoff_of(call.name) is not None for call in entry.calls):
+            return await self._run_with_handoffs(entry, prefix)
         registry = self.host.registry
         kinds = [(registry.get(call.name) or None) for call in entry.calls]
         if all(tool is None or tool.kind == "read" for tool in kinds):
@@ -554,6 +562,80 @@ class RunDriver:
             elif await self._run_action(call):
                 return True
         return False
+
+    async def _run_with_handoffs(self, entry: ModelStepEntry, prefix: Batch) -> bool:
+        """A step that hands work to other agents: its calls one by one, in order (``gateway._handoffs``)."""
+        registry = self.host.registry
+        if prefix.events or prefix.journal:
+            await self.write(prefix)
+        for call in entry.calls:
+            if self.cancel_requested:
+                raise _UserCancelled
+            if call.id in self._settled:
+                continue
+            handoff = self._handoff_of(call.name)
+            tool = registry.get(call.name) if handoff is None else None
+            if handoff is not None:
+                if await self.host.handoffs.run_call(self, call, handoff):
+                    return True
+            elif tool is None or tool.kind == "read":
+                await self._run_reads([call], Batch())
+            elif await self._run_action(call):
+                return True
+        return False
+
+    def _handoff_of(self, name: str) -> Handoff | None:
+        """The agent's handoff of that tool name, unless the run's persona leaves it out (``allowed_tools``)."""
+        handoff = handoff_of(self.agent, name)
+        allowed = self.persona.allowed_tools if self.persona is not None else None
+        if handoff is None or allowed is None or name in allowed:
+            return handoff
+        return None
+
+    def handoff_calls(self) -> list[tuple[PlannedCall, Handoff]]:
+        """The run's handoff calls so far, with their handoffs."""
+        found: list[tuple[PlannedCall, Handoff]] = []
+        for entry in self._steps.values():
+            for call in entry.calls:
+                handoff = self._handoff_of(call.name)
+                if handoff is not None:
+                    found.append((call, handoff))
+        return found
+
+    async def settle_handoff(
+        self,
+        call: PlannedCall,
+        status: str,
+        *,
+        output: Any = None,
+        error: dict[str, str] | None = None,
+        done: str = "",
+    ) -> None:
+        """Settle a handoff call (``completed`` with ``output``, or ``failed`` with ``error``) and write it."""
+        batch = Batch()
+        if status == "completed":
+            entry = ToolSettledEntry(tool_call_id=call.id, name=call.name, status="completed", output=output)
+            self._settled[call.id] = entry
+            batch.journal.append(entry)
+            batch.events.append(
+                self.event(ToolCompletedEvent, tool_call_id=call.id, tool=call.name, output=output, done=done)
+            )
+        else:
+            self._settle(batch, call, "failed", error=error)
+        await self.write(batch)
+        self.host.observe_tool(self.run, call.name, "completed" if status == "completed" else "failed", 0.0)
+
+    async def wait_handoff(self, call: PlannedCall, waiting: Awaitable[T]) -> T:
+        """Wait for a sub-agent as for a tool: a Stop interrupts it (the call then fails as cancelled)."""
+        self._running[call.id] = call
+        try:
+            return await self._guarded(waiting)
+        finally:
+            self._running.pop(call.id, None)
+
+    async def park_for_child(self) -> None:
+        """Park while a sub-agent waits for an approval (no approval of this run's own)."""
+        await self._park(None, Batch())
 
     async def _admit(self, call: PlannedCall, ctx: ToolContext) -> tuple[Tool, BaseModel]:
         """Gates and validation for one call; raises ``ToolError`` when it may not run."""

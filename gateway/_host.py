@@ -13,6 +13,7 @@ from .stores import Batch, RunRecord, Store
 if TYPE_CHECKING:
     from ._approvals import ApprovalFlow
     from ._attachments import AttachmentReader
+    from ._handoffs import Handoffs
     from ._leases import Leases
 
 __all__ = ["RunHost"]
@@ -48,6 +49,11 @@ class RunHost(Protocol):
     @property
     def approvals(self) -> ApprovalFlow:
         """Requests and verdicts of the run's action calls."""
+        ...
+
+    @property
+    def handoffs(self) -> Handoffs:
+        """The run's handoff calls, its narration shown to its parent, what its end sets going."""
         ...
 
     @property

@@ -29,6 +29,7 @@ from ._errors import (
     ThreadParkedError,
     UnknownAgentError,
 )
+from ._handoffs import Handoffs, check_handoffs
 from ._json import within_depth
 from ._leases import Leases
 from ._logs import log_scope
@@ -48,7 +49,7 @@ from .events import (
     new_id,
 )
 from .models import AssistantMessage, Model, ToolMessage, UserMessage
-from .stores import ApprovalRecord, Batch, MemoryStore, PlannedCall, RunRecord, Store, ThreadRecord
+from .stores import ApprovalRecord, Batch, Begun, MemoryStore, PlannedCall, RunRecord, Store, ThreadRecord
 
 __all__ = ["Runtime", "RuntimeObserver"]
 
@@ -169,6 +170,7 @@ class Runtime:
             if agent.model is None and model is None:
                 raise UserError(f"agent {agent.name!r} has no model and the runtime has none")
             self.agents[agent.name] = agent
+        check_handoffs(self.agents)
         self.default_agent = agent_list[0]
         self.model = model
         self._owns_store = store is None if owns_store is None else owns_store
@@ -206,6 +208,8 @@ class Runtime:
         """The personas threads pin (``gateway._personas``); ``Threads`` erases them with their thread."""
         self.queue = ThreadQueue(store=self.store, write=self.write, drain=self.drain, stop=self._stop_active)
         """Threads' message queues as their owners manage them (``gateway._queue``)."""
+        self.handoffs = Handoffs(self)
+        """Handoffs between agents (``gateway._handoffs``): child runs, nested narration, answers."""
         self.observers: list[RuntimeObserver] = []
         self.attachment_reader: AttachmentReader | None = None
         """Reads the bytes of a turn's attachments for tools and models (``create_app`` sets the app's)."""
@@ -247,6 +251,7 @@ class Runtime:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.handoffs.aclose()
         await self.registry.aclose()
         if self._owns_store:
             await self.store.aclose()
@@ -290,6 +295,8 @@ class Runtime:
         if events:
             for observer in self.observers:
                 observer.events_written(thread_id, events)
+            if batch.run is None or batch.run.parent_run_id is not None:
+                await self.handoffs.mirror(batch, events)  # a sub-agent's lines, shown to its parent too
         return events
 
     # -- turns and runs -----------------------------------------------------------------------------
@@ -513,6 +520,43 @@ class Runtime:
         except Exception as exc:  # the run goes on; the next turn without a persona may not find this pin
             logger.warning("could not pin persona %r on thread %s: %s", persona, thread_id, exc)
 
+    async def begin_child(self, run: RunRecord) -> None:
+        """Begin a handoff's child run on its own thread and drive it here (``gateway._handoffs``)."""
+        agent, turn = self.agents[run.agent], run.turn
+        default = agent.persona(agent.default_persona)  # a sub-agent speaks as its default persona
+        run.persona = default.id if default is not None else None
+        started = RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name, persona=run.persona)
+        batch = Batch(
+            events=[started],
+            messages=[UserMessage(content=turn.text)],
+        )
+        record = ThreadRecord(
+            thread_id=turn.thread_id, owner_id=turn.actor.id, tenant_ref=turn.actor.tenant_ref, channel=turn.channel
+        )
+        begun = await self._begin_record(run, record, batch, agent.history_limit)
+        self._spawn(run, agent, resume=False, history=begun.history)
+
+    async def begin_prepared(self, run: RunRecord, *, thread: ThreadRecord, batch: Batch) -> None:
+        """Begin a run whose journal ``batch`` already holds, and drive it from there (a handoff's answer)."""
+        await self._begin_record(run, thread, batch, 1)
+        self._spawn(run, self._agent_of(run), resume=True)
+
+    async def _begin_record(
+        self, run: RunRecord, thread: ThreadRecord, batch: Batch, history_limit: int | None
+    ) -> Begun:
+        begun = await self.store.begin_run(
+            run,
+            thread=thread,
+            batch=batch,
+            lease_owner=self.instance_id,
+            lease_ttl=self.lease_ttl,
+            history_limit=history_limit,
+        )
+        run.first_seq = begun.events[0].seq if begun.events else 0
+        for observer in self.observers:
+            observer.events_written(thread.thread_id, begun.events)
+        return begun
+
     async def drain(self, thread_id: str) -> str | None:
         """Begin the thread's first queued message if the thread is free; answer its run id.
 
@@ -735,8 +779,13 @@ class Runtime:
             )
 
     async def pending_approvals(self, thread_id: str) -> list[ApprovalRecord]:
-        """The thread's pending approvals."""
-        return await self.store.pending_approvals(thread_id)
+        """The thread's pending approvals, then those of the sub-agents a parked run of it waits for.
+
+        A sub-agent's approval lives on its own thread (``gateway._handoffs``); it is listed here
+        too, so the person of the thread sees and decides it where they talk.
+        """
+        own = await self.store.pending_approvals(thread_id)
+        return [*own, *await self.handoffs.children.pending_below(thread_id)]
 
     def _agent_of(self, run: RunRecord) -> Agent:
         agent = self.agents.get(run.agent)
@@ -748,6 +797,10 @@ class Runtime:
     def _resume_claimed(self, run: RunRecord) -> None:
         """Drive a run this process just claimed, from its journal."""
         self._spawn(run, self._agent_of(run), resume=True)
+
+    def resume_claimed(self, run: RunRecord) -> None:
+        """Drive a run this process just claimed, from its journal (a parent its child's end woke)."""
+        self._resume_claimed(run)
 
     async def _end_claimed(self, run: RunRecord, reason: str) -> RunStatus:
         """End a claimed parked run: its unsettled calls denied with ``reason``."""
@@ -774,15 +827,19 @@ class Runtime:
             raise ThreadForbiddenError(f"Run {run_id!r} belongs to another actor")
         if run.status in _ENDED:
             raise RunNotActiveError(f"The run already ended ({run.status})")
+        await self.stop_run(run, "The person stopped the run.")
+
+    async def stop_run(self, run: RunRecord, reason: str) -> None:
+        """Stop a run that has not ended, whoever drives it (no access check: ``cancel`` checks)."""
         if run.status == "awaiting-approval":
-            await self.approvals.end_parked(run_id, "The person stopped the run.", via="cancelled")
+            await self.approvals.end_parked(run.run_id, reason, via="cancelled")
             return
-        driver = self._drivers.get(run_id)
+        driver = self._drivers.get(run.run_id)
         if driver is not None:
             driver.request_cancel()
         else:
             # Driven by another process: it sees the flag on its next maintenance pass.
-            await self.store.channel_set(_CANCEL_KEY.format(run_id=run_id), True, ttl=3600)
+            await self.store.channel_set(_CANCEL_KEY.format(run_id=run.run_id), True, ttl=3600)
 
     # -- background work ----------------------------------------------------------------------------
 
@@ -840,6 +897,7 @@ class Runtime:
                 self._resume_claimed(run)
                 logger.info("resumed run %s whose process stopped", run_id)
         await self.approvals.expire_lapsed()
+        await self.handoffs.sweep()  # parents whose child ended, answers not delivered, left by a stopped process
         # A process stopped between a run's end and its drain leaves a queue behind an idle thread.
         for thread_id in await self.store.queued_threads():
             await self.drain(thread_id)

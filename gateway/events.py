@@ -199,6 +199,20 @@ class _Event(BaseModel):
     at: str = Field(default_factory=now_iso)
 
 
+class _Nested(BaseModel):
+    """Fields of an event mirrored from a sub-agent's run into its parent's thread (a handoff).
+
+    Set only on the mirrored copies: their ``run_id`` is the parent run's, ``tool_call_id`` the
+    sub-agent's own call, ``parent_tool_call_id`` the parent's ``ask_``/``start_`` call, so a
+    channel shows them nested under it.
+    """
+
+    parent_tool_call_id: str | None = None
+    """The parent's handoff call this line belongs under (``None``: the run's own line)."""
+    sub_agent: str | None = None
+    """The agent whose run did this."""
+
+
 class RunStartedEvent(_Event):
     """A run began for one turn."""
 
@@ -224,7 +238,7 @@ class TextEndEvent(_Event):
     text: str
 
 
-class ToolStartedEvent(_Event):
+class ToolStartedEvent(_Nested, _Event):
     """A tool call began; ``running`` is the filled narration (``"Purging cache:42"``)."""
 
     type: Literal["tool-started"] = "tool-started"
@@ -237,7 +251,7 @@ class ToolStartedEvent(_Event):
     icon: str | None = None
 
 
-class ToolCompletedEvent(_Event):
+class ToolCompletedEvent(_Nested, _Event):
     """A tool call succeeded; ``done`` is the filled narration, ``result`` the filled result view."""
 
     type: Literal["tool-completed"] = "tool-completed"
@@ -248,7 +262,7 @@ class ToolCompletedEvent(_Event):
     result: dict[str, Any] | None = None
 
 
-class ToolFailedEvent(_Event):
+class ToolFailedEvent(_Nested, _Event):
     """A tool call failed; ``error`` is ``{code, message}``, also what the model sees."""
 
     type: Literal["tool-failed"] = "tool-failed"
@@ -257,7 +271,7 @@ class ToolFailedEvent(_Event):
     error: dict[str, str]
 
 
-class ToolDeniedEvent(_Event):
+class ToolDeniedEvent(_Nested, _Event):
     """A tool call did not run: a preflight denial, a rejection or an expired approval."""
 
     type: Literal["tool-denied"] = "tool-denied"
@@ -266,7 +280,7 @@ class ToolDeniedEvent(_Event):
     reason: str
 
 
-class ApprovalRequestedEvent(_Event):
+class ApprovalRequestedEvent(_Nested, _Event):
     """An action waits for a person's decision; the run parks after this event."""
 
     type: Literal["approval-requested"] = "approval-requested"
@@ -280,7 +294,7 @@ class ApprovalRequestedEvent(_Event):
     expires_at: str
 
 
-class ApprovalSettledEvent(_Event):
+class ApprovalSettledEvent(_Nested, _Event):
     """A decision was made (or the approval lapsed)."""
 
     type: Literal["approval-settled"] = "approval-settled"
@@ -290,7 +304,7 @@ class ApprovalSettledEvent(_Event):
     via: str | None = None
 
 
-class UiEvent(_Event):
+class UiEvent(_Nested, _Event):
     """A component to show; the same ``id`` again replaces it in place."""
 
     type: Literal["ui"] = "ui"

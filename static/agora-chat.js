@@ -861,6 +861,7 @@
     #messages = new Map(); // message_id -> {node, text, done}
     #tools = new Map(); // tool_call_id -> line
     #toolInfo = new Map(); // tool_call_id -> {line, toggle, details, summary, input, output, result, error}
+    #nested = new Map(); // a handoff's tool_call_id -> the group of its sub-agent's lines
     #decisions = new Map(); // tool_call_id -> the approval-settled frame (its wording depends on who you are)
     #approvals = new Map(); // tool_call_id -> card
     #components = new Map(); // ui id -> wrapper
@@ -1602,7 +1603,7 @@
         // An approved action's line goes right under its approval card.
         const card = this.#approvals.get(frame.tool_call_id);
         if (card) card.after(line);
-        else this.#run(frame).turn.append(line);
+        else this.#place(frame).append(line);
         line.after(details);
       }
       const info = this.#toolInfo.get(frame.tool_call_id);
@@ -1614,6 +1615,26 @@
       line.querySelector(".ac-tool__state").replaceChildren(h("span", { class: "ac-spinner", "aria-hidden": "true" }));
       this.#fillDetails(info);
       this.#announce(`${narration}…`);
+    }
+
+    /**
+     * Where a line goes: its run's turn, or, for a sub-agent's line (`parent_tool_call_id`, a
+     * handoff), a group indented under the handoff's own line.
+     */
+    #place(frame) {
+      const parentId = frame.parent_tool_call_id;
+      const parent = parentId ? this.#tools.get(parentId) : null;
+      if (!parent) return this.#run(frame).turn;
+      let group = this.#nested.get(parentId);
+      if (!group) {
+        const who = humanize(frame.sub_agent || "") || "Another agent";
+        group = h("div", { class: "ac-nested", role: "group", "aria-label": `${who} at work` });
+        let anchor = parent;
+        while (anchor.nextElementSibling?.matches(".ac-tool-details, .ac-tool-result")) anchor = anchor.nextElementSibling;
+        anchor.after(group);
+        this.#nested.set(parentId, group);
+      }
+      return group;
     }
 
     /**
@@ -1729,7 +1750,7 @@
       approve.addEventListener("click", () => this.#decide(card, true));
       reject.addEventListener("click", () => this.#decide(card, false));
       this.#approvals.set(frame.tool_call_id, card);
-      this.#run(frame).turn.append(card);
+      this.#place(frame).append(card);
       this.#ticker ||= setInterval(() => this.#refreshExpiries(), 30_000);
       this.#announce(`Approval needed: ${confirmation.title || "an action"}. ${confirmation.verb || "Approve"} or Reject.`);
       // Bring a keyboard user to the decision, unless they are in the middle of typing.
@@ -1834,7 +1855,7 @@
         while (anchor?.nextElementSibling?.matches(siblings)) anchor = anchor.nextElementSibling;
         if (frame.tool_call_id) wrapper.dataset.toolCallId = frame.tool_call_id;
         if (anchor?.parentNode) anchor.after(wrapper);
-        else this.#run(frame).turn.append(wrapper);
+        else this.#place(frame).append(wrapper);
       }
       const title = typeof frame.props?.title === "string" ? frame.props.title : "";
       const label = frame.fallback_text || title || humanize(frame.component);
