@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gateway import Agent, Handoff, Runtime
+from gateway import Agent, Handoff, Persona, Runtime
 from gateway.events import ToolCompletedEvent, ToolFailedEvent, ToolStartedEvent
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from tools import UserError
@@ -90,3 +90,25 @@ async def test_bad_task_arguments_fail_the_call(make_runtime: Any) -> None:
     run_id = await runtime.start_turn(turn(new_thread(), "x"))
     assert await runtime.wait(run_id, timeout=5) == "completed"
     assert last_tool_result(main_model.requests[1])["error"]["code"] == "invalid_input"
+
+
+async def test_a_personas_allowed_tools_narrows_the_handoffs_too(make_runtime: Any) -> None:
+    main_model = asks("ask_billing", "What is my balance?")
+    personas = [Persona("weather-only", "Weather", allowed_tools=["get_weather"]), Persona("all", "All")]
+    main = Agent(name="main", handoffs=["billing"], personas=personas, model=main_model)
+    runtime = make_runtime(tools=[weather_tool()], agents=[main, billing()])
+    thread = new_thread()
+    narrowed = turn(thread, "balance please").model_copy(update={"persona": "weather-only"})
+    run_id = await runtime.start_turn(narrowed)
+    assert await runtime.wait(run_id, timeout=5) == "completed"
+
+    # Not offered, and the call the model made anyway is refused as an unknown tool: no child ran.
+    assert [d.name for d in main_model.requests[0].tools] == ["get_weather"]
+    refused = last_tool_result(main_model.requests[1])
+    assert refused["error"]["code"] == "tool_not_found"
+    assert [r.agent for r in await runtime.thread_runs(thread)] == ["main"]
+
+    other = new_thread()
+    run_id = await runtime.start_turn(turn(other, "balance please").model_copy(update={"persona": "all"}))
+    assert await runtime.wait(run_id, timeout=5) == "completed"
+    assert "ask_billing" in [d.name for d in main_model.requests[2].tools]
