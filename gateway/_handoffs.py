@@ -283,6 +283,27 @@ class Handoffs:
                 return entry.text
         return ""
 
+    async def awaited_child(self, run_id: str) -> RunRecord | None:
+        """The sub-agent run a parked run waits for through an unsettled ``ask_`` call, if any.
+
+        ``None`` for a run that is not parked, or parked on an approval of its own.
+        """
+        store = self.runtime.store
+        run = await store.get_run(run_id)
+        if run is None or run.status != "awaiting-approval":
+            return None
+        agent = self.runtime.agents.get(run.agent)
+        journal = await store.read_journal(run.thread_id, run_id)
+        settled = {e.tool_call_id for e in journal if isinstance(e, ToolSettledEntry)}
+        for entry in journal:
+            if not isinstance(entry, ModelStepEntry) or agent is None:
+                continue
+            for call in entry.calls:
+                handoff = handoff_of(agent, call.name)
+                if call.id not in settled and handoff is not None and not handoff.detached:
+                    return await store.get_run(child_run_id(call.id, detached=False))
+        return None
+
     async def wake(self, run_id: str) -> bool:
         """Claim a parent parked on its child and resume it here; ``False`` when it is not parked (any more).
 

@@ -209,6 +209,8 @@ class Runtime:
         self.queue = ThreadQueue(store=self.store, write=self.write, drain=self.drain, stop=self._stop_active)
         """Threads' message queues as their owners manage them (``gateway._queue``)."""
         self.handoffs = Handoffs(self)
+        self._delegates = any(agent.handoffs for agent in self.agents.values())
+        """Whether any agent hands work to another (``wait`` follows sub-agents only then)."""
         """Handoffs between agents (``gateway._handoffs``): child runs, nested narration, answers."""
         self.observers: list[RuntimeObserver] = []
         self.attachment_reader: AttachmentReader | None = None
@@ -646,33 +648,51 @@ class Runtime:
     async def wait(self, run_id: str, timeout: float | None = None) -> RunStatus:
         """Wait until the run is not running any more, and return how it stopped.
 
-        The answer is ``completed``, ``awaiting-approval``, ``cancelled`` or ``failed``.
+        The answer is ``completed``, ``awaiting-approval``, ``cancelled`` or ``failed``. A run
+        parked on a sub-agent (``ask_``) is still working while that sub-agent works: the wait
+        goes on until the sub-agent waits for a person too, or the run goes on and stops.
 
         Raises:
             RunNotFoundError: No such run.
             TimeoutError: ``timeout`` seconds passed first.
         """
         async with asyncio.timeout(timeout):
-            task = self._tasks.get(run_id)
-            if task is not None:
-                try:
-                    return await asyncio.shield(task)
-                except StoreUnavailableError:
-                    pass
-                except asyncio.CancelledError:
-                    if not task.cancelled():
-                        raise  # the waiter itself is being cancelled
-                    # The local driver stopped (lease lost, shutting down): ask the store.
-            run = await self.store.get_run(run_id)
-            if run is None:
-                raise RunNotFoundError(f"No run {run_id!r}")
-            after = await self.store.last_seq(run.thread_id)
-            run = await self.store.get_run(run_id)
-            if run is not None and run.status != "running":
-                return run.status
-            async for event in self.store.subscribe(run.thread_id if run else "", after):
-                if isinstance(event, RunFinishedEvent) and event.run_id == run_id:
-                    return event.status
+            parked_too = False
+            while True:
+                status = await self._wait_once(run_id, parked_too=parked_too)
+                if status != "awaiting-approval" or not self._delegates:
+                    return status
+                child = await self.handoffs.awaited_child(run_id)
+                if child is None or child.status == "awaiting-approval":
+                    return status  # it waits for a person
+                if child.status == "running":
+                    await self.wait(child.run_id)
+                    parked_too = False
+                else:  # the child ended: the run resumes (here or elsewhere) and stops again
+                    parked_too = True
+
+    async def _wait_once(self, run_id: str, *, parked_too: bool) -> RunStatus:
+        """``wait`` for one stop; with ``parked_too`` a parked run's next stop, not its parking."""
+        task = self._tasks.get(run_id)
+        if task is not None:
+            try:
+                return await asyncio.shield(task)
+            except StoreUnavailableError:
+                pass
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise  # the waiter itself is being cancelled
+                # The local driver stopped (lease lost, shutting down): ask the store.
+        run = await self.store.get_run(run_id)
+        if run is None:
+            raise RunNotFoundError(f"No run {run_id!r}")
+        after = await self.store.last_seq(run.thread_id)
+        run = await self.store.get_run(run_id)
+        if run is not None and run.status != "running" and not (parked_too and run.status == "awaiting-approval"):
+            return run.status
+        async for event in self.store.subscribe(run.thread_id if run else "", after):
+            if isinstance(event, RunFinishedEvent) and event.run_id == run_id:
+                return event.status
         raise RunNotFoundError(f"No run {run_id!r}")  # pragma: no cover - the subscription never ends
 
     async def events(self, thread_id: str, after_seq: int = 0, follow: bool = False) -> AsyncIterator[RunEvent]:

@@ -344,7 +344,13 @@ class GatewayRequestHandler(RequestHandler):
         if run.status != "awaiting-approval":
             raise InvalidParamsError(message=f"Task {record.task_id} is working; it takes messages when it asks")
         decision = read_decision(message)
-        pending = [a for a in await runtime.pending_approvals(record.context_id) if a.run_id == run.run_id]
+        # The run's own approvals, and its sub-agents' (on their own threads, listed with the thread's:
+        # a thread has one parked run at a time, so they are this run's).
+        pending = [
+            a
+            for a in await runtime.pending_approvals(record.context_id)
+            if a.run_id == run.run_id or a.thread_id != record.context_id
+        ]
         chosen = [a for a in pending if decision.tool_call_id in (None, a.tool_call_id)]
         if not chosen:
             raise InvalidParamsError(message="No pending approval of this task has that toolCallId")

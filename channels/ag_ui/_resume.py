@@ -22,7 +22,7 @@ from typing import Any
 from ag_ui.core import ResumeEntry
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gateway import ApprovalForbiddenError, ChannelRuntime, GatewayError
+from gateway import MAX_HANDOFF_DEPTH, ApprovalForbiddenError, ChannelRuntime, GatewayError
 from tools import Actor
 
 __all__ = [
@@ -120,6 +120,19 @@ def _decision(entry: ResumeEntry) -> Decision:
     )
 
 
+async def _run_on_thread(runtime: ChannelRuntime, run_id: str, thread_id: str) -> str:
+    """The run of ``thread_id`` that ``run_id`` works for: itself, or the parent of a sub-agent's run.
+
+    A sub-agent's events show on its parent's thread under the parent's run (``gateway._handoffs``).
+    """
+    for _ in range(MAX_HANDOFF_DEPTH + 1):
+        run = await runtime.get_run(run_id)
+        if run.thread_id == thread_id or run.parent_run_id is None:
+            return run.run_id
+        run_id = run.parent_run_id
+    return run_id
+
+
 async def plan_resume(runtime: ChannelRuntime, actor: Actor, thread_id: str, entries: list[ResumeEntry]) -> ResumePlan:
     """Check ``entries`` against the thread's approvals and say what to decide.
 
@@ -134,15 +147,17 @@ async def plan_resume(runtime: ChannelRuntime, actor: Actor, thread_id: str, ent
     pending: list[Decision] = []
     replayed: list[str] = []
     run_ids: list[str] = []
+    # A sub-agent's approval lives on its own thread, and the thread's person decides it here.
+    open_ids = {a.tool_call_id for a in await runtime.pending_approvals(thread_id)}
     for entry in entries:
         approval = await runtime.get_approval(entry.interrupt_id)
-        if approval is None or approval.thread_id != thread_id:
+        if approval is None or (approval.thread_id != thread_id and approval.tool_call_id not in open_ids):
             raise InterruptError("interrupt_unknown", f"No open interrupt {entry.interrupt_id!r} in this thread")
         decision = _decision(entry)
         decisions.append(decision)
         if not runtime.approval_policy.can_decide(actor, approval):
             raise ApprovalForbiddenError("You may not decide this approval")
-        run_ids.append(approval.run_id)
+        run_ids.append(await _run_on_thread(runtime, approval.run_id, thread_id))
         if approval.status == "expired" or (approval.status == "pending" and approval.lapsed()):
             raise InterruptError("interrupt_expired", f"Interrupt {entry.interrupt_id!r} expired")
         refusal = runtime.approval_policy.remember_refusal(approval) if decision.remember else None
@@ -154,7 +169,6 @@ async def plan_resume(runtime: ChannelRuntime, actor: Actor, thread_id: str, ent
             replayed.append(decision.tool_call_id)
         else:
             raise InterruptError("interrupt_settled", f"Interrupt {entry.interrupt_id!r} was already {approval.status}")
-    open_ids = {a.tool_call_id for a in await runtime.pending_approvals(thread_id)}
     missing = sorted(open_ids - set(ids))
     if missing:
         raise InterruptError("resume_incomplete", f"resume must answer every open interrupt; missing: {missing}")
