@@ -6,6 +6,7 @@ See ``gateway._handoffs`` for the rules.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,10 @@ __all__ = [
     "answer_run_id",
     "child_run_id",
     "child_thread_id",
+    "child_threads_of",
+    "children_key",
     "handoff_of",
+    "is_child_thread",
     "is_detached",
     "mirrored",
     "to_mirror",
@@ -52,6 +56,8 @@ _CHILDREN = "agora-handoff-children:{thread_id}"
 """Channel state: the threads of the thread's children that have not ended (where their approvals are)."""
 _CHILDREN_TTL = 40 * 24 * 3600.0
 _CHILDREN_KEPT = 20
+_CHILD_THREAD = re.compile(r":tc_[0-9a-f]{32}\Z")
+"""How a child's thread id ends (``child_thread_id``: the call id the driver made)."""
 
 
 def child_thread_id(parent_thread: str, call_id: str) -> str:
@@ -61,6 +67,38 @@ def child_thread_id(parent_thread: str, call_id: str) -> str:
         return thread
     digest = hashlib.sha256(parent_thread.encode()).hexdigest()[:32]
     return f"sub:{digest}:{call_id}"
+
+
+def children_key(thread_id: str) -> str:
+    """The channel state key of the thread's children that have not ended (``ChildThreads``)."""
+    return _CHILDREN.format(thread_id=thread_id)
+
+
+async def is_child_thread(store: Store, thread_id: str) -> bool:
+    """Whether ``thread_id`` is a handoff child's own thread (its first run has a parent).
+
+    Only an id shaped as ``child_thread_id`` makes is read from the store: the others cost nothing.
+    """
+    if _CHILD_THREAD.search(thread_id) is None:
+        return False
+    runs = await store.thread_runs(thread_id)
+    return bool(runs) and runs[0].parent_thread_id is not None
+
+
+async def child_threads_of(store: Store, thread_id: str) -> list[str]:
+    """The threads of the handoff children the thread's runs began (read from their journals)."""
+    found: list[str] = []
+    for run in await store.thread_runs(thread_id):
+        for entry in await store.read_journal(thread_id, run.run_id):
+            if not isinstance(entry, ModelStepEntry):
+                continue
+            for call in entry.calls:
+                if not call.name.startswith(("ask_", "start_")):
+                    continue
+                child = await store.get_run(child_run_id(call.id, detached=call.name.startswith("start_")))
+                if child is not None and child.parent_thread_id == thread_id and child.thread_id not in found:
+                    found.append(child.thread_id)
+    return found
 
 
 def child_run_id(call_id: str, *, detached: bool) -> str:
