@@ -28,6 +28,7 @@ from .events import (
 from .stores import ApprovalRecord, Batch, ModelStepEntry, RunRecord, Store, ThreadRecord
 
 __all__ = [
+    "CHILD_RUN_PREFIXES",
     "ChildThreads",
     "answer_run",
     "answer_run_id",
@@ -42,6 +43,8 @@ __all__ = [
     "to_mirror",
 ]
 
+CHILD_RUN_PREFIXES = ("run-ask-", "run-start-")
+"""How the id of a handoff's child run begins (``child_run_id``)."""
 _THREAD_CHARS = 200
 _MIRRORED = (
     ToolStartedEvent,
@@ -103,12 +106,12 @@ async def child_threads_of(store: Store, thread_id: str) -> list[str]:
 
 def child_run_id(call_id: str, *, detached: bool) -> str:
     """The id of the child run answering the parent's call ``call_id`` (``run-ask-…``, ``run-start-…``)."""
-    return f"run-{'start' if detached else 'ask'}-{call_id}"
+    return f"{CHILD_RUN_PREFIXES[1] if detached else CHILD_RUN_PREFIXES[0]}{call_id}"
 
 
 def is_detached(run: RunRecord) -> bool:
     """Whether ``run`` is a ``start_`` handoff's child (its answer is delivered, not awaited)."""
-    return run.parent_run_id is not None and run.run_id.startswith("run-start-")
+    return run.parent_run_id is not None and run.run_id.startswith(CHILD_RUN_PREFIXES[1])
 
 
 def answer_run_id(child: RunRecord) -> str:

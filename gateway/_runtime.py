@@ -790,6 +790,8 @@ class Runtime:
         too, so the person of the thread sees and decides it where they talk.
         """
         own = await self.store.pending_approvals(thread_id)
+        if not self.handoffs.enabled:
+            return own
         return [*own, *await self.handoffs.children.pending_below(thread_id)]
 
     def _agent_of(self, run: RunRecord) -> Agent:
