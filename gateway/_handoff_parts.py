@@ -6,6 +6,7 @@ See ``gateway._handoffs`` for the rules.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,17 +28,23 @@ from .events import (
 from .stores import ApprovalRecord, Batch, ModelStepEntry, RunRecord, Store, ThreadRecord
 
 __all__ = [
+    "CHILD_RUN_PREFIXES",
     "ChildThreads",
     "answer_run",
     "answer_run_id",
     "child_run_id",
     "child_thread_id",
+    "child_threads_of",
+    "children_key",
     "handoff_of",
+    "is_child_thread",
     "is_detached",
     "mirrored",
     "to_mirror",
 ]
 
+CHILD_RUN_PREFIXES = ("run-ask-", "run-start-")
+"""How the id of a handoff's child run begins (``child_run_id``)."""
 _THREAD_CHARS = 200
 _MIRRORED = (
     ToolStartedEvent,
@@ -52,6 +59,8 @@ _CHILDREN = "agora-handoff-children:{thread_id}"
 """Channel state: the threads of the thread's children that have not ended (where their approvals are)."""
 _CHILDREN_TTL = 40 * 24 * 3600.0
 _CHILDREN_KEPT = 20
+_CHILD_THREAD = re.compile(r":tc_[0-9a-f]{32}\Z")
+"""How a child's thread id ends (``child_thread_id``: the call id the driver made)."""
 
 
 def child_thread_id(parent_thread: str, call_id: str) -> str:
@@ -63,14 +72,46 @@ def child_thread_id(parent_thread: str, call_id: str) -> str:
     return f"sub:{digest}:{call_id}"
 
 
+def children_key(thread_id: str) -> str:
+    """The channel state key of the thread's children that have not ended (``ChildThreads``)."""
+    return _CHILDREN.format(thread_id=thread_id)
+
+
+async def is_child_thread(store: Store, thread_id: str) -> bool:
+    """Whether ``thread_id`` is a handoff child's own thread (its first run has a parent).
+
+    Only an id shaped as ``child_thread_id`` makes is read from the store: the others cost nothing.
+    """
+    if _CHILD_THREAD.search(thread_id) is None:
+        return False
+    runs = await store.thread_runs(thread_id)
+    return bool(runs) and runs[0].parent_thread_id is not None
+
+
+async def child_threads_of(store: Store, thread_id: str) -> list[str]:
+    """The threads of the handoff children the thread's runs began (read from their journals)."""
+    found: list[str] = []
+    for run in await store.thread_runs(thread_id):
+        for entry in await store.read_journal(thread_id, run.run_id):
+            if not isinstance(entry, ModelStepEntry):
+                continue
+            for call in entry.calls:
+                if not call.name.startswith(("ask_", "start_")):
+                    continue
+                child = await store.get_run(child_run_id(call.id, detached=call.name.startswith("start_")))
+                if child is not None and child.parent_thread_id == thread_id and child.thread_id not in found:
+                    found.append(child.thread_id)
+    return found
+
+
 def child_run_id(call_id: str, *, detached: bool) -> str:
     """The id of the child run answering the parent's call ``call_id`` (``run-ask-…``, ``run-start-…``)."""
-    return f"run-{'start' if detached else 'ask'}-{call_id}"
+    return f"{CHILD_RUN_PREFIXES[1] if detached else CHILD_RUN_PREFIXES[0]}{call_id}"
 
 
 def is_detached(run: RunRecord) -> bool:
     """Whether ``run`` is a ``start_`` handoff's child (its answer is delivered, not awaited)."""
-    return run.parent_run_id is not None and run.run_id.startswith("run-start-")
+    return run.parent_run_id is not None and run.run_id.startswith(CHILD_RUN_PREFIXES[1])
 
 
 def answer_run_id(child: RunRecord) -> str:

@@ -45,6 +45,7 @@ from tools import ToolDefinition, UserError
 from ._agents import MAX_HANDOFF_DEPTH, Agent, Handoff
 from ._errors import StoreUnavailableError, ThreadBusyError, ThreadParkedError
 from ._handoff_parts import (
+    CHILD_RUN_PREFIXES,
     ChildThreads,
     answer_run,
     answer_run_id,
@@ -120,6 +121,8 @@ class Handoffs:
         self.children = ChildThreads(runtime.store)
         """Each thread's children that have not ended: where its sub-agents' approvals are."""
         self._swept = -SWEEP_EVERY
+        self.enabled = any(agent.handoffs for agent in runtime.agents.values())
+        """An agent hands off: without one, nothing here ever reads the store (the hot path pays nothing)."""
 
     # -- offering ----------------------------------------------------------------------------------
 
@@ -435,8 +438,8 @@ class Handoffs:
             if run is None:
                 # An approval settled: its batch names no run (``ApprovalFlow.announce``).
                 settled = [e for e in shown if isinstance(e, ApprovalSettledEvent)]
-                if not settled:
-                    return
+                if not settled or not settled[0].run_id.startswith(CHILD_RUN_PREFIXES):
+                    return  # not a sub-agent's approval: no read of its run
                 run = await self.runtime.store.get_run(settled[0].run_id)
             if run is None or run.parent_run_id is None or run.parent_call_id is None:
                 return
@@ -459,7 +462,7 @@ class Handoffs:
         a detached child that ended without its answer in the thread gets it delivered.
         """
         now = time.monotonic()
-        if now - self._swept < SWEEP_EVERY:
+        if not self.enabled or now - self._swept < SWEEP_EVERY:
             return
         self._swept = now
         for run in await self.runtime.store.recent_runs(limit=SWEEP_RUNS):

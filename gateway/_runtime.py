@@ -202,7 +202,12 @@ class Runtime:
         """The approval flow (``gateway._approvals``): request, decide, expire, supersede, resume."""
         if retention_days is not None and not retention_days > 0:
             raise UserError("retention_days must be positive (None keeps threads for good)")
-        self.threads = Threads(store=self.store, runs=self, retention_days=retention_days)
+        self.threads = Threads(
+            store=self.store,
+            runs=self,
+            retention_days=retention_days,
+            handoffs=any(agent.handoffs for agent in self.agents.values()),
+        )
         """Threads as data their owner controls (``gateway._threads``): list, rename, erase, export, retention."""
         self.persona_pins = PersonaPins(self.store)
         """The personas threads pin (``gateway._personas``); ``Threads`` erases them with their thread."""
@@ -805,6 +810,8 @@ class Runtime:
         too, so the person of the thread sees and decides it where they talk.
         """
         own = await self.store.pending_approvals(thread_id)
+        if not self.handoffs.enabled:
+            return own
         return [*own, *await self.handoffs.children.pending_below(thread_id)]
 
     def _agent_of(self, run: RunRecord) -> Agent:

@@ -17,6 +17,10 @@ background passes (at most every minute, each erasing for ``retention_budget`` s
 most), never one with a run running or waiting for an approval: such a thread is passed over
 until it is idle. A turn that begins on a thread in the
 instant between that check and the erasure is erased with it.
+
+Handoffs (``gateway._handoffs``) give a conversation child threads of its own, one per sub-agent
+run: they are part of it, not conversations of their own. The owner's list leaves them out, and
+erasing a thread (by its owner or by retention) stops and erases its children, theirs first.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any, Protocol
 
 from tools import Actor
 
+from ._agents import MAX_HANDOFF_DEPTH
 from ._errors import (
     RunNotActiveError,
     StoreUnavailableError,
@@ -35,6 +40,7 @@ from ._errors import (
     ThreadForbiddenError,
     ThreadNotFoundError,
 )
+from ._handoff_parts import child_threads_of, children_key, is_child_thread
 from ._personas import PIN_KEY
 from .events import RUN_EVENT_ADAPTER, RunStatus, now_iso
 from .models import UserMessage
@@ -89,6 +95,9 @@ class Threads:
     """Seconds an erasure waits for a cancelled run to stop before it answers ``ThreadBusyError``."""
     erasers: list[ThreadEraser] = field(default_factory=list)
     """What else forgets a thread when it is erased (the app's media store)."""
+    handoffs: bool = False
+    """An agent hands off: threads may have child threads (listed with their parent, erased with it).
+    Without handoffs neither the list nor erasure looks for any."""
     _next_retention: float = 0.0
 
     # -- the owner's ------------------------------------------------------------------------------
@@ -110,8 +119,20 @@ class Threads:
     async def for_owner(
         self, actor: Actor, *, before: tuple[float, str] | None = None, limit: int = 20
     ) -> list[ThreadSummary]:
-        """``actor``'s threads, newest activity first, after ``before`` (a previous page's last pair)."""
-        return await self.store.list_threads(actor.key, before=before, limit=limit)
+        """``actor``'s threads, newest activity first, after ``before`` (a previous page's last pair).
+
+        A sub-agent's thread is not listed: it is part of its parent's conversation.
+        """
+        if not self.handoffs:
+            return await self.store.list_threads(actor.key, before=before, limit=limit)
+        lines: list[ThreadSummary] = []
+        while len(lines) < limit:
+            page = await self.store.list_threads(actor.key, before=before, limit=limit)
+            lines.extend([line for line in page if not await is_child_thread(self.store, line.thread_id)])
+            if len(page) < limit:
+                break
+            before = (page[-1].last_activity_ts, page[-1].thread_id)
+        return lines[:limit]
 
     async def rename(self, thread_id: str, actor: Actor, title: str | None) -> str | None:
         """Name the thread (``None``: its first message again); answer the title it now has.
@@ -138,8 +159,31 @@ class Threads:
         """
         await self.owned(thread_id, actor)
         await self._stop_runs(thread_id, actor)
-        await self._erase(thread_id)
+        children = await self._descendants(thread_id)
+        for child in children:  # stopped with their parent, as a rule; one that began meanwhile stops here
+            await self._stop_runs(child, actor)
+        await self._erase_with(thread_id, children)
         logger.info("erased thread %s at its owner's request", thread_id)
+
+    async def _descendants(self, thread_id: str) -> list[str]:
+        """The threads of the thread's sub-agent runs, and of theirs, nearest first."""
+        if not self.handoffs:
+            return []
+        found: list[str] = []
+        level = [thread_id]
+        for _ in range(MAX_HANDOFF_DEPTH):
+            level = [child for parent in level for child in await child_threads_of(self.store, parent)]
+            level = [child for child in level if child not in found and child != thread_id]
+            if not level:
+                break
+            found.extend(level)
+        return found
+
+    async def _erase_with(self, thread_id: str, children: list[str]) -> bool:
+        """Erase the thread's children (the deepest first), then the thread: a failure leaves the parent to repeat."""
+        for child in reversed(children):
+            await self._erase(child)
+        return await self._erase(thread_id)
 
     async def _stop_runs(self, thread_id: str, actor: Actor) -> None:
         for _ in range(3):
@@ -167,6 +211,8 @@ class Threads:
         for eraser in self.erasers:
             await eraser.forget_thread(thread_id)
         await self.store.channel_delete(PIN_KEY.format(thread_id=thread_id))  # its pinned personas
+        if self.handoffs:
+            await self.store.channel_delete(children_key(thread_id))  # its list of running children
         erased = await self.store.delete_thread(thread_id)
         for eraser in self.erasers:
             try:
@@ -232,11 +278,12 @@ class Threads:
             for thread_id in idle:
                 if thread_id in passed:
                     continue
-                if await self._busy(thread_id):
+                children = await self._descendants(thread_id)
+                if await self._busy(thread_id) or any([await self._busy(child) for child in children]):
                     passed.add(thread_id)
                 else:
                     try:
-                        erased += await self._erase(thread_id)
+                        erased += await self._erase_with(thread_id, children)
                     except StoreUnavailableError:
                         raise  # the whole pass waits for the store (the runtime says so)
                     except Exception as exc:  # an eraser (the media backend) is away: next pass
