@@ -636,6 +636,7 @@ class RunDriver:
     async def park_for_child(self) -> None:
         """Park while a sub-agent waits for an approval (no approval of this run's own)."""
         await self._park(None, Batch())
+        await self.host.handoffs.note_parked(self.run)
 
     async def _admit(self, call: PlannedCall, ctx: ToolContext) -> tuple[Tool, BaseModel]:
         """Gates and validation for one call; raises ``ToolError`` when it may not run."""

@@ -40,12 +40,14 @@ __all__ = [
     "is_child_thread",
     "is_detached",
     "mirrored",
+    "parked_key",
     "to_mirror",
 ]
 
 CHILD_RUN_PREFIXES = ("run-ask-", "run-start-")
 """How the id of a handoff's child run begins (``child_run_id``)."""
 _THREAD_CHARS = 200
+_PARKED_ON = "agora-handoff-parked:{thread_id}"
 _MIRRORED = (
     ToolStartedEvent,
     ToolCompletedEvent,
@@ -70,6 +72,11 @@ def child_thread_id(parent_thread: str, call_id: str) -> str:
         return thread
     digest = hashlib.sha256(parent_thread.encode()).hexdigest()[:32]
     return f"sub:{digest}:{call_id}"
+
+
+def parked_key(thread_id: str) -> str:
+    """The channel state key of the thread's run parked on a sub-agent (``Handoffs.parked_on_child``)."""
+    return _PARKED_ON.format(thread_id=thread_id)
 
 
 def children_key(thread_id: str) -> str:

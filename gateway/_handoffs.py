@@ -54,6 +54,7 @@ from ._handoff_parts import (
     handoff_of,
     is_detached,
     mirrored,
+    parked_key,
     to_mirror,
 )
 from ._transcript import error_value
@@ -81,6 +82,8 @@ _CHAINS_KEPT = 4096
 _ANSWERING = "agora-handoff-answering:{run_id}"
 """Channel state: a process is beginning the answer run of this detached child."""
 _ANSWER_CLAIM_TTL = 60.0
+_PARKED_TTL = 30 * 86400.0
+"""How long a thread remembers its run parked on a sub-agent (the run's status is checked on every read)."""
 SWEEP_EVERY = 30.0
 """Seconds between the handoff safety net's looks at the newest runs (``Handoffs.sweep``)."""
 SWEEP_RUNS = 100
@@ -285,6 +288,25 @@ class Handoffs:
             if entry.text:
                 return entry.text
         return ""
+
+    async def note_parked(self, run: RunRecord) -> None:
+        """Say that ``run`` parked on a sub-agent: its thread counts as parked (``parked_on_child``)."""
+        await self.runtime.store.channel_set(parked_key(run.thread_id), run.run_id, ttl=_PARKED_TTL)
+
+    async def parked_on_child(self, thread_id: str) -> bool:
+        """Whether a run of the thread is parked on a sub-agent (which waits for a person).
+
+        The store sees such a thread as free (its run has no approval of its own); a new message
+        waits behind it as behind any parked run. One read, only in apps that hand off.
+        """
+        if not self.enabled:
+            return False
+        store = self.runtime.store
+        run_id = await store.channel_get(parked_key(thread_id))
+        if not isinstance(run_id, str):
+            return False
+        run = await store.get_run(run_id)
+        return run is not None and run.thread_id == thread_id and run.status == "awaiting-approval"
 
     async def awaited_child(self, run_id: str) -> RunRecord | None:
         """The sub-agent run a parked run waits for through an unsettled ``ask_`` call, if any.

@@ -214,8 +214,6 @@ class Runtime:
         self.queue = ThreadQueue(store=self.store, write=self.write, drain=self.drain, stop=self._stop_active)
         """Threads' message queues as their owners manage them (``gateway._queue``)."""
         self.handoffs = Handoffs(self)
-        self._delegates = any(agent.handoffs for agent in self.agents.values())
-        """Whether any agent hands work to another (``wait`` follows sub-agents only then)."""
         """Handoffs between agents (``gateway._handoffs``): child runs, nested narration, answers."""
         self.observers: list[RuntimeObserver] = []
         self.attachment_reader: AttachmentReader | None = None
@@ -474,6 +472,9 @@ class Runtime:
     async def _begin(
         self, turn: Turn, agent: Agent, *, dequeue: str | None = None, direct_call: PlannedCall | None = None
     ) -> str:
+        if direct_call is None and self.approval_policy.on_new_message == "queue":
+            if await self.handoffs.parked_on_child(turn.thread_id):
+                raise ThreadParkedError(f"A run on thread {turn.thread_id!r} waits for a sub-agent's approval")
         # The persona, resolved once for the whole run (a resume reads it from the record). A
         # direct call speaks to no one: the agent's tools as its caller listed them, no persona.
         persona = None if direct_call else await self.persona_pins.resolve(agent, turn.thread_id, turn.persona)
@@ -665,7 +666,7 @@ class Runtime:
             parked_too = False
             while True:
                 status = await self._wait_once(run_id, parked_too=parked_too)
-                if status != "awaiting-approval" or not self._delegates:
+                if status != "awaiting-approval" or not self.handoffs.enabled:
                     return status
                 child = await self.handoffs.awaited_child(run_id)
                 if child is None or child.status == "awaiting-approval":

@@ -40,7 +40,7 @@ from ._errors import (
     ThreadForbiddenError,
     ThreadNotFoundError,
 )
-from ._handoff_parts import child_threads_of, children_key, is_child_thread
+from ._handoff_parts import child_threads_of, children_key, is_child_thread, parked_key
 from ._personas import PIN_KEY
 from .events import RUN_EVENT_ADAPTER, RunStatus, now_iso
 from .models import UserMessage
@@ -213,6 +213,7 @@ class Threads:
         await self.store.channel_delete(PIN_KEY.format(thread_id=thread_id))  # its pinned personas
         if self.handoffs:
             await self.store.channel_delete(children_key(thread_id))  # its list of running children
+            await self.store.channel_delete(parked_key(thread_id))  # its run parked on a sub-agent
         erased = await self.store.delete_thread(thread_id)
         for eraser in self.erasers:
             try:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway import Agent, Handoff
+import pytest
+
+from gateway import Agent, Handoff, ThreadParkedError
 from gateway.events import ApprovalRequestedEvent, ApprovalSettledEvent, RunFinishedEvent, ToolStartedEvent
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 
@@ -151,18 +153,14 @@ async def test_two_levels_deep_the_grandchilds_lines_nest_twice_and_its_approval
     assert (await runtime.store.get_messages(thread))[-1].content == "All done."
 
 
-async def test_a_message_while_the_parent_waits_runs_and_the_parent_resumes_after_it(make_runtime: Any) -> None:
-    import asyncio
-
+async def test_a_message_while_the_parent_waits_on_its_child_queues_behind_it(make_runtime: Any) -> None:
     from gateway.models import ModelRequest, UserMessage
 
-    gate = asyncio.Event()
     waiting = asks_step("ask_ops", "Purge sessions:42", then="All done.")
 
     async def main_step(request: ModelRequest, index: int) -> ScriptStep:
         users = [m for m in request.messages if isinstance(m, UserMessage)]
         if users[-1].content == "meanwhile" and request.messages[-1] is users[-1]:
-            await gate.wait()
             return ScriptStep(text="Meanwhile, hello.")
         return waiting(request, index)
 
@@ -172,13 +170,20 @@ async def test_a_message_while_the_parent_waits_runs_and_the_parent_resumes_afte
     runtime = make_runtime(tools=[tool], agents=[main, sub])
     thread = new_thread()
     run_id, requested = await parked_pair(runtime, thread)
-    other = await runtime.start_turn(turn(thread, "meanwhile"))  # the thread is not parked for the store
+    # Parked on its sub-agent's approval, the thread is parked like any: a new message never
+    # settles the approval; it waits behind the run (send) or is refused (start_turn).
+    with pytest.raises(ThreadParkedError):
+        await runtime.start_turn(turn(thread, "meanwhile"))
+    accepted = await runtime.send(turn(thread, "meanwhile"))
+    assert accepted.run_id is None and accepted.queued is not None and accepted.position == 1
     await runtime.decide(requested.tool_call_id, ALICE)
-    approval = await runtime.get_approval(requested.tool_call_id)
-    assert await runtime.wait(approval.run_id, timeout=5) == "completed"
-    assert (await runtime.get_run(run_id)).status == "awaiting-approval"  # its thread is busy
-    gate.set()
-    assert await runtime.wait(other, timeout=5) == "completed"
-    await until(lambda: _status(runtime, run_id, "completed"))
+    assert await runtime.wait(run_id, timeout=5) == "completed"  # it follows the sub-agent, then the parent
     assert len(executed) == 1
-    assert (await runtime.store.get_messages(thread))[-1].content == "All done."
+    await until(lambda: _status_of_last(runtime, thread, "completed", 2))
+    said = [m.content for m in await runtime.store.get_messages(thread) if not isinstance(m, UserMessage)]
+    assert said[-1] == "Meanwhile, hello." and "All done." in said
+
+
+async def _status_of_last(runtime: Any, thread: str, status: str, count: int) -> bool:
+    runs = await runtime.thread_runs(thread)
+    return len(runs) == count and runs[-1].status == status
