@@ -2198,6 +2198,7 @@
       this.#runs.clear();
       this.#messages.clear();
       this.#tools.clear();
+      this.#nested.clear();
       this.#toolInfo.clear();
       this.#approvals.clear();
       this.#decisions.clear();

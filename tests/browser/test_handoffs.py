@@ -38,3 +38,9 @@ async def test_a_sub_agents_lines_and_card_are_nested_under_its_handoff(
     await expect(chat.root.locator(".ac-turn > .ac-tool")).to_have_count(1)  # ask_ops itself, not nested
     await expect(chat.assistant_texts.last).to_have_text("All done.")
     assert len(executed) == 1
+
+    # Replayed on a fresh page, the sub-agent's lines come back nested under their handoff.
+    await page.reload()
+    chat = Chat(page)
+    await chat.ready()
+    await expect(chat.root.locator(".ac-nested .ac-tool .ac-tool__label")).to_have_text("Purged sessions:42")
