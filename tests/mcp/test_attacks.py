@@ -1,0 +1,52 @@
+"""An attacker's and a demanding client's requests against ``/mcp``: each answered as the spec says."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp import types
+
+from channels.mcp import MCP_CHANNEL
+
+from ..conftest import RefusalLog
+from .conftest import Gateway
+from .test_bad_input import error_of, nothing_ran, open_session
+
+CALL: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": {"name": "get_weather", "arguments": {"city": "Rome"}},
+}
+
+
+async def _in_pieces(body: bytes, size: int, pause: float) -> AsyncIterator[bytes]:
+    for start in range(0, len(body), size):
+        yield body[start : start + size]
+        await asyncio.sleep(pause)
+
+
+async def test_a_body_sent_in_several_chunks_is_read_whole(demo: Gateway) -> None:
+    http = demo.http(**await open_session(demo))
+    body = json.dumps({**CALL, "params": {**CALL["params"], "_meta": {"pad": "x" * 100_000}}}).encode()
+    answer = await http.post(
+        demo.url, content=_in_pieces(body, 4096, 0.001), headers={"Content-Type": "application/json"}
+    )
+    assert answer.status_code == 200, answer.text
+    result = types.JSONRPCMessage.model_validate(answer.json()).root
+    assert isinstance(result, types.JSONRPCResponse), result
+    assert not types.CallToolResult.model_validate(result.result).isError
+
+
+async def test_a_body_that_trickles_in_is_408_and_changes_nothing(demo: Gateway, refusal_log: RefusalLog) -> None:
+    demo.app[MCP_CHANNEL].read_timeout = 0.3
+    http = demo.http(**await open_session(demo))
+    refusal_log.caplog.clear()
+    body = json.dumps(CALL).encode()
+    answer = await http.post(demo.url, content=_in_pieces(body, 8, 0.1), headers={"Content-Type": "application/json"})
+    error_of(answer, 408, types.INVALID_REQUEST)
+    refusal_log.one("408")
+    await nothing_ran(demo)
