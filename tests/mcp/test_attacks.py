@@ -9,11 +9,11 @@ from typing import Any
 
 from mcp import types
 
-from channels.mcp import MCP_CHANNEL
+from channels.mcp import APPROVAL_ID_PREFIX, MCP_CHANNEL
 
 from ..conftest import RefusalLog
 from .conftest import Gateway
-from .test_bad_input import error_of, nothing_ran, open_session
+from .test_bad_input import error_of, nothing_ran, open_session, runtime_of
 
 CALL: dict[str, Any] = {
     "jsonrpc": "2.0",
@@ -50,3 +50,29 @@ async def test_a_body_that_trickles_in_is_408_and_changes_nothing(demo: Gateway,
     error_of(answer, 408, types.INVALID_REQUEST)
     refusal_log.one("408")
     await nothing_ran(demo)
+
+
+class AcceptWith:
+    """An elicitation callback that accepts with ``content``, whatever the requested schema said."""
+
+    def __init__(self, content: dict[str, Any] | None) -> None:
+        self.content = content
+        self.ids: list[str] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.ids.append(str(context.request_id))
+        return types.ElicitResult(action="accept", content=self.content)
+
+
+async def test_an_accept_whose_content_misses_the_schema_rejects(demo: Gateway) -> None:
+    runtime = runtime_of(demo)
+    for content in (None, {}, {"approve": "no"}, {"approve": 0}, {"approve": "true"}, {"other": True}):
+        answer = AcceptWith(content)
+        async with demo.session(elicit=answer) as (session, _):
+            result = await session.call_tool("refund_order", {"order_id": "1042"})
+        assert result.isError, (content, result)
+        [request_id] = answer.ids
+        approval = await runtime.get_approval(request_id.removeprefix(APPROVAL_ID_PREFIX))
+        assert approval is not None and (approval.status, approval.via) == ("rejected", "mcp"), content
+        seen = [e.type for e in await runtime.read_events(approval.thread_id)]
+        assert "tool-started" not in seen and "tool-completed" not in seen, content
