@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from mcp import types
 
 from channels.mcp import APPROVAL_ID_PREFIX, MCP_CHANNEL
@@ -76,3 +78,19 @@ async def test_an_accept_whose_content_misses_the_schema_rejects(demo: Gateway) 
         assert approval is not None and (approval.status, approval.via) == ("rejected", "mcp"), content
         seen = [e.type for e in await runtime.read_events(approval.thread_id)]
         assert "tool-started" not in seen and "tool-completed" not in seen, content
+
+
+async def test_deeply_nested_arguments_are_a_tool_result_not_an_internal_error(
+    demo: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    http = demo.http(**await open_session(demo))
+    caplog.set_level(logging.INFO)
+    deep = json.loads("[" * 900 + "]" * 900)
+    answer = await http.post(
+        demo.url, json={**CALL, "params": {"name": "get_weather", "arguments": {"city": "Rome", "extra": deep}}}
+    )
+    assert answer.status_code == 200
+    message = types.JSONRPCMessage.model_validate(answer.json()).root
+    assert isinstance(message, types.JSONRPCResponse), answer.text
+    types.CallToolResult.model_validate(message.result)
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
