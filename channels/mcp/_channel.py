@@ -164,6 +164,9 @@ class McpChannel(Channel):
         version = request.headers.get(VERSION_HEADER, "").strip()
         if version and version not in VERSIONS:
             raise _Refused(400, types.INVALID_REQUEST, f"Bad Request: unsupported {VERSION_HEADER}")
+        if version and version != session.protocol_version:
+            # What the session negotiated rules (batches, above all): a header naming another is invalid.
+            raise _Refused(400, types.INVALID_REQUEST, f"Bad Request: {VERSION_HEADER} is not the session's")
         return session
 
     # -- routes -------------------------------------------------------------------------------------
@@ -275,8 +278,7 @@ class McpChannel(Channel):
 
     async def _batch(self, request: web.Request, actor: Actor, values: list[Any]) -> web.StreamResponse:
         session = await self._session(request, actor)
-        version = request.headers.get(VERSION_HEADER, "").strip() or session.protocol_version
-        if version != BATCH_VERSION:
+        if session.protocol_version != BATCH_VERSION:
             raise BadMessage(
                 code=types.INVALID_REQUEST, message=f"Invalid Request: batches exist only in {BATCH_VERSION}"
             )

@@ -94,3 +94,22 @@ async def test_deeply_nested_arguments_are_a_tool_result_not_an_internal_error(
     assert isinstance(message, types.JSONRPCResponse), answer.text
     types.CallToolResult.model_validate(message.result)
     assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+
+
+async def test_the_session_s_revision_rules_a_header_naming_another_is_400(
+    demo: Gateway, refusal_log: RefusalLog
+) -> None:
+    headers = await open_session(demo)  # 2025-11-25: no batches
+    refusal_log.caplog.clear()
+    for version in ("2025-03-26", "2025-06-18"):
+        liar = demo.http(**{**headers, "MCP-Protocol-Version": version})
+        error_of(await liar.post(demo.url, json=[{**CALL, "id": 5}]), 400, types.INVALID_REQUEST)
+        refusal_log.one("400")
+        error_of(await liar.post(demo.url, json=CALL), 400, types.INVALID_REQUEST)
+        refusal_log.one("400")
+    await nothing_ran(demo)
+    # Without the header the session's revision is assumed, and still no batch.
+    bare = demo.http(**{"Mcp-Session-Id": headers["Mcp-Session-Id"]})
+    error_of(await bare.post(demo.url, json=[{**CALL, "id": 5}]), 400, types.INVALID_REQUEST)
+    refusal_log.one("-32600")
+    await nothing_ran(demo)
