@@ -14,8 +14,8 @@ from mcp import types
 from channels.mcp import APPROVAL_ID_PREFIX, MCP_CHANNEL
 
 from ..conftest import RefusalLog
-from .conftest import Gateway
-from .test_bad_input import error_of, nothing_ran, open_session, runtime_of
+from .conftest import ALICE, Gateway
+from .test_bad_input import INIT, error_of, nothing_ran, open_session, runtime_of
 
 CALL: dict[str, Any] = {
     "jsonrpc": "2.0",
@@ -113,3 +113,44 @@ async def test_the_session_s_revision_rules_a_header_naming_another_is_400(
     error_of(await bare.post(demo.url, json=[{**CALL, "id": 5}]), 400, types.INVALID_REQUEST)
     refusal_log.one("-32600")
     await nothing_ran(demo)
+
+
+async def test_a_client_that_drops_the_stream_of_a_waiting_approval_leaks_nothing(demo: Gateway) -> None:
+    channel = demo.app[MCP_CHANNEL]
+    channel.heartbeat = 0.1
+    runtime = runtime_of(demo)
+    init = {**INIT, "params": {**INIT["params"], "capabilities": {"elicitation": {}}}}
+    opened = await demo.http().post(demo.url, json=init)
+    headers = {"Mcp-Session-Id": opened.headers["Mcp-Session-Id"], "MCP-Protocol-Version": "2025-11-25"}
+    http = demo.http(**headers, Accept="application/json, text/event-stream")
+    refund = {**CALL, "params": {"name": "refund_order", "arguments": {"order_id": "1042"}}}
+    async with http.stream("POST", demo.url, json=refund) as answer:
+        assert answer.headers["content-type"].startswith("text/event-stream")
+        async for line in answer.aiter_lines():
+            if line.startswith("data: "):
+                asked = types.JSONRPCMessage.model_validate_json(line[6:]).root
+                break
+    assert isinstance(asked, types.JSONRPCRequest) and asked.method == "elicitation/create"
+    tool_call_id = str(asked.id).removeprefix(APPROVAL_ID_PREFIX)
+    approval = await runtime.get_approval(tool_call_id)
+    assert approval is not None and approval.status == "pending"
+    store: Any = runtime.store
+    for _ in range(100):  # the next heartbeat finds the client gone and ends the follower
+        if not store._threads[approval.thread_id].subscribers:
+            break
+        await asyncio.sleep(0.05)
+    assert not store._threads[approval.thread_id].subscribers
+    # Still decidable elsewhere (the web chat, the staff console), and it runs once.
+    await runtime.decide(tool_call_id, ALICE, approve=True, via="web")
+    for _ in range(100):
+        events = [e.type for e in await runtime.read_events(approval.thread_id)]
+        if events[-1] == "run-finished":
+            break
+        await asyncio.sleep(0.05)
+    assert events.count("tool-completed") == 1 and events[-1] == "run-finished"
+    # The client's late answer to the elicitation changes nothing.
+    late = await http.post(demo.url, json={"jsonrpc": "2.0", "id": asked.id, "result": {"action": "decline"}})
+    assert late.status_code == 202
+    decided = await runtime.get_approval(tool_call_id)
+    assert decided is not None and (decided.status, decided.via) == ("approved", "web")
+    assert not [t for t in asyncio.all_tasks() if "pump" in repr(t.get_coro())]
