@@ -279,9 +279,9 @@ async def answer_elicitation(
         return
     # Only the schema we asked for approves: ``accept`` with ``approve`` the boolean true. An
     # ``accept`` without content, or with an ``approve`` that is no boolean, is not a yes.
-    approve = result.action == "accept" and (result.content or {}).get("approve") is True
-    if result.action == "accept" and not isinstance((result.content or {}).get("approve"), bool):
+    said_approve = (result.content or {}).get("approve")
+    approve = result.action == "accept" and said_approve is True
+    said: str | None = None if approve else f"The person answered {result.action}."
+    if result.action == "accept" and not isinstance(said_approve, bool):
         said = "The answer did not match the requested schema (a boolean approve)."
-    else:
-        said = None if approve else f"The person answered {result.action}."
     await _decide(services, tool_call_id, actor, approve=approve, reason=said)
