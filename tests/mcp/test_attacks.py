@@ -154,3 +154,35 @@ async def test_a_client_that_drops_the_stream_of_a_waiting_approval_leaks_nothin
     decided = await runtime.get_approval(tool_call_id)
     assert decided is not None and (decided.status, decided.via) == ("approved", "web")
     assert not [t for t in asyncio.all_tasks() if "pump" in repr(t.get_coro())]
+
+
+async def test_an_elicitation_answer_replayed_concurrently_runs_the_action_once(demo: Gateway) -> None:
+    runtime = runtime_of(demo)
+    init = {**INIT, "params": {**INIT["params"], "capabilities": {"elicitation": {}}}}
+    opened = await demo.http().post(demo.url, json=init)
+    headers = {"Mcp-Session-Id": opened.headers["Mcp-Session-Id"], "MCP-Protocol-Version": "2025-11-25"}
+    http = demo.http(**headers, Accept="application/json, text/event-stream")
+    refund = {**CALL, "params": {"name": "refund_order", "arguments": {"order_id": "1042"}}}
+    messages: list[Any] = []
+    async with http.stream("POST", demo.url, json=refund) as answer:
+        async for line in answer.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            message = types.JSONRPCMessage.model_validate_json(line[6:]).root
+            messages.append(message)
+            if isinstance(message, types.JSONRPCRequest):
+                yes = {"jsonrpc": "2.0", "id": message.id, "result": {"action": "accept", "content": {"approve": True}}}
+                no = {**yes, "result": {"action": "decline"}}
+                answers = await asyncio.gather(*[demo.http(**headers).post(demo.url, json=b) for b in [yes, no] * 4])
+                assert {a.status_code for a in answers} == {202}
+    asked, result = messages
+    assert isinstance(result, types.JSONRPCResponse)
+    approval = await runtime.get_approval(str(asked.id).removeprefix(APPROVAL_ID_PREFIX))
+    assert approval is not None and approval.status in ("approved", "rejected")
+    stored = await runtime.read_events(approval.thread_id)
+    events = [e.type for e in stored]
+    assert events.count("tool-completed") == (1 if approval.status == "approved" else 0)
+    assert events.count("approval-settled") == 1
+    ended = [getattr(e, "status", None) for e in stored if e.type == "run-finished"]
+    assert ended == ["awaiting-approval", "completed"], ended
+    assert types.CallToolResult.model_validate(result.result).isError is (approval.status == "rejected")
