@@ -446,8 +446,9 @@ class Runtime:
             channel=channel,
             agent=chosen.name,
         )
-        # Journaled as a model's call is: strings made valid, nesting bounded (``RunDriver._plan``).
-        args = within_depth(valid_tree(dict(arguments)))
+        # Journaled as a model's call is: nesting bounded (first: valid_tree recurses, and a client
+        # can send 900 levels), strings made valid (``RunDriver._plan``).
+        args = valid_tree(within_depth(dict(arguments)))
         call = PlannedCall(
             id=new_id("tc"),
             name=valid_text(name),

@@ -260,9 +260,9 @@ async def answer_elicitation(
 ) -> None:
     """Decide the approval a client's answer to our ``elicitation/create`` names (any process).
 
-    ``accept`` with ``approve`` true approves; ``accept`` with it false, ``decline``, ``cancel``
-    or an error answer rejects. An id we never sent, a replay or someone else's approval
-    changes nothing (``decide`` refuses it), with one log line.
+    ``accept`` with ``approve`` true approves; ``accept`` with it false or not a boolean (or
+    missing), ``decline``, ``cancel`` or an error answer rejects. An id we never sent, a replay
+    or someone else's approval changes nothing (``decide`` refuses it), with one log line.
     """
     if not isinstance(message.id, str) or not message.id.startswith(APPROVAL_ID_PREFIX):
         logger.info("MCP refused POST /mcp: a response to no request of ours (id %s)", one_line(str(message.id), 80))
@@ -277,6 +277,11 @@ async def answer_elicitation(
     except ValueError:
         await _decide(services, tool_call_id, actor, approve=False, reason="The client's answer was not understood.")
         return
-    approve = result.action == "accept" and (result.content or {}).get("approve", True) is not False
-    said = None if approve else f"The person answered {result.action}."
+    # Only the schema we asked for approves: ``accept`` with ``approve`` the boolean true. An
+    # ``accept`` without content, or with an ``approve`` that is no boolean, is not a yes.
+    said_approve = (result.content or {}).get("approve")
+    approve = result.action == "accept" and said_approve is True
+    said: str | None = None if approve else f"The person answered {result.action}."
+    if result.action == "accept" and not isinstance(said_approve, bool):
+        said = "The answer did not match the requested schema (a boolean approve)."
     await _decide(services, tool_call_id, actor, approve=approve, reason=said)

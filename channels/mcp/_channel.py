@@ -8,6 +8,7 @@ send nothing outside a call's own stream. ``DELETE /mcp`` ends the session.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import json
 import logging
@@ -74,6 +75,7 @@ class McpChannel(Channel):
         call_timeout: Seconds a ``tools/call`` answer waits for its run (an approval included);
             past it the call is answered as still running and goes on.
         heartbeat: Seconds between keep-alive comments on a call's event stream.
+        read_timeout: Seconds a request body may take to arrive (slower: 408, the connection freed).
         resolver: Who callers are; by default a signed actor token in ``Authorization: Bearer``.
         allowed_origins: Browser origins (``https://app.example``) allowed besides the gateway's
             own. A request with any other ``Origin`` is 403, as the transport asks (DNS
@@ -93,6 +95,7 @@ class McpChannel(Channel):
         session_ttl: float = DEFAULT_SESSION_TTL,
         call_timeout: float = 900.0,
         heartbeat: float = 15.0,
+        read_timeout: float = 30.0,
         resolver: ActorResolver | None = None,
         allowed_origins: Sequence[str] = (),
     ) -> None:
@@ -101,6 +104,7 @@ class McpChannel(Channel):
         self.session_ttl = session_ttl
         self.call_timeout = call_timeout
         self.heartbeat = heartbeat
+        self.read_timeout = read_timeout
         self.resolver = resolver
 
     def setup(self, app: web.Application, services: ChannelServices) -> None:
@@ -160,6 +164,9 @@ class McpChannel(Channel):
         version = request.headers.get(VERSION_HEADER, "").strip()
         if version and version not in VERSIONS:
             raise _Refused(400, types.INVALID_REQUEST, f"Bad Request: unsupported {VERSION_HEADER}")
+        if version and version != session.protocol_version:
+            # What the session negotiated rules (batches, above all): a header naming another is invalid.
+            raise _Refused(400, types.INVALID_REQUEST, f"Bad Request: {VERSION_HEADER} is not the session's")
         return session
 
     # -- routes -------------------------------------------------------------------------------------
@@ -214,12 +221,25 @@ class McpChannel(Channel):
             return self._refused(request, exc)
 
     async def _read(self, request: web.Request) -> bytes:
+        """The whole body, however it is chunked: at most ``MAX_BODY`` bytes, within ``read_timeout``.
+
+        ``StreamReader.read(n)`` answers what has arrived so far, so a body sent in pieces is
+        read until its end; one that trickles in slower than ``read_timeout`` is 408.
+        """
         if request.content_length is not None and request.content_length > MAX_BODY:
             raise _Refused(413, types.INVALID_REQUEST, f"Request body over {MAX_BODY} bytes")
-        raw = await request.content.read(MAX_BODY + 1)
-        if len(raw) > MAX_BODY:
-            raise _Refused(413, types.INVALID_REQUEST, f"Request body over {MAX_BODY} bytes")
-        return raw
+        raw = bytearray()
+        try:
+            async with asyncio.timeout(self.read_timeout):
+                while chunk := await request.content.read(MAX_BODY + 1 - len(raw)):
+                    raw.extend(chunk)
+                    if len(raw) > MAX_BODY:
+                        raise _Refused(413, types.INVALID_REQUEST, f"Request body over {MAX_BODY} bytes")
+        except TimeoutError:
+            raise _Refused(
+                408, types.INVALID_REQUEST, f"Request body not received within {self.read_timeout:.0f} s"
+            ) from None
+        return bytes(raw)
 
     async def _initialize(self, request: web.Request, actor: Actor, message: types.JSONRPCRequest) -> web.Response:
         try:
@@ -258,8 +278,7 @@ class McpChannel(Channel):
 
     async def _batch(self, request: web.Request, actor: Actor, values: list[Any]) -> web.StreamResponse:
         session = await self._session(request, actor)
-        version = request.headers.get(VERSION_HEADER, "").strip() or session.protocol_version
-        if version != BATCH_VERSION:
+        if session.protocol_version != BATCH_VERSION:
             raise BadMessage(
                 code=types.INVALID_REQUEST, message=f"Invalid Request: batches exist only in {BATCH_VERSION}"
             )

@@ -8,6 +8,7 @@ ids with control characters, batch sizes).
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -85,20 +86,34 @@ def read_body(raw: bytes) -> Any:
     """The JSON value of a request body.
 
     Raises:
-        BadMessage: -32700 when it is not UTF-8 JSON, or holds a lone surrogate (no Unicode text).
+        BadMessage: -32700 when it is not UTF-8 JSON (``NaN``, ``Infinity`` and numbers that
+            overflow a float are not), or holds a lone surrogate (no Unicode text).
     """
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise BadMessage(code=types.PARSE_ERROR, message="Parse error: the body is not UTF-8") from None
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError):
         raise BadMessage(code=types.PARSE_ERROR, message="Parse error: the body is not JSON") from None
     # Decoded UTF-8 holds no surrogate: only a ``\\u`` escape can bring a lone one in.
     if "\\u" in text and _has_surrogate(value):
         raise BadMessage(code=types.PARSE_ERROR, message="Parse error: the body holds invalid Unicode")
     return value
+
+
+def _no_constant(name: str) -> Any:
+    """``NaN``, ``Infinity``, ``-Infinity``: Python reads them, JSON has none (RFC 8259)."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float, refused when it overflows to infinity (``1e400``)."""
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError("a number out of range")
+    return number
 
 
 def _has_surrogate(value: Any) -> bool:

@@ -73,6 +73,9 @@ async def test_no_token_or_a_bad_one_is_401_with_a_bearer_challenge(demo: Gatewa
         (b"{not json", 400, types.PARSE_ERROR, None),
         (b"\xff\xfe{}", 400, types.PARSE_ERROR, None),  # not UTF-8
         (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "\\ud800"}}', 400, types.PARSE_ERROR, None),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": NaN}}', 400, types.PARSE_ERROR, None),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": -Infinity}}', 400, types.PARSE_ERROR, None),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": 1e400}}', 400, types.PARSE_ERROR, None),
         (b'{"foo": 1}', 400, types.INVALID_REQUEST, None),
         (b'"just a string"', 400, types.INVALID_REQUEST, None),
         (b'{"jsonrpc": "1.0", "id": 1, "method": "ping"}', 400, types.INVALID_REQUEST, 1),
