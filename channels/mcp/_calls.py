@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, cast
 
 from mcp import types
 
@@ -24,11 +25,13 @@ from gateway import (
     ApprovalSettledError,
     ChannelServices,
     ThreadBusyError,
+    UnknownAgentError,
     one_line,
 )
 from gateway.events import (
     ApprovalRequestedEvent,
     RunErrorEvent,
+    RunEvent,
     RunFinishedEvent,
     ToolCompletedEvent,
     ToolDeniedEvent,
@@ -67,7 +70,10 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 async def visible_tools(services: ChannelServices, actor: Actor, session: McpSession) -> list[ToolDefinition]:
     """What the session's actor may call: ``definitions_for`` its agent, actions only with elicitation."""
     runtime = services.runtime
-    agent = runtime.agent(session.agent)
+    try:  # the actor's roles now, not when the session opened: an agent no longer theirs lists nothing
+        agent = runtime.agent_for(session.agent, actor)
+    except UnknownAgentError:
+        return []
     offered = await runtime.registry.definitions_for(actor, agent, MCP_CAPABILITIES)
     return [d for d in offered if session.elicitation or d.kind != "action"]
 
@@ -118,6 +124,7 @@ class CallFollower:
         self.content: list[types.TextContent | types.ImageContent] = []
         self.structured: dict[str, Any] | None = None
         self.is_error = False
+        self._done = False
 
     def _text(self, text: str | None) -> None:
         if text:
@@ -150,38 +157,48 @@ class CallFollower:
         )
 
     async def _follow(self, thread_id: str, run_id: str) -> None:
-        async for event in self.services.runtime.subscribe(thread_id, 0):
-            if event.run_id != run_id:
-                continue
-            match event:
-                case ToolStartedEvent():
-                    self._text(event.running)
-                case UiEvent():
-                    await self._ui(event)
-                case ToolCompletedEvent():
-                    self._text(event.done)
-                    self._text(json.dumps(event.output, ensure_ascii=False))
-                    if isinstance(event.output, dict):
-                        self.structured = event.output
-                case ToolFailedEvent():
-                    self.is_error = True
-                    self._text(_error_text(event.error))
-                case ToolDeniedEvent():
-                    self.is_error = True
-                    self._text(f"Not done: {event.reason}" if event.reason else "Not done.")
-                case ApprovalRequestedEvent():
-                    if not await self._ask(event):
-                        return  # waits for someone else's decision: answered now, the run goes on
-                case RunErrorEvent():
-                    self.is_error = True
-                    if not self.content:
-                        self._text(event.message)
-                case RunFinishedEvent() if event.status in _ENDED:
-                    if event.status != "completed":
-                        self.is_error = True
+        # The store's subscription is an async generator (typed as an iterator): closed when the
+        # answer is complete, so a live subscription ends with the call that asked for it.
+        subscription = cast("AsyncGenerator[RunEvent, None]", self.services.runtime.subscribe(thread_id, 0))
+        async with contextlib.aclosing(subscription) as events:
+            async for event in events:
+                await self._take(event, run_id)
+                if self._done:
                     return
-                case _:
-                    pass
+
+    async def _take(self, event: RunEvent, run_id: str) -> None:
+        """Fold one event of the thread into the answer (``_done`` once the call's answer is complete)."""
+        if event.run_id != run_id:
+            return
+        match event:
+            case ToolStartedEvent():
+                self._text(event.running)
+            case UiEvent():
+                await self._ui(event)
+            case ToolCompletedEvent():
+                self._text(event.done)
+                self._text(json.dumps(event.output, ensure_ascii=False))
+                if isinstance(event.output, dict):
+                    self.structured = event.output
+            case ToolFailedEvent():
+                self.is_error = True
+                self._text(_error_text(event.error))
+            case ToolDeniedEvent():
+                self.is_error = True
+                self._text(f"Not done: {event.reason}" if event.reason else "Not done.")
+            case ApprovalRequestedEvent():
+                if not await self._ask(event):
+                    self._done = True  # waits for someone else's decision: answered now, the run goes on
+            case RunErrorEvent():
+                self.is_error = True
+                if not self.content:
+                    self._text(event.message)
+            case RunFinishedEvent() if event.status in _ENDED:
+                if event.status != "completed":
+                    self.is_error = True
+                self._done = True
+            case _:
+                pass
 
     async def _ui(self, event: UiEvent) -> None:
         delivered = await self.services.deliver_ui(event, MCP_CAPABILITIES)

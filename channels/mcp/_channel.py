@@ -208,6 +208,10 @@ class McpChannel(Channel):
             if isinstance(value, list):
                 return await self._batch(request, actor, value)
             message = read_message(value)
+            if isinstance(message, types.JSONRPCRequest) and message.method in _CHARGED:
+                # A session and a call each keep something (a session, a thread and its run): charged
+                # like a turn, before anything is kept (429 with Retry-After from the error middleware).
+                self.services.limit(actor, self.services.client_address(request))
             if isinstance(message, types.JSONRPCRequest) and message.method == "initialize":
                 return await self._initialize(request, actor, message)
             session = await self._session(request, actor)
@@ -286,6 +290,8 @@ class McpChannel(Channel):
             raise BadMessage(
                 code=types.INVALID_REQUEST, message=f"Invalid Request: a batch holds 1 to {MAX_BATCH} messages"
             )
+        if any(isinstance(v, dict) and v.get("method") in _CHARGED for v in values):
+            self.services.limit(actor, self.services.client_address(request))  # one charge per batch
         answers: list[dict[str, Any]] = []
         for value in values:
             try:
@@ -409,6 +415,10 @@ class McpChannel(Channel):
     def _refused(self, request: web.Request, exc: _Refused) -> web.Response:
         self._log(request, exc.rpc_code if exc.status == 200 else f"{exc.status} {exc.rpc_code}", exc.message)
         return _json(error_message(exc.id, exc.rpc_code, exc.message), status=exc.status)
+
+
+_CHARGED = frozenset({"initialize", "tools/call"})
+"""The methods that keep something in the store, charged to the caller's rate limit."""
 
 
 def _version() -> str:
