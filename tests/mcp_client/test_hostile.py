@@ -125,3 +125,13 @@ async def test_a_server_that_stops_answering_tools_list_is_reconnected(toolsets:
     # Its list_changed asks for a tools/list it never answers: after connect_timeout, a new connection.
     await toolset.wait_for(lambda t: t.connections == 2 and t.state is McpState.CONNECTED, timeout=10)
     assert set(toolset.tool_names) == {"poison", "plain"}
+
+
+async def test_a_local_name_a_removed_tool_held_is_free_for_a_new_one(toolsets: list[McpToolset]) -> None:
+    toolset, registry = await started(toolsets, "rename", kind="read")
+    assert registry.get("a_b").source == "mcp:rename/a.b"  # type: ignore[union-attr]
+    assert await registry.invoke("swap", {}, ToolContext(actor=ALICE)) == "swapped"
+    await toolset.wait_for(
+        lambda t: registry.get("a_b") is not None and registry.get("a_b").source == "mcp:rename/a_b", timeout=5
+    )  # type: ignore[union-attr]
+    assert await registry.invoke("a_b", {}, ToolContext(actor=ALICE)) == "a_b ran"
