@@ -38,7 +38,7 @@ class Handoff:
     description: str = ""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.agent, str) or not _AGENT_NAME.match(self.agent):
+        if not isinstance(self.agent, str) or not _AGENT_NAME.fullmatch(self.agent):
             raise UserError(f"Handoff agent {self.agent!r} must match {_AGENT_NAME.pattern}")
 
     @property
@@ -88,7 +88,7 @@ class Persona:
 
     def __post_init__(self) -> None:
         for name in (self.id, *self.aliases):
-            if not isinstance(name, str) or not _PERSONA_ID.match(name):
+            if not isinstance(name, str) or not _PERSONA_ID.fullmatch(name):
                 raise UserError(f"Persona id or alias {name!r} must match {_PERSONA_ID.pattern}")
         if not isinstance(self.label, str) or not self.label.strip():
             raise UserError(f"Persona {self.id!r}: label must be a non-empty str")
@@ -146,7 +146,7 @@ class Agent:
     roles: Sequence[str] = field(default=())
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _AGENT_NAME.match(self.name):
+        if not isinstance(self.name, str) or not _AGENT_NAME.fullmatch(self.name):
             raise UserError(f"Agent name {self.name!r} must match {_AGENT_NAME.pattern}")
         if not isinstance(self.instructions, str):
             raise UserError(f"Agent {self.name!r}: instructions must be a str")

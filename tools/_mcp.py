@@ -36,6 +36,9 @@ from pydantic import BaseModel
 
 from ._errors import ToolFailed, ToolTimeoutError, UserError
 from ._mcp_import import (
+    _MAX_ERROR_CHARS,
+    _MAX_PAGES,
+    _MAX_TOOLS,
     DEFAULT_MAX_RESULT_CHARS,
     MCP_IDEMPOTENCY_KEY,
     McpKind,
@@ -47,6 +50,7 @@ from ._mcp_import import (
     _local_name,
     _presentation_of,
     _result_output,
+    _risky_patterns,
 )
 from ._tool import Tool, define_tool
 from ._toolset import Toolset, ToolsetHost
@@ -329,7 +333,13 @@ class McpToolset(Toolset):
                             return True
                         if self._stale:
                             self._stale = False
-                            await self._sync(session, host)
+                            try:  # a server that stops answering tools/list is reconnected
+                                async with asyncio.timeout(self.connect_timeout):
+                                    await self._sync(session, host)
+                            except TimeoutError:
+                                raise ConnectionError(
+                                    f"no answer to tools/list within {self.connect_timeout:g} s"
+                                ) from None
                             await self._notify()
             finally:
                 self._session = None
@@ -401,17 +411,27 @@ class McpToolset(Toolset):
 
         listed: dict[str, mcp_types.Tool] = {}
         cursor: str | None = None
-        while True:
+        for _ in range(_MAX_PAGES):
             params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
             page = await session.list_tools(params=params)
             for remote in page.tools:
                 listed.setdefault(remote.name, remote)
             cursor = page.nextCursor
-            if not cursor:
+            if not cursor or len(listed) > _MAX_TOOLS:
                 break
+        else:
+            logger.warning("MCP server %s: tools/list has over %d pages; the rest is not read", self.name, _MAX_PAGES)
+        if len(listed) > _MAX_TOOLS:
+            logger.warning(
+                "MCP server %s lists %s tools; the first %d are imported", self.name,
+                f"{len(listed)}{'+' if cursor else ''}", _MAX_TOOLS,
+            )  # fmt: skip
+            listed = dict(list(listed.items())[:_MAX_TOOLS])
         for remote_name in [n for n in self._imported if n not in listed]:
             host.remove_tool(self._imported.pop(remote_name).tool.name, self)
+            self._names.pop(remote_name, None)  # its name is free for another remote tool
         for remote in listed.values():
+            await asyncio.sleep(0)  # importing checks a schema: let the loop breathe between tools
             listing = remote.model_dump(mode="json", exclude_none=True)
             known = self._imported.get(remote.name)
             if known is not None and known.listing == listing:
@@ -438,19 +458,25 @@ class McpToolset(Toolset):
         except (ValueError, UserError) as exc:
             logger.warning("MCP server %s: tool %r is skipped: %s", self.name, remote.name, exc)
             return None
+        for pattern in _risky_patterns(remote.inputSchema)["pattern"][:3]:
+            logger.warning(
+                "MCP server %s: tool %r: pattern %.80r is left to the server (it may backtrack for ever here)",
+                self.name, remote.name, pattern,
+            )  # fmt: skip
         self._names[remote.name] = local
         remote_name = remote.name
 
         async def execute(input: BaseModel, ctx: ToolContext) -> Any:
             return await self._call(remote_name, local, input.model_dump(mode="json"), ctx)
 
+        presentation = _presentation_of(remote, local)
         tool = define_tool(
             name=local,
-            description=_description_of(remote, self.name),
+            description=_description_of(remote, self.name, presentation.label or local),
             input=model,
             kind=kind,
             roles=list(self.roles),
-            presentation=_presentation_of(remote),
+            presentation=presentation,
             execute=execute,
         )
         sourced: Tool = dataclasses.replace(tool, source=f"mcp:{self.name}/{remote.name}")
@@ -508,8 +534,9 @@ class McpToolset(Toolset):
                     f"The MCP server {self.name} disconnected during the call to {remote!r}; it is reconnecting",
                     code="mcp_disconnected",
                 ) from None
+            said = exc.error.message[:_MAX_ERROR_CHARS]
             raise ToolFailed(
-                f"The MCP server {self.name} refused {remote!r}: {exc.error.message} (JSON-RPC {exc.error.code})",
+                f"The MCP server {self.name} refused {remote!r}: {said} (JSON-RPC {exc.error.code})",
                 code="mcp_error",
             ) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import json
 import re
+import unicodedata
 import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -48,6 +50,18 @@ McpKind = Literal["read", "action", "annotations"] | Callable[["mcp_types.Tool"]
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9_-]+")
 _MAX_ERRORS = 5
 _MAX_ERROR_CHARS = 2_000
+_MAX_TOOLS = 128
+"""Tools of one server imported at most (the first listed); a model is offered a few dozen well."""
+_MAX_PAGES = 20
+"""``tools/list`` pages read at most (a server whose cursors never end is cut there)."""
+_MAX_SCHEMA_CHARS = 64_000
+"""An ``inputSchema`` longer than this (as JSON) skips its tool: the model would read it every turn."""
+_MAX_DESCRIPTION_CHARS = 4_000
+_MAX_LABEL_CHARS = 80
+_MAX_IMAGES = 8
+"""Images of one result shown at most; the others are counted in the output."""
+_MAX_IMAGE_BYTES = 1_000_000
+"""An image larger than this is not shown (its bytes would sit in the thread's log)."""
 
 
 def _local_name(prefix: str | None, remote: str) -> str:
@@ -73,18 +87,35 @@ def _choose_kind(kind: McpKind, remote: mcp_types.Tool) -> ToolKind:
     return kind
 
 
-def _presentation_of(remote: mcp_types.Tool) -> ToolPresentation:
-    """Words from the remote ``title`` (or its name): the label, ``running`` and ``done``."""
-    title = remote.title or (remote.annotations.title if remote.annotations else None)
+def _words(text: str) -> str:
+    """``text`` as one line of plain words for a person, at most 80 characters.
+
+    Controls, format characters (bidi overrides...) and line breaks become spaces; braces
+    become parentheses.
+    """
     # Braces would be read as placeholders of the call's input: a title is plain words.
-    label = (title or humanize_tool_name(remote.name)).replace("{", "(").replace("}", ")").strip()
+    cleaned = "".join(" " if unicodedata.category(c)[0] in "CZ" else c for c in text[: _MAX_LABEL_CHARS * 4])
+    line = " ".join(cleaned.replace("{", "(").replace("}", ")").split())
+    return line if len(line) <= _MAX_LABEL_CHARS else line[: _MAX_LABEL_CHARS - 1].rstrip() + "…"
+
+
+def _presentation_of(remote: mcp_types.Tool, local: str) -> ToolPresentation:
+    """Words from the remote ``title`` (or its name): the label, ``running`` and ``done``.
+
+    The title is the server's: a person reads it in narration and in approval prompts, so it is
+    made one short line of words (``_words``); a blank one reads as the humanized name.
+    """
+    title = remote.title or (remote.annotations.title if remote.annotations else None)
+    label = _words(title or "") or _words(humanize_tool_name(remote.name)) or humanize_tool_name(local)
     return ToolPresentation(label=label, running=f"{label}…", done=f"{label}: done")
 
 
-def _description_of(remote: mcp_types.Tool, server: str) -> str:
-    """The remote description, or a sentence naming the tool and its server."""
+def _description_of(remote: mcp_types.Tool, server: str, label: str) -> str:
+    """The remote description (cut at 4,000 characters), or a sentence naming the tool and its server."""
     text = (remote.description or "").strip()
-    return text or f"{remote.title or humanize_tool_name(remote.name)} (a tool of the MCP server {server})."
+    if len(text) > _MAX_DESCRIPTION_CHARS:
+        text = text[: _MAX_DESCRIPTION_CHARS - 1] + "…"
+    return text or f"{label} (a tool of the MCP server {server})."
 
 
 class _RemoteArguments(BaseModel):
@@ -141,6 +172,9 @@ def _arguments_model(local: str, schema: Any) -> type[_RemoteArguments]:
 
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise ValueError("its inputSchema is not a JSON Schema of type object")
+    size = len(json.dumps(schema, ensure_ascii=False))
+    if size > _MAX_SCHEMA_CHARS:
+        raise ValueError(f"its inputSchema has {size} characters (at most {_MAX_SCHEMA_CHARS})")
     with warnings.catch_warnings():
         # An unknown $schema warns and falls back to the default: Draft 2020-12, as MCP says.
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -149,10 +183,93 @@ def _arguments_model(local: str, schema: Any) -> type[_RemoteArguments]:
         validator_class.check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise ValueError(f"its inputSchema is not valid JSON Schema: {exc.message}") from None
+    except RecursionError:
+        raise ValueError("its inputSchema is nested too deeply") from None
+    risky = _risky_patterns(schema)
+    if risky["patternProperties"]:
+        raise ValueError(f"its patternProperties {risky['patternProperties'][0]!r} may backtrack for ever")
+    # Python's re backtracks: a pattern like ^(a+)+$ would hold the event loop for minutes on one
+    # argument. Such patterns are left to the server; the others are checked here.
+    validator_class = jsonschema.validators.extend(validator_class, {"pattern": _pattern_keyword})
     # An empty registry: $refs resolve inside the schema; nothing is fetched from the network.
     validator = validator_class(schema, registry=Registry())
     namespace = {"remote_schema": copy.deepcopy(schema), "remote_validator": validator, "__module__": __name__}
     return type(f"RemoteArguments_{local}", (_RemoteArguments,), namespace)
+
+
+def _parts(op: Any, av: Any, sre: Any) -> list[Any]:
+    """The sub-patterns of one parsed item (``re._parser``'s shapes)."""
+    if op is sre.SUBPATTERN:
+        return [av[3]]
+    if op is sre.BRANCH:
+        return list(av[1])
+    if op in (sre.ASSERT, sre.ASSERT_NOT):
+        return [av[1]]
+    if op is sre.ATOMIC_GROUP:
+        return [av]
+    if op is sre.GROUPREF_EXISTS:
+        return [branch for branch in av[1:] if branch is not None]
+    return []
+
+
+@functools.lru_cache(maxsize=1024)
+def _backtracks(pattern: str) -> bool:
+    """Whether ``pattern`` may take exponential time in Python's ``re``.
+
+    A repeat inside a repeat (``(a+)+``), an alternation inside a repeat (``(a|ab)*``) or a
+    back-reference. Conservative: a pattern judged so is only not checked locally.
+    """
+    from re import _constants as sre  # type: ignore[attr-defined]
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
+
+    try:
+        parsed = sre_parse.parse(pattern)
+    except Exception:  # not a Python pattern: jsonschema says so when it is applied
+        return False
+    repeats = {sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT)}
+
+    def walk(items: Any, in_repeat: bool) -> bool:
+        for op, av in items:
+            if op is sre.GROUPREF or (op is sre.BRANCH and in_repeat):
+                return True
+            if op in repeats:
+                repeating = av[1] > 1
+                if (repeating and in_repeat) or walk(av[2], in_repeat or repeating):
+                    return True
+            elif any(walk(part, in_repeat) for part in _parts(op, av, sre)):
+                return True
+        return False
+
+    return walk(parsed, False)
+
+
+def _risky_patterns(schema: Any) -> dict[str, list[str]]:
+    """The ``pattern`` values and ``patternProperties`` keys of a schema that ``_backtracks``."""
+    found: dict[str, list[str]] = {"pattern": [], "patternProperties": []}
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            pattern = node.get("pattern")
+            if isinstance(pattern, str) and _backtracks(pattern):
+                found["pattern"].append(pattern)
+            keyed = node.get("patternProperties")
+            if isinstance(keyed, dict):
+                found["patternProperties"].extend(k for k in keyed if isinstance(k, str) and _backtracks(k))
+            stack.extend(node.values())
+    return found
+
+
+def _pattern_keyword(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
+    """The ``pattern`` keyword, except for patterns that ``_backtracks`` (left to the server)."""
+    import jsonschema
+
+    if not validator.is_type(instance, "string") or _backtracks(pattern):
+        return
+    if re.search(pattern, instance) is None:
+        yield jsonschema.ValidationError(f"{instance[:80]!r} does not match {pattern!r}")
 
 
 def _cut(text: str, limit: int) -> str:
@@ -196,13 +313,20 @@ def _result_output(result: mcp_types.CallToolResult, ctx: ToolContext, *, limit:
 
     images: list[dict[str, Any]] = []
     texts: list[str] = []
+    left_out = 0
     for block in result.content:
         if isinstance(block, mcp_types.ImageContent):
             size = len(block.data) * 3 // 4
+            if len(images) >= _MAX_IMAGES or size > _MAX_IMAGE_BYTES + 3:
+                left_out += 1  # neither shown nor kept: too many, or too large for the thread's log
+                continue
             try:
                 size = len(base64.b64decode(block.data, validate=True))
             except ValueError:
                 pass
+            if size > _MAX_IMAGE_BYTES:
+                left_out += 1
+                continue
             ui_id = ctx.emit_ui(
                 MCP_IMAGE_COMPONENT,
                 {"mime_type": block.mimeType, "data": block.data},
@@ -211,7 +335,11 @@ def _result_output(result: mcp_types.CallToolResult, ctx: ToolContext, *, limit:
             images.append({"mime_type": block.mimeType, "bytes": size, "ui_id": ui_id})
         elif (text := _text_of(block)) is not None:
             texts.append(text)
-    if result.structuredContent is not None and not images:
+    if left_out:
+        texts.append(
+            f"[{left_out} image(s) not shown: at most {_MAX_IMAGES} of at most {_MAX_IMAGE_BYTES} bytes each are]"
+        )
+    if result.structuredContent is not None and not images and not left_out:
         encoded = json.dumps(result.structuredContent, ensure_ascii=False)
         return result.structuredContent if len(encoded) <= limit else _cut(encoded, limit)
     text = _cut("\n".join(texts), limit)

@@ -12,12 +12,21 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from gateway import Agent, Persona, PersonaContext, PersonaNotFoundError, Runtime, Turn, UnknownAgentError
+from gateway import (
+    Agent,
+    Handoff,
+    Persona,
+    PersonaContext,
+    PersonaNotFoundError,
+    Runtime,
+    Turn,
+    UnknownAgentError,
+)
 from gateway.events import RunStartedEvent, ToolFailedEvent
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import MemoryStore, SqliteStore, Store
 from tests.conftest import own_redis_store
-from tools import Actor, define_tool
+from tools import Actor, UserError, define_tool
 
 ALICE = Actor(id="alice", roles=["member"])
 
@@ -286,3 +295,16 @@ async def test_a_resume_on_another_process_speaks_as_the_run_began(tmp_path: Pat
     finally:
         await shared.aclose()
     assert seen == [("Close firmly.", ["close_account"]), ("Close firmly.", ["close_account"])]
+
+
+@pytest.mark.parametrize("bad", ["sales\n", "sales\r", "s\x00", "ü", "x" * 65, ""])
+def test_an_id_with_a_trailing_newline_or_other_odd_characters_is_refused(bad: str) -> None:
+    # "$" alone matches before a final "\n": ids are matched whole.
+    with pytest.raises(UserError, match="must match"):
+        Persona(id=bad, label="Sales")
+    with pytest.raises(UserError, match="must match"):
+        Persona(id="sales", label="Sales", aliases=[bad])
+    with pytest.raises(UserError, match="must match"):
+        Agent(name=bad)
+    with pytest.raises(UserError, match="must match"):
+        Handoff(bad)
