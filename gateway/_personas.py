@@ -45,6 +45,10 @@ class PersonaToolScope:
     tools: Literal["*"] | Sequence[str]
 
 
+_GONE = "removed"
+"""The id a run's persona reads as when its agent no longer has it (see ``persona_of``)."""
+
+
 def persona_scope(agent: Agent, persona: Persona | None) -> AgentScope:
     """What the registry gates by: the agent, its tool list narrowed by ``persona.allowed_tools``.
 
@@ -59,14 +63,21 @@ def persona_scope(agent: Agent, persona: Persona | None) -> AgentScope:
 
 
 def persona_of(agent: Agent, run: RunRecord) -> Persona | None:
-    """The persona the run was resolved to as it began (``None`` when none, or the agent lost it)."""
-    if run.persona is None or not agent.personas:
+    """The persona the run was resolved to as it began (``None`` when none).
+
+    A persona the agent no longer has (the app changed while the run waited for an approval)
+    fails closed: the run goes on in the agent's own words with no tools at all, never with more
+    tools than the persona allowed.
+    """
+    if run.persona is None:
         return None
     try:
         return agent.persona(run.persona)
     except PersonaNotFoundError:
-        logger.warning("run %s: agent %r has no persona %r any more", run.run_id, agent.name, run.persona)
-        return None
+        logger.warning(
+            "run %s: agent %r has no persona %r any more; it goes on without tools", run.run_id, agent.name, run.persona
+        )
+        return Persona(id=_GONE, label=_GONE, allowed_tools=())
 
 
 def persona_instructions(agent: Agent, persona: Persona | None, run: RunRecord) -> str:

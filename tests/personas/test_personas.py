@@ -308,3 +308,41 @@ def test_an_id_with_a_trailing_newline_or_other_odd_characters_is_refused(bad: s
         Agent(name=bad)
     with pytest.raises(UserError, match="must match"):
         Handoff(bad)
+
+
+async def test_a_run_whose_persona_was_removed_while_it_waited_goes_on_with_no_tools(tmp_path: Path) -> None:
+    """Fail closed: a resume never widens the tools past what the run's persona allowed."""
+    seen: list[list[str]] = []
+
+    def script(request: ModelRequest, index: int) -> ScriptStep:
+        seen.append(sorted(t.name for t in request.tools))
+        if request.step == 0:
+            return ScriptStep(tool_calls=[ToolCallRequest(name="close_account", args={})])
+        if request.step == 1:
+            return ScriptStep(tool_calls=[ToolCallRequest(name="lookup", args={})])
+        return ScriptStep(text="done")
+
+    closer = Persona(id="closer", label="Closer", allowed_tools=["close_account"])
+
+    def make(store: Store, personas: list[Persona]) -> Runtime:
+        agent = support_agent(personas=personas, default_persona=None)
+        return Runtime(tools=[lookup, close_account], agents=[agent], model=ScriptedModel(script), store=store)
+
+    shared = SqliteStore(tmp_path / "agora.db")
+    t = thread()
+    try:
+        async with make(shared, [closer]) as first:
+            run_id = await first.start_turn(
+                Turn(thread_id=t, actor=ALICE, text="close it", agent="support", persona="closer")
+            )
+            assert await first.wait(run_id, timeout=10) == "awaiting-approval"
+        async with make(shared, [Persona(id="friendly", label="Friendly")]) as second:
+            [pending] = await second.pending_approvals(t)
+            await second.decide(pending.tool_call_id, ALICE, approve=True)
+            assert await second.wait(run_id, timeout=10) == "completed"
+            events = [e async for e in second.events(t)]
+    finally:
+        await shared.aclose()
+    assert seen == [["close_account"], [], []]
+    refused = [e for e in events if isinstance(e, ToolFailedEvent) and e.tool == "lookup"]
+    assert len(refused) == 1 and refused[0].error["code"] == "tool_not_found"
