@@ -13,6 +13,7 @@ import base64
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, cast
 
@@ -62,6 +63,8 @@ APPROVAL_ID_PREFIX = "agora-approval:"
 """The id of an ``elicitation/create`` request we send: this prefix, then the approval's tool call id."""
 
 _ENDED = frozenset({"completed", "cancelled", "failed"})
+_ASKED = "agora-mcp-asked:{tool_call_id}"
+"""Which session an approval was asked of by ``elicitation/create`` (only its answer decides)."""
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 """Writes one JSON-RPC message to the client on the call's stream (``None`` when there is none)."""
@@ -125,6 +128,7 @@ class CallFollower:
         self.structured: dict[str, Any] | None = None
         self.is_error = False
         self._done = False
+        self.session_id = ""
 
     def _text(self, text: str | None) -> None:
         if text:
@@ -132,6 +136,7 @@ class CallFollower:
 
     async def call(self, session: McpSession, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Run ``name`` with ``arguments`` as a direct-call run and answer its result."""
+        self.session_id = session.session_id
         runtime = self.services.runtime
         thread_id = new_id("mcp")
         run_id = await runtime.call_tool(
@@ -241,6 +246,12 @@ class CallFollower:
                 "required": ["approve"],
             },
         )
+        # Only this session may answer it: an id naming another approval (asked on the web, say)
+        # decides nothing (``answer_elicitation``).
+        ttl = max(approval.expires_ts - time.time(), 60.0)
+        await self.services.runtime.store.channel_set(
+            _ASKED.format(tool_call_id=event.tool_call_id), self.session_id, ttl=ttl
+        )
         request = types.JSONRPCRequest(
             jsonrpc="2.0",
             id=APPROVAL_ID_PREFIX + event.tool_call_id,
@@ -273,7 +284,7 @@ async def _decide(
 
 
 async def answer_elicitation(
-    services: ChannelServices, actor: Actor, message: types.JSONRPCResponse | types.JSONRPCError
+    services: ChannelServices, actor: Actor, session: McpSession, message: types.JSONRPCResponse | types.JSONRPCError
 ) -> None:
     """Decide the approval a client's answer to our ``elicitation/create`` names (any process).
 
@@ -285,6 +296,10 @@ async def answer_elicitation(
         logger.info("MCP refused POST /mcp: a response to no request of ours (id %s)", one_line(str(message.id), 80))
         return
     tool_call_id = message.id.removeprefix(APPROVAL_ID_PREFIX)
+    asked = await services.runtime.store.channel_get(_ASKED.format(tool_call_id=tool_call_id))
+    if asked != session.session_id:
+        logger.info("MCP refused POST /mcp: this session was not asked approval %s", one_line(tool_call_id, 80))
+        return
     if isinstance(message, types.JSONRPCError):
         reason = f"The client could not ask: {message.error.message}"
         await _decide(services, tool_call_id, actor, approve=False, reason=one_line(reason, 300))

@@ -360,7 +360,7 @@ class McpChannel(Channel):
         if isinstance(message, types.JSONRPCNotification):
             return None
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            await answer_elicitation(self.services, actor, message)
+            await answer_elicitation(self.services, actor, session, message)
             return None
         try:
             match message.method:
