@@ -21,11 +21,9 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
 from tools import (
-    AgoraError,
     AttachedFile,
     PreflightCompleted,
     PreflightDenied,
-    PreflightPhase,
     PreflightReady,
     Tool,
     ToolContext,
@@ -34,16 +32,16 @@ from tools import (
     ToolFailed,
     ToolInputInvalidError,
     UiComponent,
-    as_preflight_result,
     fill_result_view,
     narrate_done,
     narrate_running,
 )
 
-from ._agents import Handoff
 from ._collector import UiCollector
+from ._driver_actions import ActionSteps
+from ._driver_handoffs import HandoffSteps
+from ._driver_parts import _PersonaFailed, _StepNotStored, _UserCancelled
 from ._errors import GatewayError, ModelError, StoreUnavailableError, ThreadNotFoundError
-from ._handoff_parts import handoff_of
 from ._json import within_depth
 from ._logs import log_scope
 from ._personas import persona_instructions, persona_of, persona_scope
@@ -116,25 +114,13 @@ async def _closing(stream: AsyncIterator[ModelChunk]) -> AsyncGenerator[AsyncIte
             await stream.aclose()
 
 
-class _UserCancelled(AgoraError):
-    """A person asked to stop the run while a model call or a tool was in flight."""
-
-
-class _PersonaFailed(AgoraError):
-    """A persona's instructions function raised: the run fails (its message is logged)."""
-
-
-class _StepNotStored(AgoraError):
-    """The store refused a write of this run for good (not an outage): the run cannot go on."""
-
-
 UNSTORABLE: tuple[type[Exception], ...] = (PydanticSerializationError, UnicodeError, ValueError, TypeError)
 """What a store raises for a batch it can never take (it cannot be encoded), as opposed to an
 outage (``StoreUnavailableError``) or a fault of the store itself, which the run leaves to the
 lease and a later resume."""
 
 
-class RunDriver:
+class RunDriver(ActionSteps, HandoffSteps):
     """Drives one run on this process. The runtime creates one per run it drives."""
 
     def __init__(self, host: RunHost, run: RunRecord, agent: Agent, *, history: list[Message] | None = None) -> None:
@@ -563,81 +549,6 @@ class RunDriver:
                 return True
         return False
 
-    async def _run_with_handoffs(self, entry: ModelStepEntry, prefix: Batch) -> bool:
-        """A step that hands work to other agents: its calls one by one, in order (``gateway._handoffs``)."""
-        registry = self.host.registry
-        if prefix.events or prefix.journal:
-            await self.write(prefix)
-        for call in entry.calls:
-            if self.cancel_requested:
-                raise _UserCancelled
-            if call.id in self._settled:
-                continue
-            handoff = self._handoff_of(call.name)
-            tool = registry.get(call.name) if handoff is None else None
-            if handoff is not None:
-                if await self.host.handoffs.run_call(self, call, handoff):
-                    return True
-            elif tool is None or tool.kind == "read":
-                await self._run_reads([call], Batch())
-            elif await self._run_action(call):
-                return True
-        return False
-
-    def _handoff_of(self, name: str) -> Handoff | None:
-        """The agent's handoff of that tool name, unless the run's persona leaves it out (``allowed_tools``)."""
-        handoff = handoff_of(self.agent, name)
-        allowed = self.persona.allowed_tools if self.persona is not None else None
-        if handoff is None or allowed is None or name in allowed:
-            return handoff
-        return None
-
-    def handoff_calls(self) -> list[tuple[PlannedCall, Handoff]]:
-        """The run's handoff calls so far, with their handoffs."""
-        found: list[tuple[PlannedCall, Handoff]] = []
-        for entry in self._steps.values():
-            for call in entry.calls:
-                handoff = self._handoff_of(call.name)
-                if handoff is not None:
-                    found.append((call, handoff))
-        return found
-
-    async def settle_handoff(
-        self,
-        call: PlannedCall,
-        status: str,
-        *,
-        output: Any = None,
-        error: dict[str, str] | None = None,
-        done: str = "",
-    ) -> None:
-        """Settle a handoff call (``completed`` with ``output``, or ``failed`` with ``error``) and write it."""
-        batch = Batch()
-        if status == "completed":
-            entry = ToolSettledEntry(tool_call_id=call.id, name=call.name, status="completed", output=output)
-            self._settled[call.id] = entry
-            batch.journal.append(entry)
-            batch.events.append(
-                self.event(ToolCompletedEvent, tool_call_id=call.id, tool=call.name, output=output, done=done)
-            )
-        else:
-            self._settle(batch, call, "failed", error=error)
-        await self.write(batch)
-        self.host.observe_tool(self.run, call.name, "completed" if status == "completed" else "failed", 0.0)
-
-    async def wait_handoff(self, call: PlannedCall, waiting: Awaitable[T]) -> T:
-        """Wait for a sub-agent as for a tool: a Stop interrupts it (the call then fails as cancelled)."""
-        self._running[call.id] = call
-        try:
-            return await self._guarded(waiting)
-        finally:
-            self._running.pop(call.id, None)
-
-    async def park_for_child(self) -> None:
-        """Park while a sub-agent waits for an approval (no approval of this run's own)."""
-        await self._park(None, Batch())
-        await self.host.handoffs.note_parked(self.run)
-
     async def _admit(self, call: PlannedCall, ctx: ToolContext) -> tuple[Tool, BaseModel]:
         """Gates and validation for one call; raises ``ToolError`` when it may not run."""
         tool = await self.host.registry.check(call.name, ctx, self.scope)
@@ -792,98 +703,6 @@ class RunDriver:
                 result=fill_result_view(presentation.result, output) if presentation else None,
             )
         )
-
-    # -- actions ------------------------------------------------------------------------------------
-
-    async def _preflight(
-        self, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext, phase: PreflightPhase, batch: Batch
-    ) -> Preflight:
-        """Run (or replay from the journal) an action's preflight for ``phase``."""
-        known = self._preflights.get((call.id, phase))
-        if known is not None:
-            return as_preflight_result(known.result)
-        result = await self._guarded(self.host.registry.preflight(tool, validated, ctx, phase))
-        entry = PreflightEntry(tool_call_id=call.id, phase=phase, result=jsonable(result.model_dump()))
-        self._preflights[(call.id, phase)] = entry
-        batch.journal.append(entry)
-        if isinstance(result, PreflightCompleted):
-            return result  # its output goes to present() as execute's would, made valid in _complete
-        return as_preflight_result(entry.result)  # a reason or confirmation text made valid
-
-    async def _prepared(
-        self, call: PlannedCall, ctx: ToolContext, phase: PreflightPhase, batch: Batch
-    ) -> tuple[Tool, BaseModel, PreflightReady] | None:
-        """Gates, validation and the preflight of ``phase`` for an action call.
-
-        Returns the tool, its input and the ready verdict; ``None`` when the call was settled
-        here instead (refused by a gate or the preflight, or completed by it) and written.
-        """
-        try:
-            tool, validated = await self._admit(call, ctx)
-            verdict = await self._preflight(call, tool, validated, ctx, phase, batch)
-        except ToolError as exc:
-            self._settle(batch, call, "failed", error=error_value(exc.code, str(exc)))
-        except (_UserCancelled, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            logger.warning("preflight (%s) of %s failed", phase, call.name, exc_info=True)
-            self._settle(batch, call, "failed", error=error_value("preflight_error", f"{type(exc).__name__}: {exc}"))
-        else:
-            if isinstance(verdict, PreflightReady):
-                return tool, validated, verdict
-            if isinstance(verdict, PreflightDenied):
-                self._settle(batch, call, "denied", reason=verdict.reason)
-            else:
-                await self._complete(batch, call, tool, validated, ctx, verdict.output, done=verdict.done)
-        await self.write(batch)
-        return None
-
-    async def _run_action(self, call: PlannedCall) -> bool:
-        """One action call: prepare, ask, and (once approved) execute. True when parked.
-
-        After the approval the gates, validation and the ``execute``-phase preflight run afresh:
-        a tool switched off, or a state that changed, while the person decided stops it here.
-        """
-        ctx = self._ctx(call)
-        batch = Batch()
-        prepared = await self._prepared(call, ctx, "prepare", batch)
-        if prepared is None:
-            return False
-        decision = await self._decision(call, *prepared, batch)
-        if decision == "park":
-            return True
-        if decision != "approved":
-            self._settle(batch, call, "denied", reason=decision)
-            await self.write(batch)
-            return False
-        approved = await self._prepared(call, ctx, "execute", batch)
-        if approved is None:
-            return False
-        tool, validated, _ = approved
-        batch.events.append(self._started_event(call, tool, validated))
-        await self.write(batch)
-        await self._execute(call, tool, validated, ctx)
-        return False
-
-    async def _decision(
-        self, call: PlannedCall, tool: Tool, validated: BaseModel, verdict: PreflightReady, batch: Batch
-    ) -> str:
-        """``"approved"``, ``"park"``, or the denial reason the model will read."""
-        approvals = self.host.approvals
-        decided = await approvals.verdict(self.run, call.id, tool.name)
-        batch.events.extend(decided.events)
-        match decided.outcome:
-            case "ask":
-                data = validated.model_dump(mode="json")
-                await self._park(approvals.request(self.run, call.id, tool, data, verdict), batch)
-                return "park"
-            case "wait":
-                await self._park(None, batch)
-                return "park"
-            case "approved":
-                return "approved"
-            case _:
-                return decided.reason or "Not approved."
 
     async def _load_journal(self) -> None:
         """Replay the run's journal: its steps, settled calls and preflight answers."""

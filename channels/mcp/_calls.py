@@ -63,8 +63,6 @@ APPROVAL_ID_PREFIX = "agora-approval:"
 """The id of an ``elicitation/create`` request we send: this prefix, then the approval's tool call id."""
 
 _ENDED = frozenset({"completed", "cancelled", "failed"})
-_ASKED = "agora-mcp-asked:{tool_call_id}"
-"""Which session an approval was asked of by ``elicitation/create`` (only its answer decides)."""
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 """Writes one JSON-RPC message to the client on the call's stream (``None`` when there is none)."""
@@ -249,9 +247,8 @@ class CallFollower:
         # Only this session may answer it: an id naming another approval (asked on the web, say)
         # decides nothing (``answer_elicitation``).
         ttl = max(approval.expires_ts - time.time(), 60.0)
-        await self.services.runtime.store.channel_set(
-            _ASKED.format(tool_call_id=event.tool_call_id), self.session_id, ttl=ttl
-        )
+        state = self.services.state("mcp")
+        await state.set(state.key("asked", event.tool_call_id), self.session_id, ttl=ttl)
         request = types.JSONRPCRequest(
             jsonrpc="2.0",
             id=APPROVAL_ID_PREFIX + event.tool_call_id,
@@ -296,7 +293,8 @@ async def answer_elicitation(
         logger.info("MCP refused POST /mcp: a response to no request of ours (id %s)", one_line(str(message.id), 80))
         return
     tool_call_id = message.id.removeprefix(APPROVAL_ID_PREFIX)
-    asked = await services.runtime.store.channel_get(_ASKED.format(tool_call_id=tool_call_id))
+    state = services.state("mcp")
+    asked = await state.get(state.key("asked", tool_call_id))
     if asked != session.session_id:
         logger.info("MCP refused POST /mcp: this session was not asked approval %s", one_line(tool_call_id, 80))
         return
