@@ -59,6 +59,7 @@ from ._handoff_parts import (
 )
 from ._transcript import error_value
 from .events import (
+    ENDED_STATUSES,
     ApprovalSettledEvent,
     RunEvent,
     RunStatus,
@@ -75,7 +76,7 @@ __all__ = ["Handoffs", "check_handoffs"]
 
 logger = logging.getLogger("gateway.handoffs")
 
-_ENDED = frozenset({"completed", "cancelled", "failed"})
+
 _PARKED = frozenset({"awaiting-approval"})
 _TASK_CHARS = 32_000
 _CHAINS_KEPT = 4096
@@ -253,14 +254,14 @@ class Handoffs:
 
     async def _await(self, driver: RunDriver, call: PlannedCall, handoff: Handoff, child: RunRecord) -> bool:
         store = self.runtime.store
-        if child.status not in _ENDED:
+        if child.status not in ENDED_STATUSES:
             status = await driver.wait_handoff(call, self.runtime.wait(child.run_id))
             if status == "awaiting-approval":
                 await driver.park_for_child()
                 # The child may have ended while the park was written: its end found the parent
                 # still running and could not resume it, so the parent resumes itself.
                 current = await store.get_run(child.run_id)
-                if current is not None and current.status in _ENDED:
+                if current is not None and current.status in ENDED_STATUSES:
                     await self.wake(driver.run.run_id)
                 return True
         current = await store.get_run(child.run_id) or child
@@ -399,7 +400,7 @@ class Handoffs:
         """Stop the children of these handoff calls that have not ended."""
         for call, handoff in calls:
             child = await self.runtime.store.get_run(child_run_id(call.id, detached=handoff.detached))
-            if child is not None and child.status not in _ENDED:
+            if child is not None and child.status not in ENDED_STATUSES:
                 logger.info("stopping sub-agent run %s: %s", child.run_id, reason)
                 await self.runtime.stop_run(child, reason)
 
@@ -511,7 +512,7 @@ class Handoffs:
                 if handoff is None or handoff.detached or call.id in settled:
                     continue
                 child = await store.get_run(child_run_id(call.id, detached=False))
-                if child is not None and child.status in _ENDED:
+                if child is not None and child.status in ENDED_STATUSES:
                     await self.wake(run.run_id)
                     return
 

@@ -38,6 +38,7 @@ from ._queue import Accepted, ThreadQueue
 from ._threads import Threads
 from ._unicode import valid_text, valid_tree
 from .events import (
+    ENDED_STATUSES,
     MessageDequeuedEvent,
     QueueMode,
     RunEvent,
@@ -55,7 +56,7 @@ __all__ = ["Runtime", "RuntimeObserver"]
 
 logger = logging.getLogger("gateway.runtime")
 
-_ENDED = frozenset({"completed", "cancelled", "failed"})
+
 _CANCEL_KEY = "agora-run-cancel:{run_id}"
 
 
@@ -606,7 +607,7 @@ class Runtime:
         if not run_id:
             return False
         run = await self.store.get_run(run_id)
-        if run is None or run.status in _ENDED:
+        if run is None or run.status in ENDED_STATUSES:
             return False
         if run.status == "awaiting-approval":
             if not end_parked:
@@ -854,7 +855,7 @@ class Runtime:
         thread = await self.store.get_thread(run.thread_id)
         if thread is None or not thread.owned_by(actor):  # only the owner stops a run
             raise ThreadForbiddenError(f"Run {run_id!r} belongs to another actor")
-        if run.status in _ENDED:
+        if run.status in ENDED_STATUSES:
             raise RunNotActiveError(f"The run already ended ({run.status})")
         await self.stop_run(run, "The person stopped the run.")
 

@@ -21,6 +21,7 @@ from ._unicode import REPLACEMENT
 from ._unicode import valid_tree as _valid_tree
 
 __all__ = [
+    "ENDED_STATUSES",
     "MAX_ATTACHMENTS",
     "RUN_EVENT_ADAPTER",
     "ApprovalRequestedEvent",
@@ -51,6 +52,9 @@ __all__ = [
 
 RunStatus = Literal["completed", "awaiting-approval", "cancelled", "failed"]
 """How a run ended (or paused): ``awaiting-approval`` parks it until a person decides."""
+
+ENDED_STATUSES: frozenset[str] = frozenset({"completed", "cancelled", "failed"})
+"""The statuses of a run that is over for good (``awaiting-approval`` is not one: it resumes)."""
 
 ApprovalStatus = Literal["approved", "rejected", "expired"]
 

@@ -54,7 +54,7 @@ from a2a.utils.task import (
 )
 
 from gateway import AttachmentTooLargeError, AttachmentTypeError, ChannelServices, RunEvent, RunNotFoundError
-from gateway.events import MAX_ATTACHMENTS, Attachment, Turn
+from gateway.events import ENDED_STATUSES, MAX_ATTACHMENTS, Attachment, Turn
 from gateway.stores import RunRecord
 from tools import Actor, UiCapabilities
 
@@ -69,7 +69,6 @@ from ._view import TERMINAL_STATES, StreamEvent, TaskView, state_of_run
 __all__ = ["ActorUser", "GatewayRequestHandler"]
 
 _CONTEXT_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
-_ENDED = frozenset({"completed", "cancelled", "failed"})
 
 
 class ActorUser(User):
@@ -336,7 +335,7 @@ class GatewayRequestHandler(RequestHandler):
         """Decide the approval the task waits for; the thread's ``seq`` before the decision."""
         runtime = self.services.runtime
         run = await self._run(record)
-        if run.status in _ENDED:
+        if run.status in ENDED_STATUSES:
             raise InvalidParamsError(
                 message=f"Task {record.task_id} is {run.status} and takes no more messages: send a new message"
                 " (the same contextId continues the conversation)"
@@ -420,7 +419,7 @@ class GatewayRequestHandler(RequestHandler):
         actor = _actor(context)
         record = await self._record(params.id, actor)
         run = await self._run(record)
-        if run.status in _ENDED:
+        if run.status in ENDED_STATUSES:
             raise TaskNotCancelableError(f"Task {record.task_id} is already {run.status}")
         runtime = self.services.runtime
         with map_gateway_errors():

@@ -30,6 +30,7 @@ from gateway import (
     one_line,
 )
 from gateway.events import (
+    ENDED_STATUSES,
     ApprovalRequestedEvent,
     RunErrorEvent,
     RunEvent,
@@ -62,7 +63,6 @@ MCP_CAPABILITIES = UiCapabilities(formats=["image", "text"])
 APPROVAL_ID_PREFIX = "agora-approval:"
 """The id of an ``elicitation/create`` request we send: this prefix, then the approval's tool call id."""
 
-_ENDED = frozenset({"completed", "cancelled", "failed"})
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 """Writes one JSON-RPC message to the client on the call's stream (``None`` when there is none)."""
@@ -196,7 +196,7 @@ class CallFollower:
                 self.is_error = True
                 if not self.content:
                     self._text(event.message)
-            case RunFinishedEvent() if event.status in _ENDED:
+            case RunFinishedEvent() if event.status in ENDED_STATUSES:
                 if event.status != "completed":
                     self.is_error = True
                 self._done = True
