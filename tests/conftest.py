@@ -26,6 +26,7 @@ from gateway import Channel, Gateway, Runtime, Settings, create_app
 from gateway.app import assemble, default_channels
 from gateway.models import OpenAIModel
 from gateway.stores import MemoryStore, PostgresStore, RedisStore, Store
+from tests.models.fake_anthropic import FakeAnthropic
 from tests.models.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -269,6 +270,18 @@ async def fake(aiohttp_server: AiohttpServer) -> AsyncIterator[FakeOpenAI]:
     app.router.add_post("/v1/chat/completions", fake.handle)
     server = await aiohttp_server(app)
     fake.base_url = str(server.make_url("/v1"))
+    yield fake
+    fake.release.set()  # stalled replies return, so the server closes without waiting
+
+
+@pytest.fixture
+async def fake_anthropic(aiohttp_server: AiohttpServer) -> AsyncIterator[FakeAnthropic]:
+    """A fake of Anthropic's Messages API on loopback (``fake_anthropic.base_url`` has no ``/v1``)."""
+    fake = FakeAnthropic()
+    app = web.Application()
+    app.router.add_post("/v1/messages", fake.handle)
+    server = await aiohttp_server(app)
+    fake.base_url = str(server.make_url("")).rstrip("/")
     yield fake
     fake.release.set()  # stalled replies return, so the server closes without waiting
 
