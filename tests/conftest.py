@@ -24,7 +24,7 @@ from pytest_aiohttp import AiohttpServer
 from channels.web import WebChannel, WebOptions
 from gateway import Channel, Gateway, Runtime, Settings, create_app
 from gateway.app import assemble, default_channels
-from gateway.models import OpenAIModel
+from gateway.models import AnthropicModel, OpenAIModel
 from gateway.stores import MemoryStore, PostgresStore, RedisStore, Store
 from tests.models.fake_anthropic import FakeAnthropic
 from tests.models.fake_openai import FakeOpenAI
@@ -284,6 +284,16 @@ async def fake_anthropic(aiohttp_server: AiohttpServer) -> AsyncIterator[FakeAnt
     fake.base_url = str(server.make_url("")).rstrip("/")
     yield fake
     fake.release.set()  # stalled replies return, so the server closes without waiting
+
+
+@pytest.fixture
+async def anthropic_model(fake_anthropic: FakeAnthropic) -> AsyncIterator[AnthropicModel]:
+    """An ``AnthropicModel`` on the ``fake_anthropic`` server (closed at teardown)."""
+    model = AnthropicModel(
+        "claude-test", api_key="test-key", base_url=fake_anthropic.base_url, backoff=0.01, timeout=5.0
+    )
+    yield model
+    await model.aclose()
 
 
 @pytest.fixture
