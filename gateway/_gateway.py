@@ -170,7 +170,8 @@ class Gateway:
                 in (an import error there refuses the start), or a mix. Names must be unique.
             agents: The agents served; the first is the default. One ``assistant`` agent with
                 ``APP_INSTRUCTIONS`` when omitted.
-            model: A ``Model``, or ``"demo"`` / ``"openai:<model>"``; ``AGORA_MODEL`` when omitted.
+            model: A ``Model``, or ``"demo"`` / ``"openai:<model>"`` / ``"anthropic:<model>"``;
+                ``AGORA_MODEL`` when omitted.
                 ``--model`` / ``AGORA_MODEL`` set explicitly override it.
             catalog: The components tools may show (``default_catalog()`` when omitted); extend
                 it with your own: ``default_catalog().extend([ComponentDef(...)])``.

@@ -67,7 +67,8 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     """A Redis URL: the older name of ``AGORA_STORE_URL`` (``store_url``), which wins when both are set."""
     model: str = "demo"
-    """``demo`` (offline, rule-based) or ``openai:<model>`` (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``)."""
+    """``demo`` (offline, rule-based), ``openai:<model>`` (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``) or
+    ``anthropic:<model>`` (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``)."""
     secret: SecretStr | None = None
     """Signs cookies, actor tokens, confirm tokens and media URLs. Set it for more than one
     process; a random one is made per process otherwise."""

@@ -86,21 +86,30 @@ def build_store(settings: Settings) -> Store:
 
 
 def build_model(name: str, *, where: str = "AGORA_MODEL") -> Model:
-    """The model ``name`` names: ``demo`` or ``openai:<model>`` (``where`` it was set, for the error).
+    """The model ``name`` names: ``demo``, ``openai:<model>`` or ``anthropic:<model>``.
+
+    ``where`` says where the name was set, for the error.
 
     Raises:
-        UserError: An unknown model name.
+        UserError: An unknown model name (or the named model's package or key is missing).
     """
     if name == "demo":
         from .demo import DemoModel
 
         return DemoModel()
-    if name.startswith("openai:") and len(name) > len("openai:"):
+    provider, _, model_name = name.partition(":")
+    if provider == "openai" and model_name:
         from .models import OpenAIModel
 
-        model: Model = OpenAIModel(name.removeprefix("openai:"))
-        return model
-    raise UserError(f"{where}={name!r}: use 'demo' or 'openai:<model>' (e.g. openai:gpt-4o-mini)")
+        return OpenAIModel(model_name)
+    if provider == "anthropic" and model_name:
+        from .models import AnthropicModel
+
+        return AnthropicModel(model_name)
+    raise UserError(
+        f"{where}={name!r}: use 'demo', 'openai:<model>' (e.g. openai:gpt-4o-mini) "
+        "or 'anthropic:<model>' (e.g. anthropic:claude-sonnet-4-5)"
+    )
 
 
 def _demo_branding() -> Branding:

@@ -34,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
         "postgresql://..., redis://..., memory://; default sqlite:///.agora/agora.db",
     )
     serve.add_argument("--redis-url", help="a Redis URL: the older name of --store (which wins over it)")
-    serve.add_argument("--model", help="'demo' (offline) or 'openai:<model>' (AGORA_MODEL, default demo)")
+    serve.add_argument(
+        "--model", help="'demo' (offline), 'openai:<model>' or 'anthropic:<model>' (AGORA_MODEL, default demo)"
+    )
     serve.add_argument(
         "--app", help="your app: pkg.module:attribute naming a gateway.Gateway (AGORA_APP); default: the demo"
     )

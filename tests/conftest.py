@@ -24,8 +24,9 @@ from pytest_aiohttp import AiohttpServer
 from channels.web import WebChannel, WebOptions
 from gateway import Channel, Gateway, Runtime, Settings, create_app
 from gateway.app import assemble, default_channels
-from gateway.models import OpenAIModel
+from gateway.models import AnthropicModel, OpenAIModel
 from gateway.stores import MemoryStore, PostgresStore, RedisStore, Store
+from tests.models.fake_anthropic import FakeAnthropic
 from tests.models.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,6 +272,28 @@ async def fake(aiohttp_server: AiohttpServer) -> AsyncIterator[FakeOpenAI]:
     fake.base_url = str(server.make_url("/v1"))
     yield fake
     fake.release.set()  # stalled replies return, so the server closes without waiting
+
+
+@pytest.fixture
+async def fake_anthropic(aiohttp_server: AiohttpServer) -> AsyncIterator[FakeAnthropic]:
+    """A fake of Anthropic's Messages API on loopback (``fake_anthropic.base_url`` has no ``/v1``)."""
+    fake = FakeAnthropic()
+    app = web.Application()
+    app.router.add_post("/v1/messages", fake.handle)
+    server = await aiohttp_server(app)
+    fake.base_url = str(server.make_url("")).rstrip("/")
+    yield fake
+    fake.release.set()  # stalled replies return, so the server closes without waiting
+
+
+@pytest.fixture
+async def anthropic_model(fake_anthropic: FakeAnthropic) -> AsyncIterator[AnthropicModel]:
+    """An ``AnthropicModel`` on the ``fake_anthropic`` server (closed at teardown)."""
+    model = AnthropicModel(
+        "claude-test", api_key="test-key", base_url=fake_anthropic.base_url, backoff=0.01, timeout=5.0
+    )
+    yield model
+    await model.aclose()
 
 
 @pytest.fixture

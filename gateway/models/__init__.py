@@ -1,4 +1,4 @@
-"""Models the loop can drive: the ``Model`` protocol, ``ScriptedModel`` and ``OpenAIModel``."""
+"""Models the loop can drive: the ``Model`` protocol, ``ScriptedModel``, ``OpenAIModel`` and ``AnthropicModel``."""
 
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +18,12 @@ from ._base import (
 from ._scripted import ScriptedModel, ScriptStep
 
 if TYPE_CHECKING:
+    from ._anthropic import AnthropicModel
     from ._openai import OpenAIModel
 
 __all__ = [
     "MESSAGE_ADAPTER",
+    "AnthropicModel",
     "AssistantMessage",
     "Message",
     "Model",
@@ -39,9 +41,13 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # OpenAIModel needs the optional ``openai`` package: import it only when asked for.
+    # OpenAIModel and AnthropicModel need optional packages: import them only when asked for.
     if name == "OpenAIModel":
         from ._openai import OpenAIModel
 
         return OpenAIModel
+    if name == "AnthropicModel":
+        from ._anthropic import AnthropicModel
+
+        return AnthropicModel
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

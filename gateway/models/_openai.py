@@ -9,13 +9,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import email.utils
 import enum
 import json
 import logging
 import os
-import random
-import time
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -26,6 +23,7 @@ from tools import AgoraError, ToolDefinition, UserError
 from .._errors import ModelError
 from ..events import Usage
 from ._base import AssistantMessage, ModelChunk, ModelRequest, TextChunk, ToolCallRequest, ToolMessage, UserMessage
+from ._failures import backoff_delay, model_error
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, AsyncStream
@@ -43,16 +41,6 @@ logger = logging.getLogger("gateway.models.openai")
 
 API_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
-
-_MAX_BACKOFF = 30.0
-"""Ceiling of one computed backoff wait, in seconds."""
-_MAX_RETRY_AFTER = 60.0
-"""A server asking to wait longer than this is not retried: the error goes to the caller at once."""
-_RETRIED_CODES = frozenset({"model_rate_limited", "model_unavailable"})
-"""Failures retried here. ``model_timeout`` is retryable for the caller but not retried here:
-the timeout is the caller's bound on waiting, and retrying would multiply it."""
-_RETRYABLE_CODES = _RETRIED_CODES | {"model_timeout"}
-"""Failures a caller may retry (``ModelError.retryable``)."""
 
 
 def _sdk() -> ModuleType:
@@ -255,13 +243,7 @@ class OpenAIModel:
 
     def _retry_delay(self, exc: ModelError, attempt: int) -> float | None:
         """Seconds to wait before retrying after ``exc``, or ``None`` not to retry."""
-        if exc.code not in _RETRIED_CODES or attempt >= self.max_retries:
-            return None
-        hinted = _retry_after(exc.__cause__)
-        if hinted is not None:
-            return hinted if hinted <= _MAX_RETRY_AFTER else None
-        ceiling = min(self.backoff * 2.0**attempt, _MAX_BACKOFF)
-        return ceiling / 2 + random.uniform(0, ceiling / 2)
+        return backoff_delay(exc, attempt, max_retries=self.max_retries, backoff=self.backoff)
 
     @contextlib.contextmanager
     def _mapped_errors(self) -> Iterator[None]:
@@ -270,41 +252,25 @@ class OpenAIModel:
         try:
             yield
         except (TimeoutError, sdk.APITimeoutError) as exc:
-            raise _model_error(f"{self.name} did not answer within {self.timeout}s", "model_timeout") from exc
+            raise model_error(f"{self.name} did not answer within {self.timeout}s", "model_timeout") from exc
         except sdk.APIConnectionError as exc:
             story = f"connection to {self.name} at {self.client.base_url} failed: {exc.__cause__ or exc}"
-            raise _model_error(story, "model_unavailable") from exc
+            raise model_error(story, "model_unavailable") from exc
         except sdk.APIStatusError as exc:
             status: int = exc.status_code
             message = f"{self.name} answered {status}: {_server_message(exc)}"
             if status in (401, 403):
-                raise _model_error(message, "model_auth") from exc
+                raise model_error(message, "model_auth") from exc
             if status == 429:
-                raise _model_error(message, "model_rate_limited") from exc
+                raise model_error(message, "model_rate_limited") from exc
             if status >= 500:
-                raise _model_error(message, "model_unavailable") from exc
-            raise _model_error(message, "model_error") from exc
+                raise model_error(message, "model_unavailable") from exc
+            raise model_error(message, "model_error") from exc
         except sdk.OpenAIError as exc:
             # An ``error`` object inside the stream, or a response the SDK could not read.
-            raise _model_error(f"{self.name} failed: {exc}", "model_error") from exc
+            raise model_error(f"{self.name} failed: {exc}", "model_error") from exc
         except json.JSONDecodeError as exc:
-            raise _model_error(f"{self.name} sent a malformed stream: {exc}", "model_error") from exc
-
-
-_PUBLIC_TEXTS = {
-    "model_timeout": "The assistant took too long to answer.",
-    "model_unavailable": "The assistant could not be reached.",
-    "model_rate_limited": "The assistant is busy right now.",
-    "model_auth": "The assistant is not available: its model refused the gateway's credentials.",
-    "model_error": "The assistant could not answer this time.",
-}
-"""What people read for each failure (``ModelError.public``): never the model's name, URL or the
-server's words, which only the log carries (a chat must not show ``openai:gpt-4o could not be reached``)."""
-
-
-def _model_error(story: str, code: str) -> ModelError:
-    """A ``ModelError`` telling ``story`` to the log and its code's public text to people."""
-    return ModelError(story, code=code, retryable=code in _RETRYABLE_CODES, public=_PUBLIC_TEXTS[code])
+            raise model_error(f"{self.name} sent a malformed stream: {exc}", "model_error") from exc
 
 
 @dataclass(kw_only=True)
@@ -435,27 +401,3 @@ def _server_message(exc: Any) -> str:
     if isinstance(body, str) and body.strip():
         return body.strip()[:500]
     return str(exc.message)
-
-
-def _retry_after(cause: BaseException | None) -> float | None:
-    """The wait an error response asks for (``retry-after-ms``, ``Retry-After``), in seconds."""
-    response = getattr(cause, "response", None)
-    if response is None:
-        return None
-    headers = response.headers
-    for header, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(header)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) / scale)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        moment = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, moment.timestamp() - time.time())

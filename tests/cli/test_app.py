@@ -1,4 +1,4 @@
-"""``serve --app``, ``init`` and ``--tools`` as a user runs them: real processes, a fake OpenAI server."""
+"""``serve --app``, ``init`` and ``--tools`` as a user runs them: real processes, fake model servers."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 from pydantic import ValidationError
 
+from tests.models.fake_anthropic import FakeAnthropic, delta, end, json_delta, message, start, stop, tool_start
 from tests.models.fake_openai import FakeOpenAI, finish, role, text, tool
 
 from .test_serve import ROOT, free_port, serve_env, serving
@@ -352,3 +353,53 @@ def test_init_says_the_next_command_as_a_shell_reads_it(tmp_path: Path) -> None:
     result = _init("my shop", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "Next: cd 'my shop' && cp .env.example .env" in result.stdout
+
+
+_THIS_CHECKOUT = {"PYTHONPATH": str(ROOT)}
+"""A process started outside the checkout imports ``gateway`` from here, not from wherever the
+venv's editable install points (another worktree)."""
+
+
+async def test_serve_with_an_anthropic_model_answers_a_turn_with_its_tool(
+    starter: Path, fake_anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
+    fake_anthropic.script(
+        fake_anthropic.sse(
+            start(30),
+            tool_start(0, "toolu_1", "get_order"),
+            json_delta(0, '{"order_id": "1001"}'),
+            stop(0),
+            delta("tool_use", 9),
+            end(),
+        ),
+        fake_anthropic.sse(*message("Order 1001 has shipped.")),
+    )
+    env = {"ANTHROPIC_BASE_URL": fake_anthropic.base_url, "ANTHROPIC_API_KEY": "test-key", **_THIS_CHECKOUT}
+    log = tmp_path / "serve.log"
+    options = ("--app", "starter_app:gateway", "--model", "anthropic:claude-fake")
+    async with serving(*options, cwd=starter, env=env, log=log) as (_, port, line):
+        assert "model: anthropic:claude-fake" in line
+        frames = await _turn(port, "where is order 1001?")
+    assert "HTTP Request:" not in log.read_text() and fake_anthropic.base_url not in log.read_text()
+    assert frames[-1]["type"] == "run-finished" and frames[-1]["status"] == "completed"
+    assert frames[-1]["usage"] == {"input_tokens": 40, "output_tokens": 14, "model_calls": 2}
+    first, second = fake_anthropic.requests
+    assert first.body["model"] == "claude-fake" and first.api_key == "test-key"
+    assert "support assistant of a small shop" in first.body["system"]
+    assert sorted(t["name"] for t in first.body["tools"]) == ["cancel_order", "get_order"]
+    [result] = second.body["messages"][-1]["content"]
+    assert result["type"] == "tool_result" and '"status": "shipped"' in result["content"]
+
+
+def test_serve_without_an_anthropic_key_names_the_variable(starter: Path) -> None:
+    env = serve_env(ANTHROPIC_API_KEY=None, **_THIS_CHECKOUT)
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--port", str(free_port()), "--model", "anthropic:claude-fake"],
+        cwd=starter,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0 and "ANTHROPIC_API_KEY" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -54,7 +54,7 @@ DOCUMENTED_NAMES = {
         "ApprovalPolicy", "ApprovalForbiddenError", "ApprovalExpiredError", "ApprovalSettledError",
         "ApprovalNotFoundError",
     ],
-    "gateway.models": ["ScriptedModel", "ScriptStep", "ToolCallRequest", "OpenAIModel"],
+    "gateway.models": ["ScriptedModel", "ScriptStep", "ToolCallRequest", "OpenAIModel", "AnthropicModel"],
     "gateway.stores": ["MemoryStore", "RedisStore", "Store"],
     "gateway.demo": ["DemoModel"],
     "gateway.events": ["RunEvent", "Turn"],
