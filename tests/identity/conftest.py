@@ -102,7 +102,7 @@ async def jwks(aiohttp_server: AiohttpServer, rsa_signer: SigningKey, ec_signer:
 def settings(**overrides: Any) -> Settings:
     values: dict[str, Any] = {"secret": SECRET, "port": 0, "turn_burst": 100, "turn_rate_per_minute": 6000}
     values.update(overrides)
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **values)
 
 
 @pytest.fixture

@@ -65,7 +65,7 @@ BAD_TOKENS: dict[str, Any] = {
     "a bad signature": (lambda s: rsa_key(s.kid).sign(), "Bad token signature"),
     "alg none": (lambda s: handmade({"alg": "none", "kid": s.kid}, claims(), None), "Unsupported token algorithm"),
     "alg none signed by PyJWT": (
-        lambda s: jwt.encode(claims(), None, algorithm="none", headers={"kid": s.kid}),
+        lambda s: jwt.encode(claims(), "", algorithm="none", headers={"kid": s.kid}),
         "Unsupported token algorithm",
     ),
     # Key confusion: HMAC keyed with the provider's public key, which anyone can read from the JWKS.
