@@ -53,6 +53,8 @@ def _b64(data: bytes) -> str:
 
 
 HS256 = "HS256"
+UNSUPPORTED_ALGORITHM = "Unsupported token algorithm"
+"""What a resolver says of a token signed for another one (an RS256 token to the HS256 check)."""
 
 
 def _key(secret: str | bytes | SecretStr) -> bytes:
@@ -134,7 +136,7 @@ def token_error(exc: Exception) -> InvalidTokenError:
         case jwt.InvalidIssuerError():
             return InvalidTokenError("Token is from another issuer")
         case jwt.InvalidAlgorithmError():
-            return InvalidTokenError("Unsupported token algorithm")
+            return InvalidTokenError(UNSUPPORTED_ALGORITHM)
         case jwt.InvalidSignatureError():
             return InvalidTokenError("Bad token signature")
         case jwt.MissingRequiredClaimError(claim="exp"):
@@ -436,12 +438,19 @@ class ChainResolver:
         return actor
 
     async def _others(self, token: str, first: Any, refused: InvalidTokenError) -> Actor:
+        """The actor another token resolver finds; else the refusal of the one the token is for.
+
+        The reason told is the first that is not "another algorithm": an RS256 token with a bad
+        signature is refused as such, not as a token the HS256 check does not take.
+        """
         for resolver in self.token_resolvers():
             if resolver is first:
                 continue
             try:
                 actor: Actor = await resolver.verify_token(token)
-            except InvalidTokenError:
+            except InvalidTokenError as other:
+                if str(refused) == UNSUPPORTED_ALGORITHM:
+                    refused = other
                 continue
             return actor
         raise refused

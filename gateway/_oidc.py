@@ -25,7 +25,7 @@ from aiohttp import web
 from tools import Actor, UserError
 
 from ._errors import IdentityUnavailableError, InvalidTokenError
-from ._identity import DECODE_FAILURES, actor_from_claims, bearer_token, token_error
+from ._identity import DECODE_FAILURES, UNSUPPORTED_ALGORITHM, actor_from_claims, bearer_token, token_error
 
 __all__ = ["OidcResolver"]
 
@@ -148,12 +148,12 @@ class OidcResolver:
             raise InvalidTokenError("Malformed token") from None
         alg, kid = header.get("alg"), header.get("kid")
         if not isinstance(alg, str) or alg not in self.algorithms:
-            raise InvalidTokenError("Unsupported token algorithm")
+            raise InvalidTokenError(UNSUPPORTED_ALGORITHM)
         if kid is not None and not isinstance(kid, str):
             raise InvalidTokenError("Malformed token")
         key = await self._key_for(kid)
         if key.kty != _FAMILIES[alg[:2]]:
-            raise InvalidTokenError("Unsupported token algorithm")  # an EC key named by an RS256 token
+            raise InvalidTokenError(UNSUPPORTED_ALGORITHM)  # an EC key named by an RS256 token
         try:
             claims = jwt.decode(
                 token,
