@@ -25,7 +25,7 @@ from aiohttp import web
 from tools import Actor, UserError
 
 from ._errors import IdentityUnavailableError, InvalidTokenError
-from ._identity import DECODE_FAILURES, UNSUPPORTED_ALGORITHM, actor_from_claims, bearer_token, token_error
+from ._identity import DECODE_FAILURES, UNSUPPORTED_ALGORITHM, actor_from_claims, bearer_token, check_times, token_error
 
 __all__ = ["OidcResolver"]
 
@@ -162,8 +162,15 @@ class OidcResolver:
                 audience=self.audience,
                 issuer=self.issuer,
                 leeway=self.leeway,
-                options={"require": ["exp", "iss", "aud", "sub"]},
+                # The times against time.time(), the gateway's one clock, as actor tokens' are.
+                options={
+                    "require": ["exp", "iss", "aud", "sub"],
+                    "verify_exp": False,
+                    "verify_nbf": False,
+                    "verify_iat": False,
+                },
             )
+            check_times(claims, time.time(), self.leeway)
         except DECODE_FAILURES as exc:
             raise token_error(exc) from None
         if not isinstance(claims.get("sub"), str):
