@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiohttp import WSMsgType
 
-from gateway import SERVICES, sign_actor_token
+from gateway import SERVICES, Gateway, OidcResolver, sign_actor_token
 from tools import Actor
 
 from ..conftest import JsonLog
@@ -161,3 +161,19 @@ async def test_a_hello_with_no_provider_keys_is_told_to_try_again(
         await ws.receive(timeout=5)
         assert ws.close_code == 1013
     assert await runs(client) == []
+
+
+async def test_an_app_whose_identity_is_the_provider_alone(
+    make_client: Any, jwks: Jwks, rsa_signer: SigningKey
+) -> None:
+    app = Gateway(identity=OidcResolver(jwks.url, ISSUER, AUDIENCE, roles_claim="groups"))
+    client = await make_client(app=app)
+    async with client.ws_connect("/agent/ws") as ws:
+        await ws.send_str(json.dumps({"type": "hello", "token": rsa_signer.sign(groups=["ops"])}))
+        welcome = json.loads((await ws.receive(timeout=5)).data)
+        assert welcome["type"] == "welcome" and welcome["actor"]["roles"] == ["ops"]
+    own = sign_actor_token(Actor(id="app-user"), SECRET)  # no SignedTokenResolver: the app's own tokens are not taken
+    refused = await client.get("/agent/threads", headers=bearer(own))
+    assert refused.status == 401 and (await refused.json())["message"] == "Unsupported token algorithm"
+    nobody = await client.get("/agent/threads")
+    assert nobody.status == 401 and (await nobody.json())["code"] == "unauthenticated"
