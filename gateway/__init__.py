@@ -16,6 +16,7 @@ from ._errors import (
     AttachmentTooLargeError,
     AttachmentTypeError,
     GatewayError,
+    IdentityUnavailableError,
     InvalidTokenError,
     ModelError,
     PersonaNotFoundError,
@@ -46,6 +47,7 @@ from ._identity import (
     verify_actor_token,
 )
 from ._json import parse_json
+from ._oidc import OidcResolver
 from ._push import (
     BUTTON_PREFIX,
     CHAT_TEXTS,
@@ -140,6 +142,7 @@ __all__ = [
     "GatewayError",
     "GatewayServices",
     "Handoff",
+    "IdentityUnavailableError",
     "InboundMessage",
     "InboundOptions",
     "InvalidTokenError",
@@ -147,6 +150,7 @@ __all__ = [
     "MediaRef",
     "MediaSource",
     "ModelError",
+    "OidcResolver",
     "PendingApproval",
     "Persona",
     "PersonaContext",

@@ -23,7 +23,6 @@ from aiohttp import web
 from tools import Actor
 
 from ._errors import GatewayError, UnauthenticatedError
-from ._identity import verify_actor_token
 from ._services import SERVICES
 from ._staff import may_watch_approvals, staff_approvals
 from .stores import RunRecord
@@ -62,7 +61,7 @@ async def _staff(request: web.Request) -> tuple[Actor, str]:
     token = auth[7:].strip() if auth[:7].lower() == "bearer " else request.query.get("token", "")
     if not token:
         raise UnauthenticatedError("The console is for staff: open it with a signed actor token (?token=)")
-    actor = verify_actor_token(token, services.secret)
+    actor = await services.verify_token(token)
     if not may_watch_approvals(services.runtime.approval_policy, actor):
         raise ConsoleForbiddenError("The console is for staff: your roles approve nothing here")
     return actor, token

@@ -33,6 +33,7 @@ branches are drawn in ``tools/_errors.py`` and ``renderers/_errors.py``)::
     │   ├── RequestTimeoutError        408  the body did not arrive in time (also a ``TimeoutError``)
     │   ├── ModelError                 502  the model failed (after retries)
     │   ├── StoreUnavailableError      503  the store cannot be reached: the one store failure type
+    │   ├── IdentityUnavailableError   503  gateway._oidc: no identity-provider keys to check a token with
     │   ├── PushSendError              502  a push provider refused a part or was unreachable
     │   │   └── WhatsAppSendError      502  channels.whatsapp: Twilio refused or was unreachable
     │   ├── MediaFetchError            502  a provider's media: a host or address not allowed, or it failed
@@ -67,6 +68,7 @@ __all__ = [
     "ApprovalNotFoundError",
     "ApprovalSettledError",
     "GatewayError",
+    "IdentityUnavailableError",
     "InvalidTokenError",
     "MediaFetchError",
     "ModelError",
@@ -288,3 +290,12 @@ class StoreUnavailableError(GatewayError):
     """
 
     status, code = 503, "store_unavailable"
+
+
+class IdentityUnavailableError(GatewayError):
+    """No identity-provider keys to check a token with: its JWKS is down and none are kept (503).
+
+    The token is neither accepted nor blamed; the caller may try again later.
+    """
+
+    status, code = 503, "identity_unavailable"

@@ -1,7 +1,9 @@
 """Who is talking: actor resolvers and the signed actor tokens apps give their users.
 
-An actor token is a JWT (HS256) whose claims are ``id`` (or ``sub``), ``roles``, ``tenant`` and
-``exp``, so an app may sign it with ``sign_actor_token`` or any JWT library.
+An actor token is a JWT (HS256, verified by PyJWT) whose claims are ``id`` (or ``sub``),
+``roles``, ``tenant``, ``exp`` and, when present, ``nbf``, ``iat``, ``aud`` and ``iss``, so an app
+may sign it with ``sign_actor_token`` or any JWT library. Tokens of an identity provider (RS256,
+ES256 against its JWKS) are ``gateway._oidc.OidcResolver``'s.
 """
 
 from __future__ import annotations
@@ -9,14 +11,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import math
 import re
 import secrets
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
+import jwt
 from aiohttp import web
 from pydantic import SecretStr, ValidationError
 
@@ -48,11 +52,9 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-_HEADER = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+HS256 = "HS256"
+UNSUPPORTED_ALGORITHM = "Unsupported token algorithm"
+"""What a resolver says of a token signed for another one (an RS256 token to the HS256 check)."""
 
 
 def _key(secret: str | bytes | SecretStr) -> bytes:
@@ -70,10 +72,27 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {error['msg']}"
 
 
-def sign_actor_token(actor: Actor, secret: str | bytes | SecretStr, ttl: float = 3600) -> str:
-    """A signed token for ``actor`` that expires in ``ttl`` seconds (a JWT, HS256).
+@contextmanager
+def _quiet_key_length() -> Iterator[None]:
+    """PyJWT warns under 32 bytes of HMAC key; ``Settings`` already refuses fewer than 16."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jwt.InsecureKeyLengthWarning)
+        yield
 
-    Give it to the widget (``<agora-chat token="...">``) or send it as ``Authorization: Bearer``.
+
+def sign_actor_token(
+    actor: Actor,
+    secret: str | bytes | SecretStr,
+    ttl: float = 3600,
+    *,
+    audience: str | None = None,
+    issuer: str | None = None,
+) -> str:
+    """A signed token for ``actor`` that expires in ``ttl`` seconds (a JWT, HS256, made by PyJWT).
+
+    Its claims are ``id``, ``roles``, ``tenant``, ``iat``, ``nbf`` and ``exp`` (and ``aud`` /
+    ``iss`` when given: a resolver configured with an audience or issuer wants them). Give it to
+    the widget (``<agora-chat token="...">``) or send it as ``Authorization: Bearer``.
     """
     if not isinstance(actor, Actor):
         raise UserError("sign_actor_token() needs an Actor")
@@ -88,58 +107,157 @@ def sign_actor_token(actor: Actor, secret: str | bytes | SecretStr, ttl: float =
     key = _key(secret)
     if ttl <= 0:
         raise UserError("sign_actor_token() needs a positive ttl")
-    claims = {"id": actor.id, "roles": list(actor.roles), "tenant": actor.tenant_ref, "exp": int(time.time() + ttl)}
-    payload = _b64(json.dumps(claims, separators=(",", ":")).encode())
-    signature = _b64(hmac.new(key, f"{_HEADER}.{payload}".encode(), hashlib.sha256).digest())
-    return f"{_HEADER}.{payload}.{signature}"
+    now = int(time.time())
+    claims: dict[str, Any] = {
+        "id": actor.id,
+        "roles": list(actor.roles),
+        "tenant": actor.tenant_ref,
+        "iat": now,
+        "nbf": now,
+        "exp": int(time.time() + ttl),
+    }
+    if audience is not None:
+        claims["aud"] = audience
+    if issuer is not None:
+        claims["iss"] = issuer
+    with _quiet_key_length():
+        return jwt.encode(claims, key, algorithm=HS256)
 
 
-def verify_actor_token(token: str, secret: str | bytes | SecretStr, *, now: float | None = None) -> Actor:
-    """The actor a token speaks for.
+def token_error(exc: Exception) -> InvalidTokenError:
+    """What a refused token says, from PyJWT's (or a hostile payload's) exception; never its value."""
+    match exc:
+        case jwt.ExpiredSignatureError():
+            return InvalidTokenError("Token expired")
+        case jwt.ImmatureSignatureError():
+            return InvalidTokenError("Token not valid yet")
+        case jwt.InvalidAudienceError():
+            return InvalidTokenError("Token is for another audience")
+        case jwt.InvalidIssuerError():
+            return InvalidTokenError("Token is from another issuer")
+        case jwt.InvalidAlgorithmError():
+            return InvalidTokenError(UNSUPPORTED_ALGORITHM)
+        case jwt.InvalidSignatureError():
+            return InvalidTokenError("Bad token signature")
+        case jwt.MissingRequiredClaimError(claim="exp"):
+            return InvalidTokenError("Token has no expiry")
+        case jwt.MissingRequiredClaimError():
+            return InvalidTokenError(f"Token has no {exc.claim} claim")
+    return InvalidTokenError("Malformed token")
+
+
+DECODE_FAILURES = (jwt.InvalidTokenError, ValueError, TypeError, OverflowError, RecursionError, KeyError)
+"""What decoding a hostile token may raise: an ``exp`` of ``1e999`` overflows, deep nesting recurses."""
+
+
+def check_times(claims: dict[str, Any], now: float, leeway: float) -> None:
+    """``exp`` (required), ``nbf`` and ``iat`` against ``now``, as PyJWT checks them.
 
     Raises:
-        InvalidTokenError: Malformed, not HS256, forged, without a finite ``exp``, expired, before
-            its ``nbf``, or naming
-            an actor that cannot be (an id or tenant with control characters or lone
-            surrogates, longer than 256 characters, not a string, an anonymous id).
+        InvalidTokenError: Missing, not a finite number, expired, or not valid yet.
     """
-    if not isinstance(token, str) or len(token) > _MAX_TOKEN or token.count(".") != 2:
-        raise InvalidTokenError("Malformed token")
-    header, payload, signature = token.split(".")
-    key = _key(secret)
-    try:
-        if json.loads(_unb64(header)).get("alg") != "HS256":
-            raise InvalidTokenError("Unsupported token algorithm")
-        expected = hmac.new(key, f"{header}.{payload}".encode(), hashlib.sha256).digest()
-        if not hmac.compare_digest(expected, _unb64(signature)):
-            raise InvalidTokenError("Bad token signature")
-        # Not parse_json: a lone surrogate in an id must be refused, never made U+FFFD (two
-        # different ids would become one). A header of thousands of nested arrays is malformed.
-        claims = json.loads(_unb64(payload), parse_constant=_no_constant)
-    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
-        raise InvalidTokenError("Malformed token") from exc
-    if not isinstance(claims, dict):
-        raise InvalidTokenError("Malformed token")
-    exp, nbf = claims.get("exp"), claims.get("nbf")
-    if not isinstance(exp, int | float) or isinstance(exp, bool) or not math.isfinite(exp):
-        raise InvalidTokenError("Token has no expiry")  # NaN or 1e999 would never expire
-    moment = time.time() if now is None else now
-    if moment >= exp:
+    for name in ("exp", "nbf", "iat"):
+        value = claims.get(name)
+        if value is None and name != "exp":
+            continue
+        if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+            raise InvalidTokenError("Token has no expiry" if name == "exp" and value is None else "Malformed token")
+    if now >= claims["exp"] + leeway:
         raise InvalidTokenError("Token expired")
-    if nbf is not None:
-        if not isinstance(nbf, int | float) or isinstance(nbf, bool) or not math.isfinite(nbf):
-            raise InvalidTokenError("Malformed token")
-        if moment < nbf:
-            raise InvalidTokenError("Token not valid yet")
+    if "nbf" in claims and now < claims["nbf"] - leeway:
+        raise InvalidTokenError("Token not valid yet")
+    if "iat" in claims and now < claims["iat"] - leeway:
+        raise InvalidTokenError("Token not valid yet")
+
+
+def actor_from_claims(
+    claims: dict[str, Any], *, id_claims: Sequence[str], roles_claim: str, tenant_claim: str | None
+) -> Actor:
+    """The ``Actor`` a verified token's claims name.
+
+    Roles are a list of strings or one space-separated string (``"scope"`` style).
+
+    Raises:
+        InvalidTokenError: An id, role or tenant that cannot be (control characters, lone
+            surrogates, over 256 characters, not text), or an anonymous id.
+    """
+    actor_id = next((claims[name] for name in id_claims if claims.get(name)), None)
+    roles = claims.get(roles_claim) or []
+    if isinstance(roles, str):
+        roles = roles.split()
+    tenant = claims.get(tenant_claim) if tenant_claim else None
     try:
-        actor = Actor(
-            id=claims.get("id") or claims.get("sub"), roles=claims.get("roles") or [], tenant_ref=claims.get("tenant")
-        )
+        actor = Actor(id=actor_id, roles=roles, tenant_ref=tenant)
     except ValidationError as exc:
         raise InvalidTokenError(f"Token claims are invalid ({_first_error(exc)})") from None
     if actor.id.startswith(ANONYMOUS_PREFIX):  # signed elsewhere: anonymous ids are the cookie's alone
         raise InvalidTokenError("Token claims are invalid")
     return actor
+
+
+def verify_actor_token(
+    token: str,
+    secret: str | bytes | SecretStr,
+    *,
+    now: float | None = None,
+    audience: str | Sequence[str] | None = None,
+    issuer: str | None = None,
+    leeway: float = 0.0,
+) -> Actor:
+    """The actor a token speaks for (verified by PyJWT: HS256 only).
+
+    ``exp`` is required; ``nbf`` and ``iat`` are checked when present, ``leeway`` seconds of
+    clock skew allowed. A token with an ``aud`` is refused unless ``audience`` names it; with
+    ``issuer`` given, ``iss`` must be it. ``now`` (seconds) checks the times at another moment.
+
+    Raises:
+        InvalidTokenError: Malformed, not HS256 (``alg: none`` included), forged, without a
+            finite ``exp``, expired, before its ``nbf``, for another audience or issuer, or
+            naming an actor that cannot be (an id or tenant with control characters or lone
+            surrogates, longer than 256 characters, not a string, an anonymous id).
+    """
+    if not isinstance(token, str) or len(token) > _MAX_TOKEN or token.count(".") != 2:
+        raise InvalidTokenError("Malformed token")
+    key = _key(secret)
+    # PyJWT checks the signature, the algorithm, aud and iss; the times are checked here against
+    # time.time(), the clock sign_actor_token and the rest of the gateway read (PyJWT reads datetime's).
+    options = {"require": ["exp"], "verify_exp": False, "verify_nbf": False, "verify_iat": False}
+    try:
+        with _quiet_key_length():
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=[HS256],
+                audience=audience,
+                issuer=issuer,
+                leeway=leeway,
+                options=options,  # type: ignore[arg-type]
+            )
+        check_times(claims, time.time() if now is None else now, leeway)
+    except InvalidTokenError:
+        raise
+    except DECODE_FAILURES as exc:
+        raise token_error(exc) from None
+    if not isinstance(claims, dict):
+        raise InvalidTokenError("Malformed token")
+    return actor_from_claims(claims, id_claims=("id", "sub"), roles_claim="roles", tenant_claim="tenant")
+
+
+def bearer_token(request: web.Request) -> str | None:
+    """The token of ``Authorization: Bearer`` or the ``token`` query parameter; ``None`` without one.
+
+    Raises:
+        InvalidTokenError: A credential sent empty (an unset ``$TOKEN`` in a script) is a failed
+            sign-in, never a visitor.
+    """
+    auth = request.headers.get("Authorization", "")
+    bearer = auth[:7].lower() == "bearer " or auth.strip().lower() == "bearer"
+    token = auth[7:].strip() if bearer else request.query.get("token")
+    if not token:
+        if bearer or "token" in request.query:
+            raise InvalidTokenError("The actor token is empty")
+        return None
+    return token
 
 
 @runtime_checkable
@@ -170,26 +288,43 @@ def _read_cookie(header: str, name: str) -> str:
 
 
 class SignedTokenResolver:
-    """Reads a signed actor token from ``Authorization: Bearer`` or the ``token`` query parameter."""
+    """Reads a signed actor token from ``Authorization: Bearer`` or the ``token`` query parameter.
 
-    def __init__(self, secret: bytes) -> None:
+    Args:
+        secret: The HS256 key the app signs with (``sign_actor_token``).
+        audience: When set, a token's ``aud`` must name it (a token with an ``aud`` is refused
+            without it).
+        issuer: When set, a token's ``iss`` must be it.
+        leeway: Seconds of clock skew allowed on ``exp``, ``nbf`` and ``iat``.
+    """
+
+    def __init__(
+        self,
+        secret: bytes,
+        *,
+        audience: str | Sequence[str] | None = None,
+        issuer: str | None = None,
+        leeway: float = 0.0,
+    ) -> None:
+        if not math.isfinite(leeway) or leeway < 0:
+            raise UserError("SignedTokenResolver(leeway=) must be a finite number of seconds, 0 or more")
         self.secret = secret
+        self.audience = audience
+        self.issuer = issuer
+        self.leeway = leeway
 
     async def resolve(self, request: web.Request) -> Actor | None:
         """The token's actor; ``None`` without a token."""
-        auth = request.headers.get("Authorization", "")
-        bearer = auth[:7].lower() == "bearer " or auth.strip().lower() == "bearer"
-        token = auth[7:].strip() if bearer else request.query.get("token")
-        if not token:
-            if bearer or "token" in request.query:
-                # A credential sent empty (an unset $TOKEN in a script) is a failed sign-in, never a visitor.
-                raise InvalidTokenError("The actor token is empty")
-            return None
-        return verify_actor_token(token, self.secret)
+        token = bearer_token(request)
+        return None if token is None else await self.verify_token(token)
 
+    async def verify_token(self, token: str) -> Actor:
+        """The actor of a token presented some other way (a web socket's ``hello``).
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+        Raises:
+            InvalidTokenError: It is not a good token of this app's.
+        """
+        return verify_actor_token(token, self.secret, audience=self.audience, issuer=self.issuer, leeway=self.leeway)
 
 
 _URLSAFE = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -255,18 +390,70 @@ class TrustedHeaderResolver:
 
 
 class ChainResolver:
-    """Tries resolvers in order; the first actor wins."""
+    """Tries resolvers in order; the first actor wins.
+
+    A bearer token one token resolver (one with ``verify_token``: ``SignedTokenResolver``,
+    ``OidcResolver``) refuses is offered to the chain's other token resolvers, so an app's own
+    tokens and its identity provider's may be accepted side by side; when none accepts it the
+    first refusal stands (401: a bad token never falls through to an anonymous visitor).
+    """
 
     def __init__(self, resolvers: Sequence[Any]) -> None:
         self.resolvers = list(resolvers)
 
+    def token_resolvers(self) -> list[Any]:
+        """The resolvers that verify a bearer token (``verify_token``), in order."""
+        return [r for r in self.resolvers if callable(getattr(r, "verify_token", None))]
+
     async def resolve(self, request: web.Request) -> Actor | None:
         """The first resolver's actor, or ``None``."""
         for resolver in self.resolvers:
-            actor: Actor | None = await resolver.resolve(request)
+            try:
+                actor: Actor | None = await resolver.resolve(request)
+            except InvalidTokenError as refused:
+                if not callable(getattr(resolver, "verify_token", None)):
+                    raise
+                token = bearer_token(request)
+                if token is None:
+                    raise
+                return await self._others(token, resolver, refused)
             if actor is not None:
                 return actor
         return None
+
+    async def verify_token(self, token: str) -> Actor:
+        """The actor of a token presented some other way (a web socket's ``hello``).
+
+        Raises:
+            InvalidTokenError: No token resolver of the chain accepts it (the first one's reason),
+                or the chain has none.
+        """
+        resolvers = self.token_resolvers()
+        if not resolvers:
+            raise InvalidTokenError("This app accepts no bearer tokens")
+        try:
+            actor: Actor = await resolvers[0].verify_token(token)
+        except InvalidTokenError as refused:
+            return await self._others(token, resolvers[0], refused)
+        return actor
+
+    async def _others(self, token: str, first: Any, refused: InvalidTokenError) -> Actor:
+        """The actor another token resolver finds; else the refusal of the one the token is for.
+
+        The reason told is the first that is not "another algorithm": an RS256 token with a bad
+        signature is refused as such, not as a token the HS256 check does not take.
+        """
+        for resolver in self.token_resolvers():
+            if resolver is first:
+                continue
+            try:
+                actor: Actor = await resolver.verify_token(token)
+            except InvalidTokenError as other:
+                if str(refused) == UNSUPPORTED_ALGORITHM:
+                    refused = other
+                continue
+            return actor
+        raise refused
 
     def attach_cookie(self, request: web.Request, response: web.StreamResponse) -> None:
         """Let cookie-based resolvers set their cookie."""

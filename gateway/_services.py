@@ -19,7 +19,7 @@ from tools import Actor, UiCapabilities
 from ._attachments import Attachments
 from ._errors import RateLimitedError, UnauthenticatedError
 from ._gateway import Branding
-from ._identity import ChainResolver
+from ._identity import ChainResolver, verify_actor_token
 from ._logs import bind_log
 from ._metrics import Metrics
 from ._push._state import ChannelState
@@ -128,6 +128,20 @@ class GatewayServices:
         if actor is not None:
             bind_log(actor=actor.id)
         return actor
+
+    async def verify_token(self, token: str) -> Actor:
+        """The actor of a bearer token a channel read itself (a web socket's ``hello``).
+
+        The app's token resolvers check it (its own signed tokens, an ``OidcResolver``'s
+        provider); an app whose identity has none checks it as one of its signed actor tokens.
+
+        Raises:
+            InvalidTokenError: A bad token (401).
+            IdentityUnavailableError: The identity provider's keys cannot be had (503).
+        """
+        if not self.identity.token_resolvers():
+            return verify_actor_token(token, self.secret)
+        return await self.identity.verify_token(token)
 
     def attach_identity(self, request: web.Request, response: web.StreamResponse) -> None:
         """Set on ``response`` what identifies the caller next time (a new anonymous visitor's cookie)."""

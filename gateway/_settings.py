@@ -85,6 +85,24 @@ class Settings(BaseSettings):
     trust_forwarded: bool = False
     """Trust ``X-Forwarded-Proto`` / ``X-Forwarded-Host`` and the last ``X-Forwarded-For`` hop
     (only behind a proxy that sets them)."""
+    token_audience: str | None = None
+    """When set, an actor token's ``aud`` must name it (``sign_actor_token(..., audience=)``); a
+    token with an ``aud`` is refused when it is not set."""
+    token_issuer: str | None = None
+    """When set, an actor token's ``iss`` must be it (``sign_actor_token(..., issuer=)``)."""
+    token_leeway: float = Field(default=0.0, ge=0, le=300, allow_inf_nan=False)
+    """Seconds of clock skew allowed on an actor token's ``exp``, ``nbf`` and ``iat``."""
+    oidc_jwks_url: str | None = None
+    """An identity provider's JWKS URL: its RS256 / ES256 bearer tokens are accepted beside the
+    gateway's own (``gateway.OidcResolver``); needs ``oidc_issuer`` and ``oidc_audience``."""
+    oidc_issuer: str | None = None
+    """The ``iss`` the identity provider's tokens carry."""
+    oidc_audience: str | None = None
+    """The ``aud`` the identity provider's tokens must name (this gateway's client id)."""
+    oidc_roles_claim: str = "roles"
+    """The claim of a provider's token that holds the actor's roles (a list or a space-separated string)."""
+    oidc_tenant_claim: str | None = None
+    """The claim of a provider's token that holds the actor's tenant; unset: no tenant."""
     anonymous: bool = True
     """Give visitors without a token an anonymous identity (a signed cookie)."""
     turn_rate_per_minute: float = Field(default=30.0, gt=0)
@@ -146,8 +164,25 @@ class Settings(BaseSettings):
             raise ValueError(f"names a Redis URL only ({', '.join(REDIS_SCHEMES)}); set AGORA_STORE_URL instead")
         return url
 
+    @field_validator(
+        "token_audience", "token_issuer", "oidc_jwks_url", "oidc_issuer", "oidc_audience", "oidc_tenant_claim"
+    )
+    @classmethod
+    def _blank_is_unset(cls, value: str | None) -> str | None:
+        return value.strip() or None if value is not None else None
+
     @model_validator(mode="after")
     def _defaults(self) -> Settings:
+        oidc = {
+            "oidc_jwks_url": self.oidc_jwks_url,
+            "oidc_issuer": self.oidc_issuer,
+            "oidc_audience": self.oidc_audience,
+        }
+        if any(oidc.values()) and not all(oidc.values()):
+            missing = ", ".join(f"AGORA_{name.upper()}" for name, value in oidc.items() if not value)
+            raise ValueError(f"an identity provider needs AGORA_OIDC_JWKS_URL, _ISSUER and _AUDIENCE: set {missing}")
+        if self.oidc_jwks_url and not self.oidc_jwks_url.startswith(("https://", "http://")):
+            raise ValueError("oidc_jwks_url must be an http(s) URL")
         if self.public_base_url:
             self.public_base_url = self.public_base_url.rstrip("/")
         return self

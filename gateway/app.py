@@ -38,6 +38,7 @@ from ._http import add_routes, error_middleware
 from ._identity import AnonymousCookieResolver, ChainResolver, SignedTokenResolver, TrustedHeaderResolver
 from ._logs import LogOptions
 from ._metrics import Metrics
+from ._oidc import OidcResolver
 from ._ratelimit import RateLimiter
 from ._runtime import Runtime
 from ._services import SERVICES, GatewayServices
@@ -382,7 +383,21 @@ def assemble(
     if gateway.identity is not None:
         resolvers = list(gateway.identity)
     else:
-        resolvers = [SignedTokenResolver(secret)]
+        resolvers = [
+            SignedTokenResolver(
+                secret, audience=settings.token_audience, issuer=settings.token_issuer, leeway=settings.token_leeway
+            )
+        ]
+        if settings.oidc_jwks_url and settings.oidc_issuer and settings.oidc_audience:
+            resolvers.append(
+                OidcResolver(
+                    settings.oidc_jwks_url,
+                    settings.oidc_issuer,
+                    settings.oidc_audience,
+                    roles_claim=settings.oidc_roles_claim,
+                    tenant_claim=settings.oidc_tenant_claim,
+                )
+            )
         if settings.trusted_headers:
             resolvers.append(TrustedHeaderResolver())
         if settings.anonymous:

@@ -30,7 +30,6 @@ from gateway import (
     one_line,
     sse_frame,
     valid_text,
-    verify_actor_token,
 )
 from tools import Actor, UiCapabilities
 
@@ -149,7 +148,7 @@ class A2AChannel(Channel):
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise UnauthenticatedError("Send Authorization: Bearer <signed actor token>")
-        return verify_actor_token(token.strip(), self.services.secret)
+        return await self.services.verify_token(token.strip())
 
     # -- routes -------------------------------------------------------------------------------------
 

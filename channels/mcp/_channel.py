@@ -33,7 +33,6 @@ from gateway import (
     UnknownAgentError,
     one_line,
     sse_frame,
-    verify_actor_token,
 )
 from tools import Actor, AgoraError
 
@@ -133,7 +132,7 @@ class McpChannel(Channel):
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise UnauthenticatedError("Send Authorization: Bearer <signed actor token>")
-        return verify_actor_token(token.strip(), self.services.secret)
+        return await self.services.verify_token(token.strip())
 
     def _origin_allowed(self, request: web.Request) -> bool:
         """No ``Origin`` (not a browser), the gateway's own, or one of ``allowed_origins``."""

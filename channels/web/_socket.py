@@ -49,10 +49,10 @@ from gateway import (
     ChannelServices,
     EventHooks,
     GatewayError,
+    IdentityUnavailableError,
     InvalidTokenError,
     may_watch_approvals,
     parse_json,
-    verify_actor_token,
 )
 from gateway.events import (
     RUN_EVENT_ADAPTER,
@@ -97,6 +97,7 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_TOO_SLOW = 4408
 CLOSE_BAD_HELLO = 4400
+CLOSE_TRY_AGAIN = 1013
 HELLO_TIMEOUT = 30.0
 
 
@@ -351,10 +352,15 @@ class WebSession:
             return
         if frame.token:
             try:
-                self.actor = verify_actor_token(frame.token, self.services.secret)
+                self.actor = await self.services.verify_token(frame.token)
             except InvalidTokenError as exc:
                 await self.error(exc.code, str(exc), frame.id)
                 await self.ws.close(code=CLOSE_UNAUTHENTICATED, message=b"invalid token")
+                raise _Closed from None
+            except IdentityUnavailableError as exc:  # the provider's keys are out of reach: try again later
+                logger.warning("refused a hello: %s", exc)
+                await self.error(exc.code, str(exc), frame.id)
+                await self.ws.close(code=CLOSE_TRY_AGAIN, message=b"identity unavailable")
                 raise _Closed from None
         if self.actor is None:
             await self.error("unauthenticated", "Send a signed actor token", frame.id)

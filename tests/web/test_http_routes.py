@@ -94,7 +94,7 @@ async def test_identity_on_http(make_client: Any, monkeypatch: Any) -> None:
     # Anonymous ids belong to the cookie: a token may not claim one, even one signed with the secret.
     with pytest.raises(UserError, match="anonymous"):
         token_for(Actor(id="anon:abc"))
-    forged = identity._HEADER + "." + identity._b64(b'{"id":"anon:abc","exp":9999999999}')
+    forged = identity._b64(b'{"alg":"HS256","typ":"JWT"}') + "." + identity._b64(b'{"id":"anon:abc","exp":9999999999}')
     forged += "." + identity._b64(hmac.new(SECRET.encode(), forged.encode(), hashlib.sha256).digest())
     posing = await client.get("/agent/tools", headers={"Authorization": f"Bearer {forged}"})
     assert posing.status == 401 and (await posing.json())["code"] == "invalid_token"
