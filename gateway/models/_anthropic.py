@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import enum
 import json
 import logging
-import os
 import re
 import sys
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
@@ -22,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from tools import AgoraError, ToolDefinition, UserError
 
-from .._errors import ModelError
 from ..events import Usage
 from ._base import AssistantMessage, ModelChunk, ModelRequest, TextChunk, ToolCallRequest, ToolMessage, UserMessage
-from ._failures import backoff_delay, model_error
+from ._failures import model_error
+from ._sdk_model import SdkModel
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic, AsyncStream
@@ -56,12 +54,7 @@ def _sdk() -> ModuleType:
     return anthropic
 
 
-class _State(enum.Enum):
-    OPEN = "open"
-    CLOSED = "closed"
-
-
-class AnthropicModel:
+class AnthropicModel(SdkModel):
     """A Claude model on Anthropic's Messages API (or a server speaking it), streamed.
 
     Text is yielded as it arrives; tool calls (``tool_use`` blocks, their input streamed as JSON
@@ -85,6 +78,11 @@ class AnthropicModel:
     The model owns the SDK client it builds and closes it in ``aclose()`` (or ``async with``); a
     client passed in stays the caller's to close.
     """
+
+    kind = "AnthropicModel"
+    key_env = API_KEY_ENV
+    base_env = BASE_URL_ENV
+    log = logger
 
     def __init__(
         self,
@@ -126,54 +124,23 @@ class AnthropicModel:
                 ``ANTHROPIC_API_KEY``, or an argument is out of range.
         """
         sdk = _sdk()
-        if not isinstance(model, str) or not model:
-            raise UserError("AnthropicModel: model must be a non-empty str")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise UserError("AnthropicModel: max_retries must be an int >= 0")
+        self._configure(
+            model,
+            name=name,
+            prefix="anthropic",
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            temperature=temperature,
+            extra_body=extra_body,
+        )
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise UserError("AnthropicModel: max_tokens must be an int >= 1")
-        if timeout is not None and timeout <= 0:
-            raise UserError("AnthropicModel: timeout must be positive, or None")
-        if backoff < 0:
-            raise UserError("AnthropicModel: backoff must be >= 0")
-        self.model = model
-        self.name = name or f"anthropic:{model}"
         self.max_tokens = max_tokens
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.temperature = temperature
-        self.extra_body = dict(extra_body) if extra_body else None
-        self._owns_client = client is None
-        if client is not None:
-            if api_key is not None or base_url is not None:
-                raise UserError("AnthropicModel: pass either client or api_key/base_url, not both")
-            self.client: AsyncAnthropic = client.with_options(max_retries=0)
-        else:
-            api_key = api_key or os.environ.get(API_KEY_ENV)
-            if not api_key:
-                raise UserError(f"AnthropicModel needs an API key: pass api_key= or set {API_KEY_ENV}")
-            base_url = base_url or os.environ.get(BASE_URL_ENV) or None
-            # No SDK timeout: ours is an asyncio scope around each await (see _attempt).
-            self.client = sdk.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=None)
-        self._state = _State.OPEN
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel({self.model!r}, base_url={str(self.client.base_url)!r})"
-
-    async def aclose(self) -> None:
-        """Close the SDK client if this model built it. Idempotent."""
-        if self._state is _State.CLOSED:
-            return
-        self._state = _State.CLOSED
-        if self._owns_client:
-            await self.client.close()
+        self._connect(client, api_key, base_url, sdk.AsyncAnthropic)
 
     async def __aenter__(self) -> AnthropicModel:
         return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
         """Yield the model's text pieces, then its complete tool calls, then one ``Usage``.
@@ -182,27 +149,11 @@ class AnthropicModel:
             ModelError: The server failed (after the retries allowed), see the class docstring.
             RuntimeError: The model was closed.
         """
-        if self._state is _State.CLOSED:
-            raise RuntimeError("Cannot use a closed AnthropicModel")
+        self._check_open()
         params = self._params(request, await _sources(request))
-        attempt = 0
-        while True:
-            emitted = False
-            try:
-                async with contextlib.aclosing(self._attempt(params)) as chunks:
-                    async for chunk in chunks:
-                        emitted = True
-                        yield chunk
-                return
-            except ModelError as exc:
-                delay = (
-                    None if emitted else backoff_delay(exc, attempt, max_retries=self.max_retries, backoff=self.backoff)
-                )
-                if delay is None:
-                    raise
-                attempt += 1
-                logger.warning("%s (%s); retry %d of %d in %.2fs", exc, exc.code, attempt, self.max_retries, delay)
-            await asyncio.sleep(delay)
+        async with contextlib.aclosing(self._retried(params)) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
     def _params(self, request: ModelRequest, sources: Mapping[str, dict[str, str]] | None = None) -> dict[str, Any]:
         params: dict[str, Any] = {
