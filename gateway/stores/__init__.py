@@ -20,6 +20,9 @@ from ._records import (
     ThreadRecord,
     ThreadSummary,
     ToolSettledEntry,
+    UsageEntry,
+    UsageRow,
+    UsageTotals,
 )
 from ._redis import RedisStore
 from ._sqlite import SqliteStore
@@ -46,4 +49,7 @@ __all__ = [
     "ThreadRecord",
     "ThreadSummary",
     "ToolSettledEntry",
+    "UsageEntry",
+    "UsageRow",
+    "UsageTotals",
 ]

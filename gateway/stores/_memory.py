@@ -35,6 +35,9 @@ from ._records import (
     ThreadRecord,
     ThreadSummary,
     ToolSettledEntry,
+    UsageEntry,
+    UsageRow,
+    UsageTotals,
 )
 from ._tail import Subscriber, follow
 
@@ -42,6 +45,8 @@ __all__ = ["MemoryStore"]
 
 _PURGE_EVERY = 1024
 """Channel-state writes between two sweeps of expired keys."""
+_MAX_BUCKETS = 100_000
+"""Rate-limit buckets kept at most; the idlest go first."""
 
 Entry = ModelStepEntry | ToolSettledEntry | PreflightEntry
 Message = UserMessage | AssistantMessage | ToolMessage
@@ -103,6 +108,9 @@ class MemoryStore:
         self._approvals: dict[str, ApprovalRecord] = {}
         self._tokens: dict[str, float] = {}
         self._channel: dict[str, tuple[Any, float | None]] = {}
+        self._usage: dict[tuple[str, str, str, str], UsageRow] = {}
+        self._usage_totals: dict[tuple[str, str], int] = {}
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
         self._channel_writes = 0
         self._waiting_subscribers: dict[str, set[Subscriber]] = defaultdict(set)
         self._owned: dict[str, set[str]] = defaultdict(set)
@@ -599,6 +607,57 @@ class MemoryStore:
             return False
         self._channel[key] = (item[0], time.time() + ttl)
         return True
+
+    # -- usage ledger and rate limits ----------------------------------------------------------------
+
+    async def add_usage(self, entry: UsageEntry) -> UsageTotals:
+        """Add one step to its actor's ledger line and totals."""
+        key = (entry.day, entry.actor_key, entry.agent, entry.model)
+        row = self._usage.get(key)
+        if row is None:
+            row = self._usage[key] = UsageRow(
+                day=entry.day, actor_key=entry.actor_key, agent=entry.agent, model=entry.model
+            )
+        row.input_tokens += entry.input_tokens
+        row.output_tokens += entry.output_tokens
+        row.steps += 1
+        if entry.cost_usd is None:
+            row.unpriced_steps += 1
+        else:
+            row.cost_usd = (row.cost_usd or 0.0) + entry.cost_usd
+        tokens = entry.input_tokens + entry.output_tokens
+        day_key, month_key = (entry.actor_key, entry.day), (entry.actor_key, entry.day[:7])
+        self._usage_totals[day_key] = self._usage_totals.get(day_key, 0) + tokens
+        self._usage_totals[month_key] = self._usage_totals.get(month_key, 0) + tokens
+        return UsageTotals(day_tokens=self._usage_totals[day_key], month_tokens=self._usage_totals[month_key])
+
+    async def usage_totals(self, actor_key: str, day: str) -> UsageTotals:
+        """The actor's tokens on ``day`` and in its month."""
+        return UsageTotals(
+            day_tokens=self._usage_totals.get((actor_key, day), 0),
+            month_tokens=self._usage_totals.get((actor_key, day[:7]), 0),
+        )
+
+    async def usage_rows(
+        self, *, start: str, end: str, actor_key: str | None = None, limit: int = 1000
+    ) -> list[UsageRow]:
+        """Ledger lines within ``start..end``, ordered."""
+        rows = [
+            row.model_copy()
+            for key, row in sorted(self._usage.items())
+            if start <= key[0] <= end and (actor_key is None or key[1] == actor_key)
+        ]
+        return rows[:limit]
+
+    async def take_token(self, key: str, *, rate: float, burst: float, now: float) -> float:
+        """Take a token from ``key``'s bucket (this process is the only one sharing it)."""
+        tokens, last = self._buckets.pop(key, (burst, now))
+        tokens = min(burst, tokens + max(0.0, now - last) * rate)
+        wait = 0.0 if tokens >= 1.0 else ((1.0 - tokens) / rate if rate > 0 else 60.0)
+        self._buckets[key] = (tokens - 1.0 if wait == 0.0 else tokens, now)
+        while len(self._buckets) > _MAX_BUCKETS:
+            self._buckets.popitem(last=False)
+        return wait
 
     # -- lifecycle ----------------------------------------------------------------------------------
 

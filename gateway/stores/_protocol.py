@@ -19,6 +19,9 @@ from ._records import (
     ThreadRecord,
     ThreadSummary,
     ToolSettledEntry,
+    UsageEntry,
+    UsageRow,
+    UsageTotals,
 )
 
 __all__ = ["Store"]
@@ -308,6 +311,36 @@ class Store(Protocol):
 
     async def channel_renew_if(self, key: str, expected: Any, *, ttl: float) -> bool:
         """Give ``key`` a new ``ttl`` only while it holds ``expected``, atomically (renew our lease)."""
+        ...
+
+    # -- usage ledger and rate limits -------------------------------------------------------------
+
+    async def add_usage(self, entry: UsageEntry) -> UsageTotals:
+        """Add one step to its actor's ledger line and day and month totals, atomically.
+
+        Returns the actor's totals after the addition (every process sees the same counts).
+        """
+        ...
+
+    async def usage_totals(self, actor_key: str, day: str) -> UsageTotals:
+        """The actor's tokens on ``day`` (``YYYY-MM-DD``, UTC) and in its month."""
+        ...
+
+    async def usage_rows(
+        self, *, start: str, end: str, actor_key: str | None = None, limit: int = 1000
+    ) -> list[UsageRow]:
+        """Ledger lines with ``start <= day <= end`` (one actor's, or everyone's), ordered by
+        day, actor, agent and model, at most ``limit``."""
+        ...
+
+    async def take_token(self, key: str, *, rate: float, burst: float, now: float) -> float:
+        """Take a token from ``key``'s bucket, atomically across every process sharing the store.
+
+        The bucket holds up to ``burst`` tokens, refilled at ``rate`` per second from ``now``
+        (wall-clock seconds, ``time.time()``: every process must agree on it). Returns ``0.0``
+        when a token was taken, else the seconds until one is there (nothing taken). An idle
+        bucket may be forgotten once it would be full again.
+        """
         ...
 
     # -- lifecycle ---------------------------------------------------------------------------------

@@ -267,3 +267,49 @@ class Begun:
     """The batch's events, with their ``seq``."""
     history: list[UserMessage | AssistantMessage | ToolMessage]
     """The thread's messages, the new turn's included: what the run's first model step reads."""
+
+
+class UsageEntry(BaseModel):
+    """One model step's tokens, charged to its actor's ledger for one UTC day."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    actor_key: str = Field(min_length=1)
+    """``Actor.key``: the id, qualified by the tenant."""
+    day: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    """The UTC day of the step, ``YYYY-MM-DD``; its month is the first seven characters."""
+    agent: str
+    model: str
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    cost_usd: float | None = None
+    """What the step cost, or ``None`` when its model is unpriced (never counted as 0)."""
+
+
+class UsageRow(BaseModel):
+    """One line of the ledger: an actor's usage of one agent and model on one UTC day."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    day: str
+    actor_key: str
+    agent: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    steps: int = 0
+    """Model steps added to this line."""
+    cost_usd: float | None = None
+    """The sum over its priced steps; ``None`` when none was priced."""
+    unpriced_steps: int = 0
+    """Steps whose model had no price (their cost is unknown, not 0)."""
+
+
+class UsageTotals(BaseModel):
+    """An actor's tokens (input plus output) on one UTC day and in that day's month."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    day_tokens: int = 0
+    month_tokens: int = 0
+
