@@ -180,7 +180,14 @@ class ChannelServices(Protocol):
 
     async def send(self, turn: Turn, *, client: str | None = None, mode: QueueMode | None = None) -> Accepted: ...
 
-    def limit(self, actor: Actor, client: str | None = None) -> None: ...
+    async def limit(self, actor: Actor, client: str | None = None) -> None:
+        """Charge one message to the actor's (and an anonymous actor's address's) bucket in the store.
+
+        Raises:
+            RateLimitedError: Too many lately (429).
+            StoreUnavailableError: The store cannot be reached to charge it (503).
+        """
+        ...
 
     async def deliver_ui(self, event: UiEvent, capabilities: UiCapabilities) -> DeliveredUi: ...
 

@@ -90,7 +90,7 @@ async def edit_queued(request: web.Request) -> web.Response:
     actor = await services.resolve_actor(request)
     message_id = _id(request, "message_id")
     body = await json_body(request, _EditBody, limit=_MAX_BODY)
-    services.limit(actor, services.client_address(request))  # an edit writes its text to the log again
+    await services.limit(actor, services.client_address(request))  # an edit writes its text to the log again
     edited = await services.runtime.queue.edit(message_id, actor, body.text)
     queue = await services.runtime.store.queued_messages(edited.thread_id)
     position = next((n for n, item in enumerate(queue, 1) if item.message_id == message_id), 1)

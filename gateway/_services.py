@@ -24,7 +24,6 @@ from ._logs import bind_log
 from ._metrics import Metrics
 from ._push._state import ChannelState
 from ._queue import Accepted
-from ._ratelimit import RateLimiter
 from ._runtime import Runtime, RuntimeObserver
 from ._settings import Settings
 from .events import QueueMode, Turn, UiEvent
@@ -93,7 +92,6 @@ class GatewayServices:
     media: MediaStore
     identity: ChainResolver
     metrics: Metrics
-    limiter: RateLimiter
     secret: bytes
     attachments: Attachments
     """Files people send: stored, resolved for a turn, read back (every channel's)."""
@@ -168,8 +166,9 @@ class GatewayServices:
 
         Raises:
             RateLimitedError: The actor (or its address) started too many turns lately (429).
+            StoreUnavailableError: The store cannot be reached to charge the turn (503).
         """
-        self._limit(turn, client)
+        await self.limit(turn.actor, client)
         return await self.runtime.start_turn(turn)
 
     async def send(self, turn: Turn, *, client: str | None = None, mode: QueueMode | None = None) -> Accepted:
@@ -180,32 +179,37 @@ class GatewayServices:
 
         Raises:
             RateLimitedError: The actor (or its address) sent too many messages lately (429).
+            StoreUnavailableError: The store cannot be reached to charge the message (503).
             QueueFullError: The thread's queue is full (429).
         """
-        self._limit(turn, client)
+        await self.limit(turn.actor, client)
         return await self.runtime.send(turn, mode=mode)
 
-    def _limit(self, turn: Turn, client: str | None) -> None:
-        self.limit(turn.actor, client)
-
-    def limit(self, actor: Actor, client: str | None = None) -> None:
+    async def limit(self, actor: Actor, client: str | None = None) -> None:
         """Charge one message to ``actor``'s bucket (and an anonymous actor's address's).
 
         Sending a turn charges it; so does what rewrites a queued one (an edit writes its whole
-        text to the thread's log again), so that neither grows the store without bound.
+        text to the thread's log again), so that neither grows the store without bound. The
+        buckets are the store's (``Store.take_token``): every process sharing the store takes
+        from the same ones, so N processes allow the rate once, not N times (``memory://``
+        keeps them in this process). ``turn_burst`` messages at once, refilled at
+        ``turn_rate_per_minute``.
 
         Raises:
             RateLimitedError: The actor (or its address) sent too many lately (429).
+            StoreUnavailableError: The store cannot be reached to charge the message (503): the
+                message is refused, never let through uncounted.
         """
         # Two namespaces, each under its own fixed tag: an actor named "client:<address>" must
         # neither drain that address's bucket nor be drained by it.
-        keys = [f"actor:{actor.key}"]
+        keys = [f"turns:actor:{actor.key}"]
         if client and actor.id.startswith("anon:"):
-            keys.append(f"client:{client}")
+            keys.append(f"turns:client:{client}")
+        rate, burst = self.settings.turn_rate_per_minute / 60.0, float(self.settings.turn_burst)
         for key in keys:
-            if not self.limiter.allow(key):
+            retry = await self.runtime.store.take_token(key, rate=rate, burst=burst, now=time.time())
+            if retry > 0:
                 self.metrics.rate_limited.inc()
-                retry = self.limiter.retry_after(key)
                 wait = max(1, math.ceil(retry))  # never "try again in 0 s"
                 raise RateLimitedError(f"Too many messages; try again in {wait} s", retry_after=retry)
 

@@ -11,8 +11,9 @@ URL                                                        store
 ``sqlite:////absolute/path.db``                            four slashes: an absolute path
 ``postgresql://user:password@host:5432/db``                ``PostgresStore`` (``postgres://``
                                                            too; any libpq query parameter)
-``redis://``, ``rediss://``, ``unix://``,                  ``RedisStore``
-``redis+sentinel://``, ``rediss+sentinel://``
+``redis://``, ``rediss://``, ``unix://``,                  ``RedisStore``; ``?prefix=name``
+``redis+sentinel://``, ``rediss+sentinel://``                names its keys (``agora``
+                                                           unless given)
 =========================================================  ================================
 
 The slash rule is SQLAlchemy's: after ``sqlite://`` comes an empty host, then ``/``, then the
@@ -32,7 +33,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ._errors import StoreUnavailableError
 
@@ -85,6 +86,8 @@ class StoreUrl:
     """The URL as given (it may hold a password: show ``display()`` instead)."""
     path: Path | None = None
     """A SQLite store's file, absolute (relative paths are resolved when the URL is parsed)."""
+    prefix: str | None = None
+    """A Redis store's key prefix (its URL's ``prefix=``, taken out of ``url``); ``None``: ``agora``."""
 
     def display(self) -> str:
         """The kind and where, without a password: ``sqlite at /srv/.agora/agora.db``, ``memory``."""
@@ -94,7 +97,8 @@ class StoreUrl:
             return f"sqlite at {self.path}"
         from .stores._redis_client import redact
 
-        return f"{self.kind} at {redact(self.url)}"
+        named = f" (prefix {self.prefix})" if self.prefix else ""
+        return f"{self.kind} at {redact(self.url)}{named}"
 
 
 def parse_store_url(url: str, *, cwd: Path | None = None) -> StoreUrl:
@@ -116,7 +120,22 @@ def parse_store_url(url: str, *, cwd: Path | None = None) -> StoreUrl:
         return StoreUrl(kind="memory", url="memory://")
     if kind == "sqlite":
         return StoreUrl(kind="sqlite", url=url, path=_sqlite_path(url, cwd or Path.cwd()))
+    if kind == "redis":
+        return _redis_url(url.strip())
     return StoreUrl(kind=kind, url=url.strip())
+
+
+def _redis_url(url: str) -> StoreUrl:
+    """A Redis URL with its ``prefix=`` query item taken out (redis-py would refuse it)."""
+    parts = urlsplit(url)
+    items = parse_qsl(parts.query, keep_blank_values=True)
+    prefixes = [value for name, value in items if name == "prefix"]
+    if not prefixes:
+        return StoreUrl(kind="redis", url=url)
+    if len(prefixes) > 1 or not prefixes[0] or "{" in prefixes[0] or "}" in prefixes[0]:
+        raise ValueError("a Redis URL's prefix= names the keys' prefix once, not empty, without braces")
+    rest = urlencode([(name, value) for name, value in items if name != "prefix"])
+    return StoreUrl(kind="redis", url=urlunsplit(parts._replace(query=rest)), prefix=prefixes[0])
 
 
 def _sqlite_path(url: str, cwd: Path) -> Path:
@@ -157,7 +176,7 @@ def open_store(location: StoreUrl) -> Store:
     if location.kind == "redis":
         from .stores import RedisStore
 
-        return RedisStore(location.url)
+        return RedisStore(location.url, prefix=location.prefix or "agora")
     from .stores import MemoryStore
 
     return MemoryStore()

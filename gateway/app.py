@@ -39,7 +39,6 @@ from ._identity import AnonymousCookieResolver, ChainResolver, SignedTokenResolv
 from ._logs import LogOptions
 from ._metrics import Metrics
 from ._oidc import OidcResolver
-from ._ratelimit import RateLimiter
 from ._runtime import Runtime
 from ._services import SERVICES, GatewayServices
 from ._settings import Settings
@@ -244,7 +243,8 @@ def _caches(settings: Settings, secret: bytes, store: Store) -> tuple[MediaStore
         from .stores._redis_client import connect
 
         client, sentinels = connect(location.url, max_connections=16, options={})
-        media = MediaStore(secret, ttl=settings.media_ttl, backend=RedisMediaBackend(client))
+        backend = RedisMediaBackend(client, prefix=f"{location.prefix or 'agora'}:media:")
+        media = MediaStore(secret, ttl=settings.media_ttl, backend=backend)
         return media, MemoryRenderCache(), [client, *sentinels]
     return MediaStore(secret, ttl=settings.media_ttl), MemoryRenderCache(), []
 
@@ -416,7 +416,6 @@ def assemble(
         media=media,
         identity=ChainResolver(resolvers),
         metrics=metrics,
-        limiter=RateLimiter(settings.turn_rate_per_minute, settings.turn_burst),
         secret=secret,
         attachments=Attachments(
             backend=media.backend,

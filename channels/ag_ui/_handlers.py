@@ -89,7 +89,7 @@ async def run_agent(request: web.Request) -> web.StreamResponse:
     # An unknown agent (404) or persona (400) is refused before anything is kept.
     runtime.agent_for(ask.agent, actor).persona(ask.persona)
     # Charged before any file is kept: a refused message (429) leaves nothing behind.
-    services.limit(actor, services.client_address(request))
+    await services.limit(actor, services.client_address(request))
     # Refused here (413, 415) before anything starts: the error middleware answers and logs it.
     attachments = [
         await services.attachments.store_upload(actor, ask.thread_id, name, mime, data)

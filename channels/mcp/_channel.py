@@ -210,7 +210,7 @@ class McpChannel(Channel):
             if isinstance(message, types.JSONRPCRequest) and message.method in _CHARGED:
                 # A session and a call each keep something (a session, a thread and its run): charged
                 # like a turn, before anything is kept (429 with Retry-After from the error middleware).
-                self.services.limit(actor, self.services.client_address(request))
+                await self.services.limit(actor, self.services.client_address(request))
             if isinstance(message, types.JSONRPCRequest) and message.method == "initialize":
                 return await self._initialize(request, actor, message)
             session = await self._session(request, actor)
@@ -290,7 +290,7 @@ class McpChannel(Channel):
                 code=types.INVALID_REQUEST, message=f"Invalid Request: a batch holds 1 to {MAX_BATCH} messages"
             )
         if any(isinstance(v, dict) and v.get("method") in _CHARGED for v in values):
-            self.services.limit(actor, self.services.client_address(request))  # one charge per batch
+            await self.services.limit(actor, self.services.client_address(request))  # one charge per batch
         answers: list[dict[str, Any]] = []
         for value in values:
             try:

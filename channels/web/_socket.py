@@ -333,7 +333,7 @@ class WebSession:
                 await runtime.cancel(frame.run_id, self.actor)
                 await self.send({"type": "ack", "id": frame.id, "run_id": frame.run_id})
             case QueueEditFrame():
-                self.services.limit(self.actor, self._client)  # an edit writes its text to the log again
+                await self.services.limit(self.actor, self._client)  # an edit writes its text to the log again
                 edited = await runtime.queue.edit(frame.message_id, self.actor, frame.text)
                 await self.send({"type": "ack", "id": frame.id, "message_id": edited.message_id})
             case QueueRemoveFrame():
