@@ -134,3 +134,21 @@ async def test_a_store_that_is_down_is_named_without_its_passwords(url: str) -> 
         assert "hunter2" not in str(down.value) and "hunter2" not in repr(store)
     finally:
         await store.aclose()
+
+
+async def test_a_redis_url_names_its_key_prefix() -> None:
+    location = parse_store_url("redis://:hunter2@127.0.0.1:1/0?prefix=staging&socket_keepalive=true")
+    assert (location.url, location.prefix) == ("redis://:hunter2@127.0.0.1:1/0?socket_keepalive=true", "staging")
+    assert location.display() == "redis at redis://:***@127.0.0.1:1/0?socket_keepalive=true (prefix staging)"
+    assert parse_store_url("redis://127.0.0.1:1/0").prefix is None
+    store = build_store(settings(store_url="redis://127.0.0.1:1/0?prefix=staging"))  # redis-py never sees prefix=
+    default = build_store(settings(store_url="redis://127.0.0.1:1/0"))
+    try:
+        assert isinstance(store, RedisStore) and isinstance(default, RedisStore)
+        assert (store.prefix, default.prefix) == ("staging", "agora")
+    finally:
+        await store.aclose()
+        await default.aclose()
+    for bad in ("prefix=", "prefix={a}", "prefix=a&prefix=b"):
+        with pytest.raises(ValueError, match="prefix= names the keys' prefix once"):
+            parse_store_url(f"redis://127.0.0.1:1/0?{bad}")

@@ -12,6 +12,7 @@ from gateway import StoreUnavailableError
 from gateway.stores import MAX_USAGE_DAYS, PostgresStore, Store, UsageEntry, UsageRow, UsageTotals
 
 from ._server import free_port
+from ._sql_support import SqlStore, reopen
 
 
 def step(
@@ -191,3 +192,22 @@ async def test_usage_and_buckets_raise_store_unavailable_when_postgres_is_unreac
                 await call()
     finally:
         await store.aclose()
+
+
+async def test_two_sql_stores_on_one_database_share_the_buckets_and_the_ledger(sql_store: SqlStore) -> None:
+    """As two processes would: concurrent takes through both never grant more than the burst."""
+    other = reopen(sql_store)
+    try:
+        now = 1_800_000_000.0
+        waits = await asyncio.gather(
+            *(
+                store.take_token("turns:actor:u1", rate=0.01, burst=10, now=now)
+                for _ in range(25)
+                for store in (sql_store, other)
+            )
+        )
+        assert waits.count(0.0) == 10
+        await asyncio.gather(*(store.add_usage(step(tokens=(1, 1))) for _ in range(10) for store in (sql_store, other)))
+        assert await other.usage_totals("acme/u1", "2026-12-01") == UsageTotals(day_tokens=40, month_tokens=40)
+    finally:
+        await other.aclose()
