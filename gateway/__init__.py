@@ -36,6 +36,8 @@ from ._errors import (
 )
 from ._gateway import APP_INSTRUCTIONS, Branding, Gateway
 from ._guard import one_line, read_body
+from ._guard_builtins import BlockedPatterns, MaxInputLength, PiiRedactor
+from ._guards import GuardContext, GuardVerdict, InputGuard, OutputGuard
 from ._hooks import EventHooks
 from ._identity import (
     ActorResolver,
@@ -126,6 +128,7 @@ __all__ = [
     "AttachmentTooLargeError",
     "AttachmentTypeError",
     "Attachments",
+    "BlockedPatterns",
     "Branding",
     "ChainResolver",
     "Channel",
@@ -141,20 +144,26 @@ __all__ = [
     "Gateway",
     "GatewayError",
     "GatewayServices",
+    "GuardContext",
+    "GuardVerdict",
     "Handoff",
     "IdentityUnavailableError",
     "InboundMessage",
     "InboundOptions",
+    "InputGuard",
     "InvalidTokenError",
+    "MaxInputLength",
     "MediaFetchError",
     "MediaRef",
     "MediaSource",
     "ModelError",
     "OidcResolver",
+    "OutputGuard",
     "PendingApproval",
     "Persona",
     "PersonaContext",
     "PersonaNotFoundError",
+    "PiiRedactor",
     "ProviderMedia",
     "PushCursor",
     "PushDelivery",
