@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
@@ -203,27 +203,27 @@ class GuardOutcome:
         return self.refusal is not None
 
 
+Check = Callable[[str, GuardContext], Awaitable["GuardVerdict | None"]]
+"""A guard's bound ``check_input`` or ``check_output``."""
+
+
 async def run_guards(
-    guards: Sequence[InputGuard] | Sequence[OutputGuard], text: str, ctx: GuardContext, *, timeout: float
+    checks: Sequence[tuple[str, Check]], text: str, ctx: GuardContext, *, timeout: float
 ) -> GuardOutcome:
-    """Run ``guards`` in order on ``text``; a guard that fails refuses (never passes the text on).
+    """Run ``checks`` in order on ``text``; a guard that fails refuses (never passes the text on).
 
     Args:
-        guards: An agent's input or output guards (``ctx.direction`` says which).
+        checks: ``(name, check)`` of an agent's input or output guards (``ctx.direction`` says which).
         text: The text checked first; a rewrite changes what the next guard sees.
         ctx: What the guards know of it.
         timeout: Seconds each guard may take.
     """
     default = INPUT_REFUSED if ctx.direction == "input" else OUTPUT_REFUSED
     outcome = GuardOutcome(text=text)
-    for guard in guards:
-        name = guard_name(guard)
+    for name, check in checks:
         try:
             async with asyncio.timeout(timeout):
-                if ctx.direction == "input":
-                    verdict = await guard.check_input(outcome.text, ctx)  # type: ignore[union-attr]
-                else:
-                    verdict = await guard.check_output(outcome.text, ctx)  # type: ignore[union-attr]
+                verdict = await check(outcome.text, ctx)
             if verdict is None:
                 verdict = GuardVerdict.allow()
             elif not isinstance(verdict, GuardVerdict):
@@ -295,7 +295,8 @@ async def screen_input(agent: Agent, turn: Turn, run_id: str) -> ScreenedTurn:
         run_id=run_id,
         direction="input",
     )
-    outcome = await run_guards(guards, turn.text, ctx, timeout=agent.guard_timeout)
+    checks = [(guard_name(guard), guard.check_input) for guard in guards]
+    outcome = await run_guards(checks, turn.text, ctx, timeout=agent.guard_timeout)
     text = "" if outcome.refused else outcome.text
     screened = turn if text == turn.text else turn.model_copy(update={"text": text})
     events = flag_events(outcome, "input", thread_id=turn.thread_id, run_id=run_id)
@@ -326,7 +327,8 @@ async def guard_output(driver: RunDriver, step: int, message_id: str, text: str)
         direction="output",
         step=step,
     )
-    outcome = await run_guards(agent.output_guards, text, ctx, timeout=agent.guard_timeout)
+    checks = [(guard_name(guard), guard.check_output) for guard in agent.output_guards]
+    outcome = await run_guards(checks, text, ctx, timeout=agent.guard_timeout)
     driver.host.observe_guards(run, "output", outcome)
     events = flag_events(outcome, "output", thread_id=run.thread_id, run_id=run.run_id)
     if outcome.refused:
