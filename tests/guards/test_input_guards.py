@@ -11,7 +11,6 @@ import pytest
 
 from gateway import Agent, GuardContext, GuardVerdict, Runtime
 from gateway.models import ScriptedModel, ScriptStep, UserMessage
-from gateway.stores import MemoryStore
 from tests.engine.conftest import ALICE, all_events, new_thread, turn, types
 
 from .conftest import Recording
@@ -188,39 +187,3 @@ async def test_a_queued_message_is_screened_when_its_run_begins(make_runtime: Ma
     assert [t for t, _ in guard.seen] == ["first"] + ["second"] * (len(guard.seen) - 1)
     assert len(guard.seen) == asked + 1  # screened again when its run began
     assert [m.content for m in model.requests[1].messages if isinstance(m, UserMessage)] == ["[screened]", "[screened]"]
-
-
-async def test_a_resumed_run_is_not_screened_again() -> None:
-    store = MemoryStore()
-    guard = Recording(GuardVerdict.rewrite("[screened]"))
-    gate = asyncio.Event()
-
-    async def hang(request: Any, index: int) -> ScriptStep:
-        await gate.wait()
-        return ScriptStep(text="never")
-
-    first = Runtime(
-        agents=[Agent(name="a", input_guards=[guard])], model=ScriptedModel(hang), store=store, lease_ttl=0.2
-    )
-    thread = new_thread()
-    run_id = await first.start_turn(turn(thread, "my message"))
-    async with asyncio.timeout(5):
-        while not (first.model.requests if isinstance(first.model, ScriptedModel) else []):
-            await asyncio.sleep(0.01)
-    await first.aclose()  # the process dies with the run in its model step
-    model = answering("resumed")
-    second = Runtime(
-        agents=[Agent(name="a", input_guards=[guard])], model=model, store=store, lease_ttl=0.2, takeover_grace=0
-    )
-    try:
-        await second.sweep()
-        async with asyncio.timeout(5):
-            while (await second.get_run(run_id)).status == "running" and model.calls == 0:
-                await second.sweep()
-                await asyncio.sleep(0.05)
-        assert await second.wait(run_id, timeout=5) == "completed"
-    finally:
-        await second.aclose()
-        await store.aclose()
-    assert len(guard.seen) == 1  # screened once, when the run began
-    assert model.requests[0].messages[-1] == UserMessage(content="[screened]")
