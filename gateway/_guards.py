@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from tools import Actor
 
+from ._logs import log_scope
 from ._unicode import valid_text
 from .events import GuardFlaggedEvent, RunEvent, TextDeltaEvent, Turn, now_iso
 
@@ -296,7 +297,8 @@ async def screen_input(agent: Agent, turn: Turn, run_id: str) -> ScreenedTurn:
         direction="input",
     )
     checks = [(guard_name(guard), guard.check_input) for guard in guards]
-    outcome = await run_guards(checks, turn.text, ctx, timeout=agent.guard_timeout)
+    with log_scope(run_id=run_id):  # the run begins with this id: the guards' lines name it
+        outcome = await run_guards(checks, turn.text, ctx, timeout=agent.guard_timeout)
     text = "" if outcome.refused else outcome.text
     screened = turn if text == turn.text else turn.model_copy(update={"text": text})
     events = flag_events(outcome, "input", thread_id=turn.thread_id, run_id=run_id)
