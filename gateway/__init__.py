@@ -50,6 +50,7 @@ from ._identity import (
 )
 from ._json import parse_json
 from ._oidc import OidcResolver
+from ._pii import PiiLogFilter
 from ._push import (
     BUTTON_PREFIX,
     CHAT_TEXTS,
@@ -163,6 +164,7 @@ __all__ = [
     "Persona",
     "PersonaContext",
     "PersonaNotFoundError",
+    "PiiLogFilter",
     "PiiRedactor",
     "ProviderMedia",
     "PushCursor",

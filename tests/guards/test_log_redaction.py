@@ -82,3 +82,20 @@ def test_a_message_whose_arguments_do_not_fit_is_left_to_logging(restore_root: N
     record = logging.LogRecord("probe", logging.INFO, __file__, 1, "%s and %s", ("one",), None)
     assert all(f.filter(record) for f in handler.filters)  # the filter keeps it, unchanged
     assert (record.msg, record.args) == ("%s and %s", ("one",))
+
+
+def test_an_apps_own_handler_takes_the_filter() -> None:
+    from gateway import PiiLogFilter
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(PiiLogFilter())
+    log = logging.getLogger("probe.own")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        log.warning("paid with %s", "5500 0055 5555 5559")
+    finally:
+        log.removeHandler(handler)
+        log.propagate = True
+    assert stream.getvalue() == "paid with [card]\n"
