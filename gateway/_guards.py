@@ -45,6 +45,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
+from pydantic import ValidationError
+
 from tools import Actor
 
 from ._logs import log_scope
@@ -299,8 +301,14 @@ async def screen_input(agent: Agent, turn: Turn, run_id: str) -> ScreenedTurn:
     checks = [(guard_name(guard), guard.check_input) for guard in guards]
     with log_scope(run_id=run_id):  # the run begins with this id: the guards' lines name it
         outcome = await run_guards(checks, turn.text, ctx, timeout=agent.guard_timeout)
-    text = "" if outcome.refused else outcome.text
-    screened = turn if text == turn.text else turn.model_copy(update={"text": text})
+        text = "" if outcome.refused else outcome.text
+        try:
+            # Validated as the channel's turn was: a rewrite holds no NUL, fits a turn's length.
+            screened = turn if text == turn.text else Turn.model_validate({**turn.model_dump(), "text": text})
+        except ValidationError:
+            logger.error("input guards rewrote the message to %d characters, more than a turn holds", len(text))
+            outcome.refusal, outcome.text = INPUT_REFUSED, ""
+            screened = turn.model_copy(update={"text": ""})
     events = flag_events(outcome, "input", thread_id=turn.thread_id, run_id=run_id)
     return ScreenedTurn(turn=screened, outcome=outcome, events=events)
 

@@ -187,3 +187,24 @@ async def test_a_queued_message_is_screened_when_its_run_begins(make_runtime: Ma
     assert [t for t, _ in guard.seen] == ["first"] + ["second"] * (len(guard.seen) - 1)
     assert len(guard.seen) == asked + 1  # screened again when its run began
     assert [m.content for m in model.requests[1].messages if isinstance(m, UserMessage)] == ["[screened]", "[screened]"]
+
+
+async def test_a_rewrite_is_validated_as_a_turn_is(make_runtime: MakeRuntime, caplog: pytest.LogCaptureFixture) -> None:
+    model = answering()
+    runtime = make_runtime(
+        agents=[Agent(name="a", input_guards=[Recording(GuardVerdict.rewrite("a\x00b"))])], model=model
+    )
+    thread = new_thread()
+    assert await runtime.wait(await runtime.start_turn(turn(thread, "ab"))) == "completed"
+    assert model.requests[0].messages[-1] == UserMessage(content="a\ufffdb")  # as a channel's NUL becomes
+    huge = make_runtime(
+        agents=[Agent(name="b", input_guards=[Recording(GuardVerdict.rewrite("x" * 40_000))])], model=model
+    )
+    thread = new_thread()
+    with caplog.at_level(logging.ERROR):
+        assert await huge.wait(await huge.start_turn(turn(thread, "ab"))) == "failed"
+    assert model.calls == 1
+    assert [r.getMessage() for r in caplog.records if r.name == "gateway.guards"] == [
+        "input guards rewrote the message to 40000 characters, more than a turn holds"
+    ]
+    assert (await all_events(huge, thread))[1].code == "input_refused"
