@@ -56,7 +56,8 @@ class BlockedPatterns:
     Patterns are regular expressions (Python's ``re``), compiled once here, searched anywhere in
     the text. The reason logged names the pattern's index, never the text it matched. A text
     longer than ``max_chars`` is refused unread: a pattern is never left to run on an input of
-    any size (Python's ``re`` has no time limit).
+    any size (Python's ``re`` has no time limit, and holds the event loop while it searches:
+    write patterns without nested repetition such as ``(a+)+``).
 
     Args:
         patterns: Expressions (strings or compiled patterns).
