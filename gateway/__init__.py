@@ -36,6 +36,8 @@ from ._errors import (
 )
 from ._gateway import APP_INSTRUCTIONS, Branding, Gateway
 from ._guard import one_line, read_body
+from ._guard_builtins import BlockedPatterns, MaxInputLength, PiiRedactor
+from ._guards import GuardContext, GuardVerdict, InputGuard, OutputGuard
 from ._hooks import EventHooks
 from ._identity import (
     ActorResolver,
@@ -48,6 +50,7 @@ from ._identity import (
 )
 from ._json import parse_json
 from ._oidc import OidcResolver
+from ._pii import PiiLogFilter
 from ._push import (
     BUTTON_PREFIX,
     CHAT_TEXTS,
@@ -126,6 +129,7 @@ __all__ = [
     "AttachmentTooLargeError",
     "AttachmentTypeError",
     "Attachments",
+    "BlockedPatterns",
     "Branding",
     "ChainResolver",
     "Channel",
@@ -141,20 +145,27 @@ __all__ = [
     "Gateway",
     "GatewayError",
     "GatewayServices",
+    "GuardContext",
+    "GuardVerdict",
     "Handoff",
     "IdentityUnavailableError",
     "InboundMessage",
     "InboundOptions",
+    "InputGuard",
     "InvalidTokenError",
+    "MaxInputLength",
     "MediaFetchError",
     "MediaRef",
     "MediaSource",
     "ModelError",
     "OidcResolver",
+    "OutputGuard",
     "PendingApproval",
     "Persona",
     "PersonaContext",
     "PersonaNotFoundError",
+    "PiiLogFilter",
+    "PiiRedactor",
     "ProviderMedia",
     "PushCursor",
     "PushDelivery",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import Any, Literal, get_args
 from tools import UserError
 
 from ._errors import PersonaNotFoundError
+from ._guards import GUARD_TIMEOUT, InputGuard, OutputGuard
 from .events import QueueMode
 
 __all__ = ["MAX_HANDOFF_DEPTH", "Agent", "Handoff", "Persona", "PersonaContext"]
@@ -129,6 +131,12 @@ class Agent:
             (``None``: the agent's own instructions).
         roles: Who may talk to this agent: an actor with one of these roles (anyone when empty).
             Others are told there is no such agent (404), on every channel.
+        input_guards: ``InputGuard`` objects run in order on each person's message before the
+            model reads it (``gateway._guards``): they may refuse it, rewrite it or flag it.
+        output_guards: ``OutputGuard`` objects run in order on each model step's text before the
+            person sees it (the step's text is then held until it is complete, not streamed).
+        guard_timeout: Seconds each guard may take; a guard that takes longer (or raises)
+            refuses the text.
     """
 
     name: str
@@ -144,6 +152,9 @@ class Agent:
     personas: Sequence[Persona] = ()
     default_persona: str | None = None
     roles: Sequence[str] = field(default=())
+    input_guards: Sequence[InputGuard] = ()
+    output_guards: Sequence[OutputGuard] = ()
+    guard_timeout: float = GUARD_TIMEOUT
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _AGENT_NAME.fullmatch(self.name):
@@ -165,6 +176,31 @@ class Agent:
         if isinstance(qlimit, bool) or not isinstance(qlimit, int) or qlimit < 1:
             raise UserError(f"Agent {self.name!r}: queue_limit must be a positive int")
         self._check_handoffs_and_personas()
+        self._check_guards()
+
+    def _check_guards(self) -> None:
+        object.__setattr__(self, "input_guards", self._guard_list("input_guards", self.input_guards, InputGuard))
+        object.__setattr__(self, "output_guards", self._guard_list("output_guards", self.output_guards, OutputGuard))
+        timeout = self.guard_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            raise UserError(f"Agent {self.name!r}: guard_timeout must be a positive number of seconds")
+
+    def _guard_list(self, attribute: str, guards: Any, kind: type) -> tuple[Any, ...]:
+        method = "check_input" if kind is InputGuard else "check_output"
+        if isinstance(guards, (str, bytes)) or not isinstance(guards, Sequence):
+            raise UserError(f"Agent {self.name!r}: {attribute} must be a list of {kind.__name__} objects")
+        for index, guard in enumerate(guards):
+            if isinstance(guard, type):
+                raise UserError(
+                    f"Agent {self.name!r}: {attribute}[{index}] is the class {guard.__name__}, not an instance"
+                )
+            check = getattr(guard, method, None) if isinstance(guard, kind) else None
+            if check is None or not inspect.iscoroutinefunction(check):
+                raise UserError(
+                    f"Agent {self.name!r}: {attribute}[{index}] ({type(guard).__name__}) is not an "
+                    f"{kind.__name__}: it needs an async {method}(text, ctx) method"
+                )
+        return tuple(guards)
 
     def _check_handoffs_and_personas(self) -> None:
         if isinstance(self.handoffs, str):

@@ -42,6 +42,7 @@ from ._driver_actions import ActionSteps
 from ._driver_handoffs import HandoffSteps
 from ._driver_parts import _PersonaFailed, _StepNotStored, _UserCancelled
 from ._errors import GatewayError, ModelError, StoreUnavailableError, ThreadNotFoundError
+from ._guards import guard_output
 from ._json import within_depth
 from ._logs import log_scope
 from ._personas import persona_instructions, persona_of, persona_scope
@@ -149,6 +150,8 @@ class RunDriver(ActionSteps, HandoffSteps):
         self._history = history
         """The thread's history as the run began (read from the store when not given)."""
         self._started = time.perf_counter()
+        self._output_refusal: str | None = None
+        """Set when an output guard refused a step's text: what the person is told."""
 
     # -- plumbing -----------------------------------------------------------------------------------
 
@@ -358,6 +361,8 @@ class RunDriver(ActionSteps, HandoffSteps):
     async def _loop(self) -> RunStatus:
         history = self._history if self._history is not None else await self.store.get_messages(self.run.thread_id)
         history = history_window(history, self.agent.history_limit)
+        if self.run.input_refusal is not None and not self._steps:  # the model is not called
+            return await self.finish("failed", error=("input_refused", self.run.input_refusal))
         step = 0
         while True:
             if self.cancel_requested:
@@ -378,6 +383,8 @@ class RunDriver(ActionSteps, HandoffSteps):
                         "failed", error=("max_steps", f"The run stopped after {self.agent.max_steps} model steps.")
                     )
                 entry, prefix.events = await self._model_step(step, history)
+                if self._output_refusal is not None:  # the step is not journaled: nobody saw it
+                    return await self.finish("failed", prefix=prefix, error=("output_refused", self._output_refusal))
                 prefix.journal.append(entry)
                 self._steps[step] = entry
             if not entry.calls:
@@ -434,6 +441,7 @@ class RunDriver(ActionSteps, HandoffSteps):
         usage = Usage()
         pending: list[RunEvent] = []
         first_pending = 0.0
+        held = bool(self.agent.output_guards)  # the text is guarded whole before anyone sees it
 
         async def consume() -> None:
             nonlocal usage, first_pending
@@ -446,7 +454,7 @@ class RunDriver(ActionSteps, HandoffSteps):
                             if not pending:
                                 first_pending = time.perf_counter()
                             pending.append(self.event(TextDeltaEvent, message_id=message_id, delta=delta))
-                            if time.perf_counter() - first_pending >= DELTA_FLUSH_SECONDS:
+                            if not held and time.perf_counter() - first_pending >= DELTA_FLUSH_SECONDS:
                                 batch_events = list(pending)
                                 pending.clear()
                                 await self.write(Batch(events=batch_events))
@@ -460,6 +468,10 @@ class RunDriver(ActionSteps, HandoffSteps):
             usage = usage + Usage(model_calls=1)
         self.run.usage = self.run.usage + usage
         full_text = "".join(text) or None
+        if held and full_text is not None:
+            guarded = await self._guarded(guard_output(self, step, message_id, full_text))
+            full_text, pending[:] = guarded.text, guarded.events
+            self._output_refusal = guarded.refusal
         if full_text is not None:
             pending.append(self.event(TextEndEvent, message_id=message_id, text=full_text))
         self.host.observe_model_step(self.run, time.perf_counter() - started)

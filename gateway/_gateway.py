@@ -313,13 +313,14 @@ class Gateway:
         Raises:
             StoreUnavailableError: The folder of a SQLite store's file cannot be created.
         """
+        from ._guard_builtins import guards_from_settings
         from ._runtime import Runtime
         from .app import build_store
 
         settings = settings or Settings()
         return Runtime(
             tools=self.resolve_tools(settings.secret_bytes()),
-            agents=self.resolved_agents(),
+            agents=guards_from_settings(self.resolved_agents(), settings),
             model=self.resolved_model(settings),
             store=build_store(settings),
             owns_store=True,

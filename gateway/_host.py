@@ -13,6 +13,7 @@ from .stores import Batch, RunRecord, Store
 if TYPE_CHECKING:
     from ._approvals import ApprovalFlow
     from ._attachments import AttachmentReader
+    from ._guards import GuardDirection, GuardOutcome
     from ._handoffs import Handoffs
     from ._leases import Leases
 
@@ -85,4 +86,8 @@ class RunHost(Protocol):
 
     def observe_run_finished(self, run: RunRecord, status: RunStatus, seconds: float) -> None:
         """The run ended or parked."""
+        ...
+
+    def observe_guards(self, run: RunRecord, direction: GuardDirection, outcome: GuardOutcome | None) -> None:
+        """An agent's guards answered on one text."""
         ...

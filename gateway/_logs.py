@@ -48,6 +48,7 @@ __all__ = [
     "JsonFormatter",
     "LogFormat",
     "LogOptions",
+    "RedactOptions",
     "actor_hash",
     "bind_log",
     "configure_logging",
@@ -177,10 +178,10 @@ class JsonFormatter(logging.Formatter):
             for key, value in own.items():
                 if key not in _RESERVED and value is not None:
                     line[str(key)] = value
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        elif record.exc_text:
+        if record.exc_text:  # formatted already (and redacted, by a ``PiiLogFilter``)
             line["exc"] = record.exc_text
+        elif record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
         return json.dumps(line, ensure_ascii=True, default=str)
@@ -195,17 +196,30 @@ class LogOptions(BaseSettings):
     """``text`` (``time level logger: message``) or ``json`` (one object per line)."""
 
 
+class RedactOptions(BaseSettings):
+    """Whether ``configure_logging`` redacts lines, from ``AGORA_REDACT_PII`` when its caller does not say."""
+
+    model_config = SettingsConfigDict(env_prefix="AGORA_", env_file=".env", extra="ignore")
+
+    redact_pii: bool = False
+    """Redact e-mail addresses, phone numbers and card numbers in every line (``gateway._pii``)."""
+
+
 class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
     """The handler ``configure_logging`` installs (so that a second call replaces it, not doubles it)."""
 
 
-def configure_logging(level: int, log_format: str | None = None, *, stream: Any = None) -> logging.Handler:
+def configure_logging(
+    level: int, log_format: str | None = None, *, stream: Any = None, redact_pii: bool | None = None
+) -> logging.Handler:
     """Log to ``stream`` (stderr) at ``level`` and above, as ``text`` or ``json``.
 
     Args:
         level: The root logger's level.
         log_format: ``json`` or ``text``; ``None`` reads ``AGORA_LOG_FORMAT`` (default ``text``).
         stream: Where lines go (``sys.stderr``).
+        redact_pii: Redact e-mail addresses, phone numbers and card numbers in every line
+            (messages, fields, tracebacks); ``None`` reads ``AGORA_REDACT_PII`` (default off).
 
     Returns:
         The handler installed on the root logger (replacing one an earlier call installed).
@@ -220,8 +234,17 @@ def configure_logging(level: int, log_format: str | None = None, *, stream: Any 
             raise UserError("AGORA_LOG_FORMAT: use json or text") from None
     if log_format not in LOG_FORMATS:
         raise UserError(f"log format {log_format!r}: use json or text")
+    if redact_pii is None:
+        try:
+            redact_pii = RedactOptions().redact_pii
+        except ValidationError:
+            raise UserError("AGORA_REDACT_PII: use true or false") from None
     handler = _Handler(stream if stream is not None else sys.stderr)
     handler.addFilter(_ContextFilter())
+    if redact_pii:
+        from ._pii import PiiLogFilter
+
+        handler.addFilter(PiiLogFilter())
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _Handler)]:

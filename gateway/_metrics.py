@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Metr
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from ._guards import GuardDirection, VerdictKind
 from ._runtime import RuntimeObserver
 from .events import RunStatus, ToolOutcome
 from .stores import RunRecord
@@ -55,7 +56,7 @@ class _Children:
 
 
 class Metrics(RuntimeObserver):
-    """Counters and latency histograms for turns, runs, tools, model steps, renders and sockets.
+    """Counters and latency histograms for turns, runs, tools, model steps, guards, renders and sockets.
 
     Each gateway app has its own registry, so several apps (tests) never share counters.
     """
@@ -93,6 +94,13 @@ class Metrics(RuntimeObserver):
             "Connections serve refused: their address held max_connections_per_address already.",
             registry=r,
         )
+        self.guards = Counter(
+            "agora_guard_verdicts",
+            "What input and output guards answered, by direction, guard and verdict.",
+            ["direction", "guard", "verdict"],
+            registry=r,
+        )
+        self.guard_count = _Children(self.guards)
         self.turn_count = _Children(self.turns)
         self.run_count = _Children(self.runs)
         self.tool_count = _Children(self.tools)
@@ -125,3 +133,7 @@ class Metrics(RuntimeObserver):
     def model_step(self, run: RunRecord, seconds: float) -> None:
         """Time a model step."""
         self.model_seconds.observe(seconds)
+
+    def guard_verdict(self, run: RunRecord, direction: GuardDirection, guard: str, verdict: VerdictKind) -> None:
+        """Count a guard's verdict."""
+        self.guard_count(direction, guard, verdict).inc()

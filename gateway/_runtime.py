@@ -29,6 +29,7 @@ from ._errors import (
     ThreadParkedError,
     UnknownAgentError,
 )
+from ._guards import GuardDirection, GuardOutcome, ScreenedTurn, VerdictKind, screen_input
 from ._handoffs import Handoffs, check_handoffs
 from ._json import within_depth
 from ._leases import Leases
@@ -74,6 +75,9 @@ class RuntimeObserver:
 
     def model_step(self, run: RunRecord, seconds: float) -> None:
         """A model step finished."""
+
+    def guard_verdict(self, run: RunRecord, direction: GuardDirection, guard: str, verdict: VerdictKind) -> None:
+        """An input or output guard answered (``allow``, ``refuse``, ``rewrite`` or ``flag``)."""
 
     def events_written(self, thread_id: str, events: list[RunEvent]) -> None:
         """Events were written to the thread's log by this process (with their ``seq``).
@@ -295,6 +299,12 @@ class Runtime:
         for observer in self.observers:
             observer.model_step(run, seconds)
 
+    def observe_guards(self, run: RunRecord, direction: GuardDirection, outcome: GuardOutcome | None) -> None:
+        """Tell observers what each guard of one text answered."""
+        for guard, verdict in outcome.verdicts if outcome is not None else ():
+            for observer in self.observers:
+                observer.guard_verdict(run, direction, guard, verdict)
+
     async def write(self, thread_id: str, batch: Batch) -> list[RunEvent]:
         """Write a batch to the store and tell observers about its events."""
         events = await self.store.write(thread_id, batch)
@@ -481,25 +491,31 @@ class Runtime:
         # direct call speaks to no one: the agent's tools as its caller listed them, no persona.
         persona = None if direct_call else await self.persona_pins.resolve(agent, turn.thread_id, turn.persona)
         persona_id = persona.id if persona is not None else None
+        run_id = new_id("run")
+        # The person's message as its agent's input guards leave it (``gateway._guards``).
+        screened = await screen_input(agent, turn, run_id) if direct_call is None else ScreenedTurn(turn=turn)
+        turn = screened.turn
         run = RunRecord(
-            run_id=new_id("run"),
+            run_id=run_id,
             thread_id=turn.thread_id,
             agent=agent.name,
             turn=turn,
             persona=persona_id,
             direct_call=direct_call,
+            input_refusal=screened.refusal,
         )
         started = RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name, persona=persona_id)
-        events: list[RunEvent] = [started]
+        events: list[RunEvent] = [started, *screened.events]
         if dequeue is not None:
             dequeued = MessageDequeuedEvent(
                 thread_id=turn.thread_id, run_id=run.run_id, message_id=dequeue, reason="started"
             )
             events.insert(0, dequeued)
         # A direct call has no person's message: its call and result are the thread's history.
-        said: list[UserMessage | AssistantMessage | ToolMessage] = (
-            [] if direct_call else [UserMessage(content=turn.text, attachments=list(turn.attachments))]
-        )
+        # A refused message is not kept either: no later turn's model reads it.
+        said: list[UserMessage | AssistantMessage | ToolMessage] = []
+        if direct_call is None and screened.refusal is None:
+            said.append(UserMessage(content=turn.text, attachments=list(turn.attachments)))
         batch = Batch(events=events, messages=said)
         record = ThreadRecord(
             thread_id=turn.thread_id, owner_id=turn.actor.id, tenant_ref=turn.actor.tenant_ref, channel=turn.channel
@@ -518,6 +534,7 @@ class Runtime:
         run.first_seq = begun.events[0].seq if begun.events else 0
         for observer in self.observers:
             observer.events_written(turn.thread_id, begun.events)
+        self.observe_guards(run, "input", screened.outcome)
         self._spawn(run, agent, resume=False, history=begun.history)
         if turn.persona is not None and persona_id == turn.persona:
             await self._pin(turn.thread_id, agent.name, persona_id)

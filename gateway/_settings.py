@@ -126,6 +126,15 @@ class Settings(BaseSettings):
     """Erase conversations nobody wrote to for this many days (fractions allowed), in the
     background, never one with a run running or waiting for an approval. None: keep them."""
 
+    guard_max_input_chars: int | None = Field(default=None, ge=1)
+    """Refuse a person's message longer than this (``gateway.MaxInputLength`` on every agent)."""
+    guard_blocked_patterns: list[str] = Field(default_factory=list)
+    """Regular expressions (a JSON list) a person's message and the model's text must not match
+    (``gateway.BlockedPatterns`` on every agent, case-insensitive)."""
+    redact_pii: bool = False
+    """Redact e-mail addresses, phone numbers and card numbers in what reaches the model
+    (``gateway.PiiRedactor`` on every agent's input) and in log lines (``configure_logging``)."""
+
     attachment_types: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"]
     )

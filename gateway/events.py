@@ -28,6 +28,7 @@ __all__ = [
     "ApprovalSettledEvent",
     "ApprovalStatus",
     "Attachment",
+    "GuardFlaggedEvent",
     "MessageDequeuedEvent",
     "MessageQueuedEvent",
     "QueueMode",
@@ -352,6 +353,19 @@ class RunFinishedEvent(_Event):
     usage: Usage = Field(default_factory=Usage)
 
 
+class GuardFlaggedEvent(_Event):
+    """A guard let a text through but flagged it (``gateway.GuardVerdict.flag``).
+
+    ``direction`` is ``input`` (the person's message) or ``output`` (the model's text). The
+    thread's owner can read its log: a guard's reason should be one a person may see.
+    """
+
+    type: Literal["guard-flagged"] = "guard-flagged"
+    direction: Literal["input", "output"]
+    guard: str
+    reason: str
+
+
 class RunErrorEvent(_Event):
     """The run failed; followed by ``run-finished`` with status ``failed``."""
 
@@ -373,6 +387,7 @@ RunEvent = Annotated[
     | UiEvent
     | MessageQueuedEvent
     | MessageDequeuedEvent
+    | GuardFlaggedEvent
     | RunFinishedEvent
     | RunErrorEvent,
     Field(discriminator="type"),

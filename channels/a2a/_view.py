@@ -37,6 +37,7 @@ from gateway import EventHooks, RunEvent
 from gateway.events import (
     ApprovalRequestedEvent,
     ApprovalSettledEvent,
+    GuardFlaggedEvent,
     MessageDequeuedEvent,
     MessageQueuedEvent,
     RunErrorEvent,
@@ -150,6 +151,9 @@ class TaskView(EventHooks[list[StreamEvent]]):
 
     async def on_message_queued(self, event: MessageQueuedEvent) -> list[StreamEvent]:
         return []  # another message waiting behind this task is not this task's
+
+    async def on_guard_flagged(self, event: GuardFlaggedEvent) -> list[StreamEvent]:
+        return []  # for the operator (the metric, the event log), not part of the task
 
     async def on_message_dequeued(self, event: MessageDequeuedEvent) -> list[StreamEvent]:
         return []  # the task's own message leaving the queue: its run-started follows

@@ -244,6 +244,9 @@ class AgUiTranslator(EventHooks[list[BaseEvent]]):
         value = {"messageId": event.message_id, "text": event.text, "position": event.position, "edited": event.edited}
         return [CustomEvent(name=CUSTOM_MESSAGE_QUEUED, value=value)]
 
+    async def on_guard_flagged(self, event: ours.GuardFlaggedEvent) -> list[BaseEvent]:
+        return []  # for the operator (the metric, the event log), not for the app's person
+
     async def on_message_dequeued(self, event: ours.MessageDequeuedEvent) -> list[BaseEvent]:
         return [
             CustomEvent(name=CUSTOM_MESSAGE_DEQUEUED, value={"messageId": event.message_id, "reason": event.reason})

@@ -32,6 +32,7 @@ from tools import AgoraError, UiCapabilities
 
 from .._approvals import REQUESTER
 from .._errors import GatewayError, StoreUnavailableError
+from .._guards import INPUT_REFUSED, OUTPUT_REFUSED
 from .._hooks import EventHooks
 from .._logs import actor_hash, bind_log
 from .._runtime import RuntimeObserver
@@ -354,7 +355,18 @@ class PushPort(EventHooks[Parts], Generic[P]):
         return self.text_parts(self.target, delivered.text or "")
 
     async def on_run_error(self, event: RunErrorEvent) -> Parts:
-        return await self._free(event) or self.line_parts(self.target, self.texts().failed)
+        return await self._free(event) or self.line_parts(self.target, self._error_text(event))
+
+    def _error_text(self, event: RunErrorEvent) -> str:
+        """A failed run in the person's words: a guard's refusal (its own message, or ours), else an apology."""
+        texts = self.texts()
+        match event.code:
+            case "input_refused":
+                return texts.input_refused if event.message == INPUT_REFUSED else event.message
+            case "output_refused":
+                return texts.output_refused if event.message == OUTPUT_REFUSED else event.message
+            case _:
+                return texts.failed
 
 
 class PushDelivery(RuntimeObserver, Generic[P]):

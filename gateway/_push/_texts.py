@@ -57,6 +57,10 @@ class ChatTexts:
     cancelled: str = "Stopped."
     """A typed ``cancel`` stopped the running (or waiting) run."""
     failed: str = "Sorry, something went wrong. Please try again."
+    input_refused: str = "Sorry, I can't help with that message."
+    """A guard refused the person's message (``input_refused``) and gave no message of its own."""
+    output_refused: str = "Sorry, I can't share that answer."
+    """A guard refused the agent's answer (``output_refused``) and gave no message of its own."""
     waiting_for_staff: str = "Waiting for a person at {brand} to approve: {title}"
     """To the requester, when a role decides (the buttons went to its people)."""
     staff_approved: str = "A person at {brand} approved: {title}"
@@ -105,6 +109,8 @@ PT_BR = ChatTexts(
     waits_for_someone="Entendido: respondo assim que a aprovação pendente for decidida.",
     cancelled="Parei.",
     failed="Desculpe, algo deu errado. Tente de novo.",
+    input_refused="Desculpe, não posso ajudar com essa mensagem.",
+    output_refused="Desculpe, não posso compartilhar essa resposta.",
     waiting_for_staff="Aguardando uma pessoa da {brand} aprovar: {title}",
     staff_approved="Uma pessoa da {brand} aprovou: {title}",
     staff_rejected="Uma pessoa da {brand} recusou: {title}",

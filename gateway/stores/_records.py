@@ -129,6 +129,9 @@ class RunRecord(BaseModel):
     direct_call: PlannedCall | None = None
     """A run that makes this one call and no model step (an MCP ``tools/call``): the call is its
     step 0, and the run ends once it settles."""
+    input_refusal: str | None = None
+    """The turn's input guards refused its message (``gateway._guards``): what the person is told.
+    The run ends ``input_refused`` at step 0, without calling the model."""
 
     @property
     def actor(self) -> Actor:
