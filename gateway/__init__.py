@@ -92,6 +92,8 @@ from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef
 from ._settings import Settings, comma_list, comma_map
 from ._sse import SseStream, sse_frame
 from ._staff import APPROVAL_FEED, ApprovalFeed, PendingApproval, StaffApprovals, may_watch_approvals
+from ._tracing import TRACER_NAME, trace_http_status
+from ._tracing_setup import configure_tracing
 from ._unicode import valid_text
 from .events import Attachment, QueueMode, RunEvent, Turn
 
@@ -108,6 +110,7 @@ __all__ = [
     "MAX_HANDOFF_DEPTH",
     "REQUESTER",
     "SERVICES",
+    "TRACER_NAME",
     "Accepted",
     "ActorResolver",
     "Agent",
@@ -195,6 +198,7 @@ __all__ = [
     "clip",
     "comma_list",
     "comma_map",
+    "configure_tracing",
     "create_app",
     "fetch_media",
     "may_watch_approvals",
@@ -211,6 +215,7 @@ __all__ = [
     "to_plain",
     "to_telegram",
     "to_whatsapp",
+    "trace_http_status",
     "valid_text",
     "verify_actor_token",
 ]

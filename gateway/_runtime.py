@@ -36,6 +36,7 @@ from ._logs import log_scope
 from ._personas import PersonaPins
 from ._queue import Accepted, ThreadQueue
 from ._threads import Threads
+from ._tracing import begin_context
 from ._unicode import valid_text, valid_tree
 from .events import (
     ENDED_STATUSES,
@@ -489,6 +490,7 @@ class Runtime:
             persona=persona_id,
             direct_call=direct_call,
         )
+        run.trace_context = begin_context(run)
         started = RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name, persona=persona_id)
         events: list[RunEvent] = [started]
         if dequeue is not None:
@@ -554,6 +556,7 @@ class Runtime:
     async def _begin_record(
         self, run: RunRecord, thread: ThreadRecord, batch: Batch, history_limit: int | None
     ) -> Begun:
+        run.trace_context = begin_context(run)
         begun = await self.store.begin_run(
             run,
             thread=thread,

@@ -127,6 +127,9 @@ class RunRecord(BaseModel):
     direct_call: PlannedCall | None = None
     """A run that makes this one call and no model step (an MCP ``tools/call``): the call is its
     step 0, and the run ends once it settles."""
+    trace_context: dict[str, str] | None = None
+    """The W3C trace context (``traceparent``, ``tracestate``) every drive of the run continues,
+    on whichever process: one trace per run (``gateway._tracing``). ``None`` while tracing is off."""
 
     @property
     def actor(self) -> Actor:
@@ -312,4 +315,3 @@ class UsageTotals(BaseModel):
 
     day_tokens: int = 0
     month_tokens: int = 0
-
