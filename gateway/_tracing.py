@@ -40,6 +40,7 @@ import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -349,18 +350,28 @@ def render_span(
     )
 
 
-def send_span(channel: str, parent: otel_context.Context | None = None) -> contextlib.AbstractContextManager[Span]:
+_SENDING: ContextVar[Span | None] = ContextVar("agora_sending", default=None)
+
+
+@contextlib.contextmanager
+def send_span(channel: str, parent: otel_context.Context | None = None) -> Iterator[Span]:
     """The span of one part a push channel sends (``trace_http_status`` records the provider's answer)."""
-    return _span(f"send {channel}", lambda: {"agora.channel": channel}, parent)
+    with _span(f"send {channel}", lambda: {"agora.channel": channel}, parent) as span:
+        token = _SENDING.set(span)
+        try:
+            yield span
+        finally:
+            _SENDING.reset(token)
 
 
 def trace_http_status(status: int | None, span: Span | None = None) -> None:
-    """Record a provider's HTTP answer on the current span (a channel's ``send <channel>``), or on ``span``.
+    """Record a provider's HTTP answer on the send being made here (a ``send <channel>`` span), or on ``span``.
 
-    A channel's API client calls it with each response's status; ``None`` (not reached) records nothing.
+    A channel's API client calls it with each response's status: outside a send (a webhook's
+    own calls) it records nothing, as with ``None`` (not reached).
     """
     if status is None:
         return
-    span = span or trace.get_current_span()
-    if span.is_recording():
+    span = span or _SENDING.get()
+    if span is not None and span.is_recording():
         span.set_attribute("http.response.status_code", status)
