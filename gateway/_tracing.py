@@ -145,17 +145,22 @@ def begin_context(run: RunRecord) -> dict[str, str] | None:
     return carrier
 
 
-@contextlib.contextmanager
-def run_span(run: RunRecord, *, resume: bool) -> Iterator[None]:
+_NULL: contextlib.nullcontext[Span] = contextlib.nullcontext(trace.INVALID_SPAN)
+"""What every helper hands out while tracing is off: no generator, no span, no context switch."""
+
+
+def run_span(run: RunRecord, *, resume: bool) -> contextlib.AbstractContextManager[Any]:
     """The span of one drive of ``run``, current inside the block.
 
     A run without a stored context stores the one it starts in (``run.trace_context``, written
     with the run's next batch); a run with one starts its span as a child of it.
     """
     tracer_ = tracer()
-    if tracer_ is None:
-        yield
-        return
+    return _NULL if tracer_ is None else _run_span(tracer_, run, resume)
+
+
+@contextlib.contextmanager
+def _run_span(tracer_: trace.Tracer, run: RunRecord, resume: bool) -> Iterator[None]:
     parent = None
     links: list[Link] = []
     if run.trace_context:
@@ -219,17 +224,20 @@ async def parent_of(
 # -- steps ------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
 def _span(
-    name: str, attributes: Callable[[], dict[str, Any]], parent: otel_context.Context | None = None
-) -> Iterator[Span]:
-    """A current span named ``name`` (``trace.INVALID_SPAN`` when tracing is off); failures mark it."""
+    name: Callable[[], str], attributes: Callable[[], dict[str, Any]], parent: otel_context.Context | None = None
+) -> contextlib.AbstractContextManager[Span]:
+    """A current span (``trace.INVALID_SPAN`` when tracing is off); failures mark it."""
     tracer_ = tracer()
-    if tracer_ is None:
-        yield trace.INVALID_SPAN
-        return
+    return _NULL if tracer_ is None else _current(tracer_, name(), attributes(), parent)
+
+
+@contextlib.contextmanager
+def _current(
+    tracer_: trace.Tracer, name: str, attributes: dict[str, Any], parent: otel_context.Context | None
+) -> Iterator[Span]:
     with tracer_.start_as_current_span(
-        name, context=parent, attributes=attributes(), record_exception=False, set_status_on_exception=False
+        name, context=parent, attributes=attributes, record_exception=False, set_status_on_exception=False
     ) as span:
         with _failing(span):
             yield span
@@ -242,10 +250,9 @@ def _model_id(model: Model) -> str:
 
 def chat_span(model: Model, step: int) -> contextlib.AbstractContextManager[Span]:
     """The span of one model step (``set_usage`` fills its token counts)."""
-    model_id = _model_id(model)
     return _span(
-        f"chat {model_id}",
-        lambda: {"gen_ai.operation.name": "chat", "gen_ai.request.model": model_id, "agora.step": step},
+        lambda: f"chat {_model_id(model)}",
+        lambda: {"gen_ai.operation.name": "chat", "gen_ai.request.model": _model_id(model), "agora.step": step},
     )
 
 
@@ -259,16 +266,23 @@ def set_usage(span: Span, input_tokens: int, output_tokens: int) -> None:
 _TOOL_SPAN_CALL = "agora.tool_span_call"
 
 
-@contextlib.contextmanager
-def tool_span(call: PlannedCall, kind: str, outcome: Callable[[], str | None]) -> Iterator[None]:
+def tool_span(
+    call: PlannedCall, kind: str, outcome: Callable[[], str | None]
+) -> contextlib.AbstractContextManager[Any]:
     """The span of one tool call in this drive; ``outcome()`` names how it ended (``None``: parked).
 
     Nested for the same call (an action's execution inside its approval flow), it is the outer one.
     """
     tracer_ = tracer()
     if tracer_ is None or otel_context.get_value(_TOOL_SPAN_CALL) == call.id:
-        yield
-        return
+        return _NULL
+    return _tool_span(tracer_, call, kind, outcome)
+
+
+@contextlib.contextmanager
+def _tool_span(
+    tracer_: trace.Tracer, call: PlannedCall, kind: str, outcome: Callable[[], str | None]
+) -> Iterator[None]:
     token = otel_context.attach(otel_context.set_value(_TOOL_SPAN_CALL, call.id))
     try:
         with tracer_.start_as_current_span(
@@ -344,7 +358,7 @@ def render_span(
 ) -> contextlib.AbstractContextManager[Span]:
     """The span of one render (the renderer marks ``agora.render.cache_hit`` on it)."""
     return _span(
-        f"render {component}",
+        lambda: f"render {component}",
         lambda: {"agora.render.component": component, "agora.render.format": fmt},
         parent,
     )
@@ -353,10 +367,15 @@ def render_span(
 _SENDING: ContextVar[Span | None] = ContextVar("agora_sending", default=None)
 
 
-@contextlib.contextmanager
-def send_span(channel: str, parent: otel_context.Context | None = None) -> Iterator[Span]:
+def send_span(channel: str, parent: otel_context.Context | None = None) -> contextlib.AbstractContextManager[Span]:
     """The span of one part a push channel sends (``trace_http_status`` records the provider's answer)."""
-    with _span(f"send {channel}", lambda: {"agora.channel": channel}, parent) as span:
+    tracer_ = tracer()
+    return _NULL if tracer_ is None else _sending(tracer_, channel, parent)
+
+
+@contextlib.contextmanager
+def _sending(tracer_: trace.Tracer, channel: str, parent: otel_context.Context | None) -> Iterator[Span]:
+    with _current(tracer_, f"send {channel}", {"agora.channel": channel}, parent) as span:
         token = _SENDING.set(span)
         try:
             yield span
