@@ -18,10 +18,12 @@ from opentelemetry.sdk.trace import ReadableSpan
 from gateway import SERVICES, Runtime, Settings, Turn, _tracing, create_app
 from gateway._logs import actor_hash
 from gateway.events import UiEvent
+from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import MemoryStore, SqliteStore, Store
-from tools import UiCapabilities
+from tools import UiCapabilities, define_tool
 
-from ._scenario import ALICE, make_runtime, span_json
+from ..engine.conftest import until
+from ._scenario import ALICE, KeyInput, make_runtime, span_json
 from .conftest import Spans
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,3 +204,47 @@ async def test_a_run_outside_any_span_is_rooted_at_its_first_drive(spans: Spans)
     parent = await _tracing.parent_of(run_id, store.get_run)
     assert parent is not None
     assert format(trace.get_current_span(parent).get_span_context().span_id, "016x") == root["span_id"]
+
+
+async def test_a_run_recovered_by_a_sweep_continues_its_trace(spans: Spans) -> None:
+    store = MemoryStore()
+    hanging = asyncio.Event()
+    hang = {"on": True}
+
+    @define_tool(name="hangs", description="Hangs the first time.", input=KeyInput)
+    async def hangs(input: KeyInput, ctx: Any) -> dict[str, str]:
+        if hang["on"]:
+            hanging.set()
+            await asyncio.Event().wait()
+        return {"ok": input.key}
+
+    def steps(request: ModelRequest, index: int) -> ScriptStep:
+        if request.step == 0:
+            return ScriptStep(tool_calls=[ToolCallRequest(name="hangs", args={"key": "k"})])
+        return ScriptStep(text="done")
+
+    a = Runtime(tools=[hangs], model=ScriptedModel(steps), store=store, lease_ttl=0.2, instance_id="A")
+    b = Runtime(tools=[hangs], model=ScriptedModel(steps), store=store, lease_ttl=0.2, instance_id="B")
+    try:
+        with spans.provider.get_tracer("test").start_as_current_span("POST /agent/send") as request:
+            run_id = await a.start_turn(Turn(thread_id=f"t-{uuid.uuid4().hex[:8]}", actor=ALICE, text="go"))
+        async with asyncio.timeout(5):
+            await hanging.wait()
+        await a.aclose()  # the process dies mid-tool: its lease is not renewed any more
+        hang["on"] = False
+
+        async def resumed() -> bool:
+            await b.sweep()
+            stored = await store.get_run(run_id)
+            return stored is not None and stored.status != "running"
+
+        await until(resumed)
+        assert await b.wait(run_id, timeout=5) == "completed"
+    finally:
+        await b.aclose()
+    drives = tree(spans.named("invoke_agent"))
+    recovered = [d for d in drives if d["attributes"]["agora.resumed"]]
+    assert len(recovered) == 1 and recovered[0]["attributes"]["agora.run.status"] == "completed"
+    context = request.get_span_context()
+    assert recovered[0]["trace_id"] == format(context.trace_id, "032x")
+    assert recovered[0]["parent_id"] == format(context.span_id, "016x")
