@@ -7,7 +7,7 @@ writes its events, journal and history to the store and fills the tool's narrati
     python bench/loop.py [--turns 3000] [--concurrency 50] [--gc default|tuned|both] [--loop asyncio|uvloop]
                          [--store memory|sqlite|postgres|redis | --stores a,b,c|all]
                          [--redis redis://127.0.0.1:6379/0] [--postgres postgresql://postgres@127.0.0.1:5432/postgres]
-    python bench/loop.py --tracing [--turns 3000] [--concurrency 50] [--rounds 3]
+    python bench/loop.py --tracing [--turns 3000] [--concurrency 50] [--rounds 15]
 
 Every store named is measured (memory always, first), then printed side by side: turns/s and this
 process's CPU per turn, each as a share of memory's. A SQLite store is a file in a temporary
@@ -20,7 +20,8 @@ are removed afterwards. The database server's own CPU (PostgreSQL, Redis) is not
 tracing hooks replaced by empty context managers: the floor), ``api`` (the default: the
 ``opentelemetry-api`` no-op provider, each hook asks for a tracer and returns) and ``sdk`` (an SDK
 ``TracerProvider`` with a ``SimpleSpanProcessor`` into an ``InMemorySpanExporter``: every span is
-built and exported). The modes take turns, ``--rounds`` times; each figure is the median.
+built and exported). Each mode has a runtime of its own; the modes take turns in short slices
+(``--turns`` split in ``--rounds``), and each figure is the median over the slices.
 
 Peers, measured on this machine for the same scenario in-process: the OpenAI Agents SDK 289 runs/s
 (3.2 ms p50), pydantic-ai 214 runs/s (4.4 ms), plain Python with pydantic validation 127k runs/s.
@@ -231,7 +232,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--gc", choices=["default", "tuned", "both"], default="tuned")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio", help="the event loop")
     parser.add_argument("--tracing", action="store_true", help="measure tracing off / API only / SDK instead")
-    parser.add_argument("--rounds", type=int, default=3, help="--tracing: rounds of the three modes (median)")
+    parser.add_argument(
+        "--rounds", type=int, default=15, help="--tracing: slices of --turns per mode, the modes alternating (median)"
+    )
     args = parser.parse_args()
     if args.store:
         args.stores = store_list(args.store)
@@ -419,22 +422,52 @@ def hooks_per_turn(n: int = 20_000) -> float:
     return (time.process_time() - started) / n
 
 
+async def turns_of(runtime: Runtime, turns: int, clients: int) -> tuple[float, float]:
+    """``turns`` turns by ``clients`` at once: turns/s and CPU seconds per turn."""
+    remaining = turns
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await one_turn(runtime)
+
+    cpu_started, started = time.process_time(), time.perf_counter()
+    async with asyncio.TaskGroup() as group:
+        for _ in range(clients):
+            group.create_task(worker())
+    return turns / (time.perf_counter() - started), (time.process_time() - cpu_started) / turns
+
+
 async def tracing_main(args: argparse.Namespace) -> None:
     """Turns/s and CPU per turn with tracing off, API only, and the SDK, side by side."""
     print(f"event loop: {args.loop}; store: memory; gc: {args.gc if args.gc != 'both' else 'tuned'}")
     set_gc("default" if args.gc == "default" else "tuned")
     figures: dict[tuple[str, int, str], list[tuple[float, float]]] = {}
+    per_slice = max(1, args.turns // args.rounds)
     try:
         for scenario, with_ui in (("tool+text", False), ("tool+ui", True)):
             for clients in (1, args.concurrency):
-                for round_ in range(args.rounds):
-                    order = TRACING_MODES[round_ % 3 :] + TRACING_MODES[: round_ % 3]  # no mode always first
-                    for mode in order:
-                        store = MemoryStore()
+                runtimes = {
+                    mode: Runtime(tools=make_tools(with_ui), model=ScriptedModel(script), store=MemoryStore())
+                    for mode in TRACING_MODES
+                }
+                try:
+                    for mode, runtime in runtimes.items():  # warm up
                         with tracing_mode(mode):
-                            rate, _, cpu = await run_case(store, with_ui=with_ui, turns=args.turns, concurrency=clients)
-                        await store.aclose()
-                        figures.setdefault((scenario, clients, mode), []).append((rate, cpu))
+                            await turns_of(runtime, min(200, per_slice), clients)
+                    for round_ in range(args.rounds):
+                        # Short slices, the modes taking turns (none always first): a load that
+                        # drifts on a shared machine falls on all three alike.
+                        order = TRACING_MODES[round_ % 3 :] + TRACING_MODES[: round_ % 3]
+                        for mode in order:
+                            gc.collect()
+                            with tracing_mode(mode):
+                                rate, cpu = await turns_of(runtimes[mode], per_slice, clients)
+                            figures.setdefault((scenario, clients, mode), []).append((rate, cpu))
+                finally:
+                    for runtime in runtimes.values():
+                        await runtime.aclose()
     finally:
         set_gc("default")
     print()
