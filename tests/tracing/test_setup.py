@@ -50,12 +50,15 @@ def test_nothing_is_set_up_unless_an_exporter_is_asked_for(monkeypatch: pytest.M
     assert configure_tracing(install=False) is None
 
 
-def test_the_console_exporter_prints_spans_under_the_service_name() -> None:
+def test_serve_installs_the_console_exporter_under_the_service_name() -> None:
     # A process of its own: the console exporter writes to the stdout it found at import.
+    # As serve does: installed as the global provider; a second call leaves the installed one.
     program = (
+        "from opentelemetry import trace\n"
         "from gateway import TRACER_NAME, configure_tracing\n"
-        "provider = configure_tracing(install=False)\n"
-        "with provider.get_tracer(TRACER_NAME).start_as_current_span('invoke_agent default'):\n"
+        "provider = configure_tracing()\n"
+        "assert trace.get_tracer_provider() is provider and configure_tracing() is None\n"
+        "with trace.get_tracer(TRACER_NAME).start_as_current_span('invoke_agent default'):\n"
         "    pass\n"
         "provider.shutdown()\n"
     )
