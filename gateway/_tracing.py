@@ -136,13 +136,18 @@ def _error_type(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def _failing(span: Span) -> Iterator[None]:
-    """Mark ``span`` failed (``error.type``, status ERROR) when the block raises, and re-raise."""
+    """Mark ``span`` failed (``error.type``, status ERROR) when the block raises, and re-raise.
+
+    The error's type or code only, never its message: a provider's or a tool's text may name a
+    person, and traces leave the process.
+    """
     try:
         yield
     except BaseException as exc:
         if span.is_recording():
-            span.set_attribute("error.type", _error_type(exc))
-            span.set_status(Status(StatusCode.ERROR, str(exc)[:200] or type(exc).__name__))
+            kind = _error_type(exc)
+            span.set_attribute("error.type", kind)
+            span.set_status(Status(StatusCode.ERROR, kind))
         raise
 
 
