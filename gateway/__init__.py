@@ -95,6 +95,8 @@ from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef
 from ._settings import Settings, comma_list, comma_map
 from ._sse import SseStream, sse_frame
 from ._staff import APPROVAL_FEED, ApprovalFeed, PendingApproval, StaffApprovals, may_watch_approvals
+from ._tracing import TRACER_NAME, trace_http_status
+from ._tracing_setup import configure_tracing
 from ._unicode import valid_text
 from .events import Attachment, QueueMode, RunEvent, Turn
 
@@ -111,6 +113,7 @@ __all__ = [
     "MAX_HANDOFF_DEPTH",
     "REQUESTER",
     "SERVICES",
+    "TRACER_NAME",
     "Accepted",
     "ActorResolver",
     "Agent",
@@ -206,6 +209,7 @@ __all__ = [
     "clip",
     "comma_list",
     "comma_map",
+    "configure_tracing",
     "create_app",
     "fetch_media",
     "may_watch_approvals",
@@ -222,6 +226,7 @@ __all__ = [
     "to_plain",
     "to_telegram",
     "to_whatsapp",
+    "trace_http_status",
     "valid_text",
     "verify_actor_token",
 ]

@@ -135,11 +135,13 @@ class Verdict:
             request is pending: park again), or ``denied`` (tell the model ``reason``).
         reason: Why it was denied, in words the model reads.
         events: Events to write with the call's next batch (an expiry found on resume).
+        approval: The call's request as settled (``None``: none was made, or it is pending).
     """
 
     outcome: Literal["approved", "ask", "wait", "denied"]
     reason: str | None = None
     events: tuple[RunEvent, ...] = ()
+    approval: ApprovalRecord | None = None
 
 
 @dataclass(kw_only=True)
@@ -211,7 +213,7 @@ class ApprovalFlow:
             approval = expired or await self.store.get_approval(call_id) or approval
         match approval.status:
             case "approved":
-                return Verdict(outcome="approved", events=events)
+                return Verdict(outcome="approved", events=events, approval=approval)
             case "expired":
                 reason = "The approval request expired before anyone decided."
             case _:
@@ -220,7 +222,7 @@ class ApprovalFlow:
                 who = f" by {approval.decided_by}" if named else ""
                 detail = f": {approval.reason}" if approval.reason else ""
                 reason = f"Rejected{who}{detail}."
-        return Verdict(outcome="denied", reason=reason, events=events)
+        return Verdict(outcome="denied", reason=reason, events=events, approval=approval)
 
     # -- the people's side ------------------------------------------------------------------------
 

@@ -46,6 +46,7 @@ from ._guards import guard_output
 from ._json import within_depth
 from ._logs import log_scope
 from ._personas import persona_instructions, persona_of, persona_scope
+from ._tracing import chat_span, run_span, set_usage, tool_span
 from ._transcript import error_value, jsonable, transcript_of
 from ._unicode import valid_text, valid_tree
 from .events import (
@@ -289,7 +290,7 @@ class RunDriver(ActionSteps, HandoffSteps):
     async def drive(self, *, resume: bool) -> RunStatus:
         """Run (or resume) the run until it ends or parks; return how it stopped."""
         self._task = asyncio.current_task()
-        with self._log_scope():
+        with self._log_scope(), run_span(self.run, resume=resume):
             try:
                 if resume:
                     await self._load_journal()
@@ -463,7 +464,9 @@ class RunDriver(ActionSteps, HandoffSteps):
                         case Usage():
                             usage = usage + chunk
 
-        await self._guarded(consume())
+        with chat_span(self.model, step) as span:
+            await self._guarded(consume())
+            set_usage(span, usage.input_tokens, usage.output_tokens)
         if usage.model_calls == 0:
             usage = usage + Usage(model_calls=1)
         self.run.usage = self.run.usage + usage
@@ -647,6 +650,16 @@ class RunDriver(ActionSteps, HandoffSteps):
         A Stop interrupts the call (the driver settles it as cancelled); ``guarded=False`` is for
         calls in a task group, whose whole group is guarded instead.
         """
+        with tool_span(call, tool.kind, lambda: self._outcome(call.id)):
+            await self._execute_traced(call, tool, validated, ctx, guarded=guarded)
+
+    def _outcome(self, call_id: str) -> str | None:
+        settled = self._settled.get(call_id)
+        return settled.status if settled is not None else None
+
+    async def _execute_traced(
+        self, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext, *, guarded: bool
+    ) -> None:
         collector = UiCollector(make_event=self.ui_event, write=self.write, call_id=call.id)
         ctx.ui_sink = collector.push
         started = time.perf_counter()

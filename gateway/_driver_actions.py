@@ -23,6 +23,7 @@ from tools import (
 )
 
 from ._driver_parts import Driver, _UserCancelled
+from ._tracing import approval_requested, approval_settled, tool_span
 from ._transcript import error_value, jsonable
 from .stores import Batch, PlannedCall, PreflightEntry
 
@@ -91,6 +92,10 @@ class ActionSteps:
         After the approval the gates, validation and the ``execute``-phase preflight run afresh:
         a tool switched off, or a state that changed, while the person decided stops it here.
         """
+        with tool_span(call, "action", lambda: self._outcome(call.id)):
+            return await self._run_action_traced(call)
+
+    async def _run_action_traced(self: Driver, call: PlannedCall) -> bool:
         ctx = self._ctx(call)
         batch = Batch()
         prepared = await self._prepared(call, ctx, "prepare", batch)
@@ -122,12 +127,17 @@ class ActionSteps:
         match decided.outcome:
             case "ask":
                 data = validated.model_dump(mode="json")
-                await self._park(approvals.request(self.run, call.id, tool, data, verdict), batch)
+                approval = approvals.request(self.run, call.id, tool, data, verdict)
+                approval_requested(approval)
+                await self._park(approval, batch)
                 return "park"
             case "wait":
+                approval_requested(None)
                 await self._park(None, batch)
                 return "park"
             case "approved":
+                approval_settled(decided.approval, "approved")
                 return "approved"
             case _:
+                approval_settled(decided.approval, "denied")
                 return decided.reason or "Not approved."

@@ -36,6 +36,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from opentelemetry import trace
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -68,7 +69,7 @@ FIELDS_ATTRIBUTE = "log_fields"
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 _KEYS = ("run_id", "thread_id", "channel", "actor")
-_RESERVED = frozenset({"ts", "level", "logger", "message", "exc", "stack", *_KEYS})
+_RESERVED = frozenset({"ts", "level", "logger", "message", "exc", "stack", "trace_id", "span_id", *_KEYS})
 _EMPTY: Mapping[str, str] = {}
 _FIELDS: ContextVar[Mapping[str, str]] = ContextVar("agora_log_fields", default=_EMPTY)
 
@@ -138,12 +139,22 @@ def log_scope(
 
 
 class _ContextFilter(logging.Filter):
-    """Stamps each record with the fields of the context that logged it (before any handler formats it)."""
+    """Stamps each record with the fields and span of the context that logged it (before any handler formats it)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, "agora_context"):
             record.agora_context = _FIELDS.get()
+            record.agora_span = _span_ids()
         return True
+
+
+def _span_ids() -> tuple[str, str] | None:
+    """The current span's trace and span ids (hex), when a span that records is current."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return None
+    ids = span.get_span_context()
+    return format(ids.trace_id, "032x"), format(ids.span_id, "016x")
 
 
 def _iso(created: float) -> str:
@@ -155,7 +166,9 @@ class JsonFormatter(logging.Formatter):
 
     Keys, in this order: ``ts`` (ISO-8601, UTC, milliseconds), ``level``, ``logger``, ``message``;
     then, when known, ``run_id``, ``thread_id``, ``channel``, ``actor`` (a hash, ``actor_hash``);
-    then the record's own fields (``extra={"log_fields": {...}}``: an access line's ``method``,
+    then ``trace_id`` and ``span_id`` (hex, as OpenTelemetry backends show them) when a recording
+    span was current where the line was logged (``gateway._tracing``); then the record's own
+    fields (``extra={"log_fields": {...}}``: an access line's ``method``,
     ``path``, ``status``, ``ms``...), never overriding the keys above; then ``exc``, the
     traceback as a string, when the record has one (``stack`` likewise for ``stack_info``).
     """
@@ -173,6 +186,11 @@ class JsonFormatter(logging.Formatter):
             value = context.get(key)
             if value is not None:
                 line[key] = value
+        ids = getattr(record, "agora_span", _KEEP)
+        if ids is _KEEP:  # a record no filter of ours stamped: the context formatting it
+            ids = _span_ids()
+        if ids is not None:
+            line["trace_id"], line["span_id"] = ids
         own = getattr(record, FIELDS_ATTRIBUTE, None)
         if isinstance(own, Mapping):
             for key, value in own.items():

@@ -37,6 +37,7 @@ from ._logs import log_scope
 from ._personas import PersonaPins
 from ._queue import Accepted, ThreadQueue
 from ._threads import Threads
+from ._tracing import begin_context
 from ._unicode import valid_text, valid_tree
 from .events import (
     ENDED_STATUSES,
@@ -504,6 +505,7 @@ class Runtime:
             direct_call=direct_call,
             input_refusal=screened.refusal,
         )
+        run.trace_context = begin_context(run)
         started = RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name, persona=persona_id)
         events: list[RunEvent] = [started, *screened.events]
         if dequeue is not None:
@@ -571,6 +573,7 @@ class Runtime:
     async def _begin_record(
         self, run: RunRecord, thread: ThreadRecord, batch: Batch, history_limit: int | None
     ) -> Begun:
+        run.trace_context = begin_context(run)
         begun = await self.store.begin_run(
             run,
             thread=thread,

@@ -26,6 +26,7 @@ from ._push._state import ChannelState
 from ._queue import Accepted
 from ._runtime import Runtime, RuntimeObserver
 from ._settings import Settings
+from ._tracing import parent_of, render_span
 from .events import QueueMode, Turn, UiEvent
 
 __all__ = ["SERVICES", "DeliveredUi", "GatewayServices", "MediaRef", "RateLimitedError", "UnauthenticatedError"]
@@ -250,11 +251,15 @@ class GatewayServices:
         """The public URL of a stored media item."""
         return f"{self.settings.base_url()}/media/{token}"
 
-    async def render(self, component: str, props: dict[str, Any], fmt: str, version: int) -> Any:
-        """Render a component (timed and counted in the metrics)."""
+    async def render(
+        self, component: str, props: dict[str, Any], fmt: str, version: int, *, run_id: str | None = None
+    ) -> Any:
+        """Render a component (timed and counted in the metrics; traced in the trace of ``run_id``)."""
         started = time.perf_counter()
+        parent = await parent_of(run_id, self.runtime.store.get_run)
         try:
-            return await self.renderer.render(component, props, fmt, version=version)  # type: ignore[arg-type]
+            with render_span(component, fmt, parent):
+                return await self.renderer.render(component, props, fmt, version=version)  # type: ignore[arg-type]
         finally:
             self.metrics.render_count(fmt).inc()
             self.metrics.render_time(fmt).observe(time.perf_counter() - started)
@@ -274,7 +279,9 @@ class GatewayServices:
                 case "props":
                     return DeliveredUi(form="props", props=event.props)
                 case "html":
-                    rendered = await self.render(event.component, event.props, "html", event.version)
+                    rendered = await self.render(
+                        event.component, event.props, "html", event.version, run_id=event.run_id
+                    )
                     return DeliveredUi(form="html", html=str(rendered.data))
                 case "image" | "pdf":
                     media = await self._media_of(event, form)
@@ -316,7 +323,7 @@ class GatewayServices:
         if known is not None and known[0] > now:
             self._media_urls.move_to_end(key)
             return known[1]
-        rendered = await self.render(event.component, event.props, fmt, event.version)
+        rendered = await self.render(event.component, event.props, fmt, event.version, run_id=event.run_id)
         pages = rendered.pages or [rendered.data]
         media = []
         for index, page in enumerate(pages):
@@ -344,7 +351,7 @@ class GatewayServices:
         if event.fallback_text:
             return event.fallback_text
         try:
-            rendered = await self.render(event.component, event.props, "text", event.version)
+            rendered = await self.render(event.component, event.props, "text", event.version, run_id=event.run_id)
             return str(rendered.data)
         except TemplateFailedError as exc:
             self._broken_once(event, "text", exc)

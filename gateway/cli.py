@@ -110,7 +110,10 @@ def _serve(args: argparse.Namespace) -> int:
     from ._services import SERVICES
     from ._settings import Settings
     from ._store_url import SERVE_DEFAULT, kept_secret, parse_store_url
+    from ._tracing_setup import configure_tracing
     from .app import assemble, load_gateway
+
+    configure_tracing()  # only when OTEL_* variables ask for an exporter
 
     overrides: dict[str, Any] = {
         key: value

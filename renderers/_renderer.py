@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from opentelemetry import trace
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
@@ -247,8 +248,10 @@ class Renderer:
             cached = await self.cache.get(key)
             if cached is not None:
                 self.stats.hits += 1
+                _cache_hit(True)
                 return cached
         self.stats.misses += 1
+        _cache_hit(False)
         return await self._shared(key, lambda: self._produce(key, definition, model, fmt, len(canonical)))
 
     def _canonical(self, definition: ComponentDef[Any], model: BaseModel) -> bytes:
@@ -388,3 +391,10 @@ def _unknown_text(component: str, props: Mapping[str, Any] | BaseModel) -> str:
         return generic_text(component, json.loads(json.dumps(data, default=str)))
     except (TypeError, ValueError):
         return generic_text(component, {})
+
+
+def _cache_hit(hit: bool) -> None:
+    """Say on the current span (the gateway's ``render <component>``) whether the cache answered."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attribute("agora.render.cache_hit", hit)

@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 from pydantic import SecretStr
 
-from gateway import PushSendError, parse_json
+from gateway import PushSendError, parse_json, trace_http_status
 
 __all__ = ["InputFile", "TelegramApi"]
 
@@ -117,6 +117,7 @@ class TelegramApi:
         try:
             async with self._session.post(url, timeout=self._timeout, **body) as response:
                 raw = await response.read()
+                trace_http_status(response.status)
                 return self._answer(method, response.status, raw)
         except (TimeoutError, aiohttp.ClientError) as exc:
             # from None: aiohttp's text for some errors holds the URL, and the URL holds the token.

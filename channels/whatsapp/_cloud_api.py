@@ -37,7 +37,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from gateway import PushSendError, parse_json
+from gateway import PushSendError, parse_json, trace_http_status
 
 __all__ = ["RETRYABLE_GRAPH_CODES", "GraphClient", "message_payload"]
 
@@ -204,6 +204,7 @@ class GraphClient:
         with _network_errors(what):
             async with self._session().post(self.url(edge), headers=self._headers(), **body) as response:
                 raw = await response.read()
+                trace_http_status(response.status)
                 if response.status >= 400:
                     raise _graph_error(response.status, raw, response.headers, what)
         try:

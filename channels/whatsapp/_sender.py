@@ -20,7 +20,7 @@ from twilio.base.exceptions import TwilioException, TwilioRestException
 from twilio.http.async_http_client import AsyncTwilioHttpClient
 from twilio.http.response import Response
 
-from gateway import PushSendError, RetryPolicy
+from gateway import PushSendError, RetryPolicy, trace_http_status
 
 __all__ = ["JsonAsyncTwilioHttpClient", "OutboundMessage", "RetryPolicy", "TwilioSender", "WhatsAppSendError"]
 
@@ -239,4 +239,5 @@ class JsonAsyncTwilioHttpClient(AsyncTwilioHttpClient):  # type: ignore[misc]
             timeout=timeout,
             allow_redirects=allow_redirects,
         )
+        trace_http_status(response.status_code)
         return response

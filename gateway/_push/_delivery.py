@@ -36,6 +36,7 @@ from .._guards import INPUT_REFUSED, OUTPUT_REFUSED
 from .._hooks import EventHooks
 from .._logs import actor_hash, bind_log
 from .._runtime import RuntimeObserver
+from .._tracing import parent_of, send_span, trace_http_status
 from ..events import (
     ApprovalRequestedEvent,
     ApprovalSettledEvent,
@@ -648,7 +649,7 @@ class PushDelivery(RuntimeObserver, Generic[P]):
         # A staff member's approval card goes to their chat, through this thread's cursor.
         destination, message = (part.target, part.part) if isinstance(part, Forwarded) else (target, part)
         try:
-            message_id = await self.port.send(destination, message)
+            message_id = await self._send_part(event, destination, message)
         except StoreUnavailableError:
             raise
         except PushSendError as exc:
@@ -692,6 +693,16 @@ class PushDelivery(RuntimeObserver, Generic[P]):
             )
         await self.port.sent(destination, message, message_id, where)
         return None
+
+    async def _send_part(self, event: RunEvent, destination: PushTarget, message: Any) -> str | None:
+        """``port.send``, in a ``send <channel>`` span of the event's run's trace."""
+        parent = await parent_of(event.run_id, self.services.runtime.store.get_run)
+        with send_span(self.port.via, parent) as span:
+            try:
+                return await self.port.send(destination, message)
+            except PushSendError as exc:
+                trace_http_status(exc.http_status, span)
+                raise
 
     async def _failed_round(
         self, target: PushTarget, cursor: PushCursor, where: dict[str, Any], exc: Exception

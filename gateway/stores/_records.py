@@ -132,6 +132,9 @@ class RunRecord(BaseModel):
     input_refusal: str | None = None
     """The turn's input guards refused its message (``gateway._guards``): what the person is told.
     The run ends ``input_refused`` at step 0, without calling the model."""
+    trace_context: dict[str, str] | None = None
+    """The W3C trace context (``traceparent``, ``tracestate``) every drive of the run continues,
+    on whichever process: one trace per run (``gateway._tracing``). ``None`` while tracing is off."""
 
     @property
     def actor(self) -> Actor:
