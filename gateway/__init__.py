@@ -22,6 +22,7 @@ from ._errors import (
     PersonaNotFoundError,
     QueuedMessageNotFoundError,
     QueueFullError,
+    QuotaExceededError,
     RateLimitedError,
     RememberRefusedError,
     RunNotActiveError,
@@ -33,6 +34,7 @@ from ._errors import (
     ThreadParkedError,
     UnauthenticatedError,
     UnknownAgentError,
+    UsageForbiddenError,
 )
 from ._gateway import APP_INSTRUCTIONS, Branding, Gateway
 from ._guard import one_line, read_body
@@ -48,6 +50,7 @@ from ._identity import (
 )
 from ._json import parse_json
 from ._oidc import OidcResolver
+from ._pricing import ModelPrice
 from ._push import (
     BUTTON_PREFIX,
     CHAT_TEXTS,
@@ -87,6 +90,7 @@ from ._push import (
     to_whatsapp,
 )
 from ._queue import Accepted
+from ._quotas import Quota
 from ._runtime import Runtime, RuntimeObserver
 from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef
 from ._settings import Settings, comma_list, comma_map
@@ -150,6 +154,7 @@ __all__ = [
     "MediaRef",
     "MediaSource",
     "ModelError",
+    "ModelPrice",
     "OidcResolver",
     "PendingApproval",
     "Persona",
@@ -167,6 +172,8 @@ __all__ = [
     "QueueFullError",
     "QueueMode",
     "QueuedMessageNotFoundError",
+    "Quota",
+    "QuotaExceededError",
     "RateLimitedError",
     "Redeemed",
     "RememberRefusedError",
@@ -192,6 +199,7 @@ __all__ = [
     "UnauthenticatedError",
     "Undeliverable",
     "UnknownAgentError",
+    "UsageForbiddenError",
     "clip",
     "comma_list",
     "comma_map",

@@ -10,6 +10,7 @@ from typing import Any, Literal, get_args
 from tools import UserError
 
 from ._errors import PersonaNotFoundError
+from ._quotas import Quota
 from .events import QueueMode
 
 __all__ = ["MAX_HANDOFF_DEPTH", "Agent", "Handoff", "Persona", "PersonaContext"]
@@ -129,6 +130,9 @@ class Agent:
             (``None``: the agent's own instructions).
         roles: Who may talk to this agent: an actor with one of these roles (anyone when empty).
             Others are told there is no such agent (404), on every channel.
+        quota: Token budgets of each actor using this agent (``Quota``), checked before each
+            model step against the actor's totals across every agent and process; the
+            runtime's default quota (``AGORA_QUOTA_DAY`` / ``_MONTH``) when ``None``.
     """
 
     name: str
@@ -144,6 +148,7 @@ class Agent:
     personas: Sequence[Persona] = ()
     default_persona: str | None = None
     roles: Sequence[str] = field(default=())
+    quota: Quota | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _AGENT_NAME.fullmatch(self.name):
@@ -164,6 +169,8 @@ class Agent:
         qlimit = self.queue_limit
         if isinstance(qlimit, bool) or not isinstance(qlimit, int) or qlimit < 1:
             raise UserError(f"Agent {self.name!r}: queue_limit must be a positive int")
+        if self.quota is not None and not isinstance(self.quota, Quota):
+            raise UserError(f"Agent {self.name!r}: quota must be a Quota or None")
         self._check_handoffs_and_personas()
 
     def _check_handoffs_and_personas(self) -> None:

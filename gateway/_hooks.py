@@ -1,7 +1,7 @@
 """``EventHooks``: one dispatch from run events to a channel's ``on_<event>`` hooks.
 
 Every channel turns the same event log into its own wire format. Rather than each writing a
-``match`` over the fourteen event types, a channel subclasses ``EventHooks[T]`` and overrides the
+``match`` over the fifteen event types, a channel subclasses ``EventHooks[T]`` and overrides the
 hooks it shows; the others answer ``default(event)`` (nothing, unless the channel says otherwise).
 ``T`` is what one event becomes: frames, SSE chunks, messages to push.
 """
@@ -16,6 +16,7 @@ from .events import (
     ApprovalSettledEvent,
     MessageDequeuedEvent,
     MessageQueuedEvent,
+    QuotaWarningEvent,
     RunErrorEvent,
     RunEvent,
     RunFinishedEvent,
@@ -40,7 +41,7 @@ class EventHooks(Generic[T]):
     ``await hooks.dispatch(event)`` calls ``on_text_delta``, ``on_text_end``, ``on_tool_started``,
     ``on_tool_completed``, ``on_tool_failed``, ``on_tool_denied``, ``on_approval_requested``,
     ``on_approval_settled``, ``on_ui``, ``on_message_queued``, ``on_message_dequeued``,
-    ``on_run_started``, ``on_run_finished`` or ``on_run_error`` by the event's ``type``.
+    ``on_run_started``, ``on_run_finished``, ``on_run_error`` or ``on_quota_warning`` by the event's ``type``.
     ``handles(event)`` says whether a subclass overrides the hook of an event's type (a channel
     can skip the others without dispatching).
     """
@@ -91,6 +92,9 @@ class EventHooks(Generic[T]):
     async def on_run_error(self, event: RunErrorEvent) -> T:
         return await self.default(event)
 
+    async def on_quota_warning(self, event: QuotaWarningEvent) -> T:
+        return await self.default(event)
+
     def hook(self, event: RunEvent) -> Callable[[RunEvent], Awaitable[T]]:
         """The bound hook of ``event``'s type."""
         hook: Callable[[RunEvent], Awaitable[T]] = getattr(self, _HOOKS[event.type])
@@ -121,4 +125,5 @@ _HOOKS = {
     "message-dequeued": "on_message_dequeued",
     "run-finished": "on_run_finished",
     "run-error": "on_run_error",
+    "quota-warning": "on_quota_warning",
 }

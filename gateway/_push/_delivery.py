@@ -38,6 +38,7 @@ from .._runtime import RuntimeObserver
 from ..events import (
     ApprovalRequestedEvent,
     ApprovalSettledEvent,
+    QuotaWarningEvent,
     RunErrorEvent,
     RunEvent,
     TextEndEvent,
@@ -208,7 +209,16 @@ class PushPort(EventHooks[Parts], Generic[P]):
     """The channel's name in decisions (``approval-settled.via``): those are not repeated to it."""
     capabilities: UiCapabilities = UiCapabilities(formats=["text"])
     shown: frozenset[str] = frozenset(
-        {"text-end", "tool-started", "tool-completed", "approval-requested", "approval-settled", "ui", "run-error"}
+        {
+            "text-end",
+            "tool-started",
+            "tool-completed",
+            "approval-requested",
+            "approval-settled",
+            "ui",
+            "run-error",
+            "quota-warning",
+        }
     )
     """Event types this port delivers (others are skipped without a hook call)."""
     silent_via: frozenset[str] = frozenset({"superseded", "cancelled"})
@@ -354,7 +364,15 @@ class PushPort(EventHooks[Parts], Generic[P]):
         return self.text_parts(self.target, delivered.text or "")
 
     async def on_run_error(self, event: RunErrorEvent) -> Parts:
-        return await self._free(event) or self.line_parts(self.target, self.texts().failed)
+        if event.code == "quota_exceeded":
+            text = self.texts().quota_exceeded(event.period)
+        else:
+            text = self.texts().failed
+        return await self._free(event) or self.line_parts(self.target, text)
+
+    async def on_quota_warning(self, event: QuotaWarningEvent) -> Parts:
+        text = self.texts().quota_near(event.period, event.used, event.limit)
+        return await self._free(event) or self.line_parts(self.target, text)
 
 
 class PushDelivery(RuntimeObserver, Generic[P]):
