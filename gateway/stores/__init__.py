@@ -5,6 +5,7 @@ from ._postgres import PostgresStore
 from ._protocol import Store
 from ._records import (
     JOURNAL_ADAPTER,
+    MAX_STEP_TOKENS,
     TITLE_CHARS,
     ApprovalRecord,
     ApprovalState,
@@ -26,9 +27,12 @@ from ._records import (
 )
 from ._redis import RedisStore
 from ._sqlite import SqliteStore
+from ._usage import MAX_USAGE_DAYS
 
 __all__ = [
     "JOURNAL_ADAPTER",
+    "MAX_STEP_TOKENS",
+    "MAX_USAGE_DAYS",
     "TITLE_CHARS",
     "ApprovalRecord",
     "ApprovalState",

@@ -40,6 +40,7 @@ from ._records import (
     UsageTotals,
 )
 from ._tail import Subscriber, follow
+from ._usage import usage_days
 
 __all__ = ["MemoryStore"]
 
@@ -641,13 +642,18 @@ class MemoryStore:
     async def usage_rows(
         self, *, start: str, end: str, actor_key: str | None = None, limit: int = 1000
     ) -> list[UsageRow]:
-        """Ledger lines within ``start..end``, ordered."""
+        """Ledger lines within ``start..end`` (at most ``MAX_USAGE_DAYS``), ordered.
+
+        Raises:
+            ValueError: A bound is no day, or the range spans more than ``MAX_USAGE_DAYS``.
+        """
+        usage_days(start, end)
         rows = [
             row.model_copy()
             for key, row in sorted(self._usage.items())
             if start <= key[0] <= end and (actor_key is None or key[1] == actor_key)
         ]
-        return rows[:limit]
+        return rows[: max(0, limit)]
 
     async def take_token(self, key: str, *, rate: float, burst: float, now: float) -> float:
         """Take a token from ``key``'s bucket (this process is the only one sharing it)."""

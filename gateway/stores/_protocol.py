@@ -329,8 +329,15 @@ class Store(Protocol):
     async def usage_rows(
         self, *, start: str, end: str, actor_key: str | None = None, limit: int = 1000
     ) -> list[UsageRow]:
-        """Ledger lines with ``start <= day <= end`` (one actor's, or everyone's), ordered by
-        day, actor, agent and model, at most ``limit``."""
+        """Ledger lines with ``start <= day <= end`` (one actor's, or everyone's), at most ``limit``.
+
+        Ordered by day, actor, agent and model (code point order). An ``end`` before ``start``
+        reads nothing.
+
+        Raises:
+            ValueError: ``start`` or ``end`` is no ``YYYY-MM-DD`` day, or the range spans more
+                than ``MAX_USAGE_DAYS`` (366) days.
+        """
         ...
 
     async def take_token(self, key: str, *, rate: float, burst: float, now: float) -> float:

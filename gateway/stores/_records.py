@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from tools import Actor, Confirmation
 
@@ -15,6 +16,7 @@ from ..models import AssistantMessage, ToolMessage, UserMessage
 
 __all__ = [
     "JOURNAL_ADAPTER",
+    "MAX_STEP_TOKENS",
     "TITLE_CHARS",
     "ApprovalRecord",
     "ApprovalState",
@@ -278,6 +280,10 @@ class Begun:
     """The thread's messages, the new turn's included: what the run's first model step reads."""
 
 
+MAX_STEP_TOKENS = 1_000_000_000
+"""Input (or output) tokens one model step may charge at most: more is no real step."""
+
+
 class UsageEntry(BaseModel):
     """One model step's tokens, charged to its actor's ledger for one UTC day."""
 
@@ -285,14 +291,19 @@ class UsageEntry(BaseModel):
 
     actor_key: str = Field(min_length=1)
     """``Actor.key``: the id, qualified by the tenant."""
-    day: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
-    """The UTC day of the step, ``YYYY-MM-DD``; its month is the first seven characters."""
+    day: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+    """The UTC day of the step, ``YYYY-MM-DD`` (a real date); its month is the first seven characters."""
     agent: str
     model: str
-    input_tokens: int = Field(ge=0)
-    output_tokens: int = Field(ge=0)
-    cost_usd: float | None = None
+    input_tokens: int = Field(ge=0, le=MAX_STEP_TOKENS)
+    output_tokens: int = Field(ge=0, le=MAX_STEP_TOKENS)
+    cost_usd: float | None = Field(default=None, ge=0, le=1_000_000, allow_inf_nan=False)
     """What the step cost, or ``None`` when its model is unpriced (never counted as 0)."""
+
+    @model_validator(mode="after")
+    def _storable(self) -> UsageEntry:
+        date.fromisoformat(self.day)  # 2026-02-30 matches the pattern; it is no day
+        return self
 
 
 class UsageRow(BaseModel):

@@ -58,6 +58,9 @@ from ._records import (
     ThreadRecord,
     ThreadSummary,
     ToolSettledEntry,
+    UsageEntry,
+    UsageRow,
+    UsageTotals,
 )
 from ._redis_batch import Command, CommandBatcher
 from ._redis_client import connect, describe, guarded, redact
@@ -90,6 +93,7 @@ from ._redis_scripts import (
     run_scripts,
 )
 from ._redis_threads import RedisThreads
+from ._redis_usage import RedisUsage
 from ._tail import Subscriber, follow
 
 _MAX_SEQ = 2**53
@@ -178,6 +182,7 @@ class RedisStore:
         )
         self._threads = RedisThreads(self._client, self._batcher.send, self._keys, self._guard)
         self._queues = RedisQueues(self._client, self._batcher.send, self._keys, self._guard)
+        self._usage = RedisUsage(self._client, self._batcher.send, self._keys, self._guard)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r}, prefix={self.prefix!r})"
@@ -766,6 +771,26 @@ class RedisStore:
                 self._call, [self._keys.channel_state(key)], [json.dumps(expected), "ttl", millis(ttl)]
             )
         return bool(done)
+
+    # -- usage ledger and rate limits (``_redis_usage``) --------------------------------------------
+
+    async def add_usage(self, entry: UsageEntry) -> UsageTotals:
+        """Add one step to its actor's ledger line and day and month totals (one script)."""
+        return await self._usage.add_usage(entry)
+
+    async def usage_totals(self, actor_key: str, day: str) -> UsageTotals:
+        """The actor's tokens on ``day`` and in its month."""
+        return await self._usage.usage_totals(actor_key, day)
+
+    async def usage_rows(
+        self, *, start: str, end: str, actor_key: str | None = None, limit: int = 1000
+    ) -> list[UsageRow]:
+        """Ledger lines within ``start..end`` (at most 366 days), ordered."""
+        return await self._usage.usage_rows(start=start, end=end, actor_key=actor_key, limit=limit)
+
+    async def take_token(self, key: str, *, rate: float, burst: float, now: float) -> float:
+        """Take a token from ``key``'s bucket (one script); ``0.0``, or the seconds until one is there."""
+        return await self._usage.take_token(key, rate=rate, burst=burst, now=now)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 

@@ -36,6 +36,22 @@ Global keys (one per id, so they shard too), written in the same round trip as t
     P:confirm:<hash>        claimed confirm token (expires with the token)
     P:channel:<key>         channel state (JSON)
 
+The usage ledger (``_redis_usage``): an actor's keys share the hash tag ``{usage:<sha256>}`` (the
+SHA-256 of its ``Actor.key``), so ``add_usage``'s one script touches one slot::
+
+    P:{usage:<a>}:day:<YYYY-MM-DD>   hash: ``tokens`` (the day's total), ``actor`` (its key), and
+                                     per ledger line ``i|<line>``, ``o|<line>``, ``s|<line>``,
+                                     ``u|<line>`` (input, output, steps, unpriced steps) and
+                                     ``c|<line>`` (cost in nano-dollars); ``<line>`` is
+                                     ``["agent","model"]`` as JSON. Expires 400 days after the day
+    P:{usage:<a>}:month:<YYYY-MM>    string: the month's total tokens; expires 400 days after the month
+    P:{usage:<a>}:write:<id>         string: an ``add_usage`` that ran (2 minutes), so one sent
+                                     again after a lost reply adds nothing
+    P:usage-day:<YYYY-MM-DD>         set: the actor keys with usage that day (``usage_rows`` of
+                                     everyone), written beside the script; expires with the day
+    P:bucket:<sha256>               hash: a rate-limit bucket (``t`` tokens, ``ts`` last refill,
+                                     UNIX s); expires when it would be full again
+
 The sorted sets are indexes, not truth: the thread's keys are. A reader checks candidates
 against the thread's keys and corrects the index only where nobody changed it since it looked
 (``RECONCILE``), so an index that lags (a renewal, a crash between two commands) costs a check,
@@ -145,6 +161,22 @@ class RedisKeys:
     def channel_state(self, key: str) -> str:
         """A channel's state."""
         return f"{self.prefix}:channel:{key}"
+
+    def usage(self, actor_key: str, name: str) -> str:
+        """A key of the actor's usage (they share its hash tag)."""
+        return f"{self.prefix}:{{usage:{_digest(actor_key)}}}:{name}"
+
+    def usage_day(self, day: str) -> str:
+        """The actors with usage on ``day``."""
+        return f"{self.prefix}:usage-day:{day}"
+
+    def bucket(self, key: str) -> str:
+        """A rate-limit bucket."""
+        return f"{self.prefix}:bucket:{_digest(key)}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 EVENTS: TypeAdapter[list[RunEvent]] = TypeAdapter(list[RunEvent])

@@ -1,0 +1,220 @@
+"""``RedisUsage``: a ``RedisStore``'s usage ledger and rate-limit buckets (keys in ``_redis_layout``).
+
+``add_usage`` is one script over the actor's keys (``{usage:<sha256>}``, one slot): the ledger
+line's counters, the day's and the month's totals, their expiry, and a marker of the write (a
+random id, kept two minutes), so the same command sent again after a lost reply adds nothing
+and answers the totals. The day's index of actors (``P:usage-day:<day>``, its own slot) is
+written beside the script (``SADD``: sending it twice is harmless). Costs are integer
+nano-dollars (``HINCRBY``, exact; see ``_usage``).
+
+``usage_rows`` reads a range of days without ``SCAN``: one actor's day hashes directly, or
+everyone's through the day indexes, in pipelines.
+
+``take_token`` is one script over the bucket's one key: it refills by ``now`` (never backwards:
+a process whose clock is behind refills nothing), takes a token or says how long until one is
+there, and gives the bucket a ``PEXPIRE`` of the time until it would be full again, so an idle
+bucket vanishes just when forgetting it changes nothing. A take sent again after a lost reply
+takes a second token: the limit errs on the strict side, never the lenient one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from collections import defaultdict
+from typing import Any
+
+from ._records import UsageEntry, UsageRow, UsageTotals
+from ._redis_layout import as_text
+from ._redis_scripts import LuaScript, run_scripts
+from ._redis_threads import RedisPart
+from ._usage import cost_nanos, day_expiry, month_expiry, usage_cost, usage_days
+
+__all__ = ["TAKE_TOKEN", "USAGE_ADD", "RedisUsage"]
+
+_WRITE_TTL_MS = 120_000
+"""How long an ``add_usage`` remembers it ran (a resend comes within the call's retries)."""
+
+_CHUNK = 256
+"""Day hashes one pipeline of ``usage_rows`` reads."""
+
+USAGE_ADD = LuaScript(
+    "usage_add",
+    r"""
+-- Add one model step to an actor's ledger line and totals, once per write id.
+-- KEYS: 1 the day hash, 2 the month total, 3 the write marker (all under the actor's tag).
+-- ARGV: 1 the line (JSON [agent, model]), 2 input tokens, 3 output tokens, 4 their sum,
+--       5 the cost in nano-dollars ('' when unpriced), 6 the day's EXPIREAT, 7 the month's,
+--       8 the actor key, 9 the marker's TTL (ms).
+-- Returns {day tokens, month tokens} after the addition (or as they are, for a resent write).
+if redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[9]) then
+  local line = ARGV[1]
+  redis.call('HINCRBY', KEYS[1], 'i|' .. line, ARGV[2])
+  redis.call('HINCRBY', KEYS[1], 'o|' .. line, ARGV[3])
+  redis.call('HINCRBY', KEYS[1], 's|' .. line, 1)
+  if ARGV[5] == '' then
+    redis.call('HINCRBY', KEYS[1], 'u|' .. line, 1)
+  else
+    redis.call('HINCRBY', KEYS[1], 'c|' .. line, ARGV[5])
+  end
+  redis.call('HINCRBY', KEYS[1], 'tokens', ARGV[4])
+  redis.call('HSET', KEYS[1], 'actor', ARGV[8])
+  redis.call('INCRBY', KEYS[2], ARGV[4])
+  redis.call('EXPIREAT', KEYS[1], ARGV[6])
+  redis.call('EXPIREAT', KEYS[2], ARGV[7])
+end
+return {redis.call('HGET', KEYS[1], 'tokens') or '0', redis.call('GET', KEYS[2]) or '0'}
+""",
+)
+
+TAKE_TOKEN = LuaScript(
+    "take_token",
+    r"""
+-- Take a token from a bucket of ARGV[2] tokens refilled at ARGV[1] per second, at time ARGV[3].
+-- KEYS: 1 the bucket (hash: t tokens, ts last refill). ARGV: 4 the longest TTL (ms).
+-- Returns '0' when a token was taken, else the seconds until one is there (as text: Lua
+-- numbers come back as integers).
+local rate, burst, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local state = redis.call('HMGET', KEYS[1], 't', 'ts')
+local tokens, last = burst, now
+if state[1] then
+  tokens, last = tonumber(state[1]), tonumber(state[2])
+end
+if now > last then
+  tokens = math.min(burst, tokens + (now - last) * rate)
+  last = now
+end
+local wait = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+elseif rate > 0 then
+  wait = (1 - tokens) / rate
+else
+  wait = 60
+end
+local ttl = tonumber(ARGV[4])
+if rate > 0 then
+  ttl = math.min(ttl, math.floor((burst - tokens) / rate * 1000) + 1)
+end
+redis.call('HSET', KEYS[1], 't', string.format('%.17g', tokens), 'ts', string.format('%.17g', last))
+redis.call('PEXPIRE', KEYS[1], math.max(1, ttl))
+return string.format('%.17g', wait)
+""",
+)
+
+_LONGEST_BUCKET_MS = 86_400_000
+"""A bucket that never fills (no refill rate) is forgotten after a day."""
+
+
+class RedisUsage(RedisPart):
+    """The usage part of ``RedisStore``: the ledger, its totals, and the rate-limit buckets."""
+
+    async def add_usage(self, entry: UsageEntry) -> UsageTotals:
+        """Add one step to its actor's ledger line and totals (one script, once per call)."""
+        now = time.time()
+        actor = entry.actor_key
+        keys = [
+            self._keys.usage(actor, f"day:{entry.day}"),
+            self._keys.usage(actor, f"month:{entry.day[:7]}"),
+            self._keys.usage(actor, f"write:{uuid.uuid4().hex}"),
+        ]
+        cost = "" if entry.cost_usd is None else cost_nanos(entry.cost_usd)
+        tokens = entry.input_tokens + entry.output_tokens
+        line = json.dumps([entry.agent, entry.model], separators=(",", ":"))
+        expires = day_expiry(entry.day, now)
+        args = [line, entry.input_tokens, entry.output_tokens, tokens, cost, expires, month_expiry(entry.day, now)]
+        index = self._keys.usage_day(entry.day)
+        commands = [
+            USAGE_ADD.command(keys, [*args, actor, _WRITE_TTL_MS]),
+            ("SADD", index, actor),
+            ("EXPIREAT", index, expires),
+        ]
+        async with self._guard():
+            day_tokens, month_tokens = (await run_scripts(self._send, commands, [USAGE_ADD]))[0]
+        return UsageTotals(day_tokens=int(day_tokens), month_tokens=int(month_tokens))
+
+    async def usage_totals(self, actor_key: str, day: str) -> UsageTotals:
+        """The actor's tokens on ``day`` and in its month (one round trip)."""
+        commands = [
+            ("HGET", self._keys.usage(actor_key, f"day:{day}"), "tokens"),
+            ("GET", self._keys.usage(actor_key, f"month:{day[:7]}")),
+        ]
+        async with self._guard():
+            day_tokens, month_tokens = await run_scripts(self._send, commands, [])
+        return UsageTotals(day_tokens=int(day_tokens or 0), month_tokens=int(month_tokens or 0))
+
+    async def usage_rows(
+        self, *, start: str, end: str, actor_key: str | None = None, limit: int = 1000
+    ) -> list[UsageRow]:
+        """Ledger lines within ``start..end``, ordered by day, actor, agent and model.
+
+        Raises:
+            ValueError: A bound is no day, or the range spans more than ``MAX_USAGE_DAYS``.
+        """
+        days = usage_days(start, end)
+        if limit <= 0 or not days:
+            return []
+        rows: list[UsageRow] = []
+        async with self._guard():
+            if actor_key is not None:
+                pairs = [(day, actor_key) for day in days]
+            else:
+                members = await run_scripts(self._send, [("SMEMBERS", self._keys.usage_day(day)) for day in days], [])
+                pairs = [(day, actor) for day, found in zip(days, members, strict=True) for actor in _sorted(found)]
+            for first in range(0, len(pairs), _CHUNK):
+                chunk = pairs[first : first + _CHUNK]
+                commands = [("HGETALL", self._keys.usage(actor, f"day:{day}")) for day, actor in chunk]
+                for (day, actor), flat in zip(chunk, await run_scripts(self._send, commands, []), strict=True):
+                    rows.extend(_lines(day, actor, flat))
+                if len(rows) >= limit:
+                    break
+        return rows[:limit]
+
+    async def take_token(self, key: str, *, rate: float, burst: float, now: float) -> float:
+        """Take a token from ``key``'s bucket (one script, atomic across processes).
+
+        Raises:
+            ValueError: ``rate`` or ``burst`` is negative or not finite, or ``now`` is not finite.
+        """
+        if not (math.isfinite(rate) and math.isfinite(burst) and math.isfinite(now)) or rate < 0 or burst < 0:
+            raise ValueError(f"A bucket needs a finite rate and burst >= 0 and a finite now: {rate}, {burst}, {now}")
+        args = [repr(float(rate)), repr(float(burst)), repr(float(now)), _LONGEST_BUCKET_MS]
+        async with self._guard():
+            wait = await TAKE_TOKEN(self._send_one, [self._keys.bucket(key)], args)
+        return float(wait)
+
+
+def _sorted(members: Any) -> list[str]:
+    # Code point order, as the SQL stores sort (SQLite's BINARY, PostgreSQL's "C" collation).
+    return sorted(as_text(member) for member in members)
+
+
+def _lines(day: str, actor: str, reply: Any) -> list[UsageRow]:
+    """The ledger lines of one day hash (``HGETALL``'s reply), ordered by agent and model."""
+    # A RESP3 connection answers a map, a RESP2 one a flat list of fields and values.
+    pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
+    counters: defaultdict[str, dict[str, int]] = defaultdict(dict)
+    for name, value in pairs:
+        kind, bar, line = as_text(name).partition("|")
+        if bar:
+            counters[line][kind] = int(value)
+    rows = []
+    for line, counts in counters.items():
+        agent, model = json.loads(line)
+        steps, unpriced = counts.get("s", 0), counts.get("u", 0)
+        rows.append(
+            UsageRow(
+                day=day,
+                actor_key=actor,
+                agent=agent,
+                model=model,
+                input_tokens=counts.get("i", 0),
+                output_tokens=counts.get("o", 0),
+                steps=steps,
+                cost_usd=usage_cost(counts.get("c", 0), steps - unpriced),
+                unpriced_steps=unpriced,
+            )
+        )
+    return sorted(rows, key=lambda row: (row.agent, row.model))

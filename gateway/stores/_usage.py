@@ -1,0 +1,85 @@
+"""What every store shares about the usage ledger: days and months, cost as integers, retention.
+
+Costs are kept as integer nano-dollars (``cost_nanos``) in Redis and SQL, so sums are exact
+whatever the order of additions (a float sum is not, and ``HINCRBYFLOAT`` keeps 17 digits of
+text); a step is rounded to a billionth of a dollar once, when it is added.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+__all__ = [
+    "LEDGER_DAYS",
+    "MAX_USAGE_DAYS",
+    "cost_nanos",
+    "day_expiry",
+    "month_expiry",
+    "oldest_kept",
+    "usage_cost",
+    "usage_days",
+]
+
+MAX_USAGE_DAYS = 366
+"""Days one ``usage_rows`` call may span at most."""
+
+LEDGER_DAYS = 400
+"""Days a ledger line and a day's total are kept after their day, and a month's after its month."""
+
+_NANOS = 1_000_000_000
+
+
+def cost_nanos(cost_usd: float) -> int:
+    """A step's cost in nano-dollars."""
+    return round(cost_usd * _NANOS)
+
+
+def usage_cost(nanos: int, priced_steps: int) -> float | None:
+    """A line's cost in dollars; ``None`` when none of its steps was priced."""
+    return nanos / _NANOS if priced_steps else None
+
+
+def _parse(day: str, name: str) -> date:
+    try:
+        if len(day) != 10 or not day.isascii():
+            raise ValueError(day)
+        return date.fromisoformat(day)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a day, YYYY-MM-DD: {day!r}") from None
+
+
+def usage_days(start: str, end: str) -> list[str]:
+    """The days ``start..end`` (both included), in order; empty when ``end`` is before ``start``.
+
+    Raises:
+        ValueError: A bound is no ``YYYY-MM-DD`` day, or the range spans more than ``MAX_USAGE_DAYS``.
+    """
+    first, last = _parse(start, "start"), _parse(end, "end")
+    span = (last - first).days + 1
+    if span > MAX_USAGE_DAYS:
+        raise ValueError(f"A usage range spans at most {MAX_USAGE_DAYS} days: {start}..{end} spans {span}")
+    return [(first + timedelta(days=offset)).isoformat() for offset in range(max(0, span))]
+
+
+def _epoch(day: date) -> int:
+    return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp())
+
+
+def day_expiry(day: str, now: float) -> int:
+    """When a day's ledger lines and total may go (UNIX seconds): ``LEDGER_DAYS`` after the day.
+
+    A day older than that (a late write) is kept a day after ``now``, never dropped at once.
+    """
+    return max(_epoch(date.fromisoformat(day) + timedelta(days=1 + LEDGER_DAYS)), int(now) + 86_400)
+
+
+def month_expiry(day: str, now: float) -> int:
+    """When the total of ``day``'s month may go (UNIX seconds): ``LEDGER_DAYS`` after the month."""
+    first = date.fromisoformat(day).replace(day=1)
+    following = (first + timedelta(days=32)).replace(day=1)
+    return max(_epoch(following + timedelta(days=LEDGER_DAYS)), int(now) + 86_400)
+
+
+def oldest_kept(now: float) -> str:
+    """The oldest day whose ledger lines and total an SQL sweep keeps (``LEDGER_DAYS`` back)."""
+    return (datetime.fromtimestamp(now, UTC).date() - timedelta(days=LEDGER_DAYS)).isoformat()
