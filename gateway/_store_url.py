@@ -11,8 +11,8 @@ URL                                                        store
 ``sqlite:////absolute/path.db``                            four slashes: an absolute path
 ``postgresql://user:password@host:5432/db``                ``PostgresStore`` (``postgres://``
                                                            too; any libpq query parameter)
-``redis://``, ``rediss://``, ``unix://``,                  ``RedisStore``
-``redis+sentinel://``, ``rediss+sentinel://``
+``redis://``, ``rediss://``, ``unix://``,                  ``RedisStore``; ``?prefix=name``
+``redis+sentinel://``, ``rediss+sentinel://``              namespaces its keys (``agora``)
 =========================================================  ================================
 
 The slash rule is SQLAlchemy's: after ``sqlite://`` comes an empty host, then ``/``, then the
@@ -32,7 +32,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ._errors import StoreUnavailableError
 
@@ -157,10 +157,22 @@ def open_store(location: StoreUrl) -> Store:
     if location.kind == "redis":
         from .stores import RedisStore
 
-        return RedisStore(location.url)
+        url, prefix = _redis_prefix(location.url)
+        return RedisStore(url) if prefix is None else RedisStore(url, prefix=prefix)
     from .stores import MemoryStore
 
     return MemoryStore()
+
+
+def _redis_prefix(url: str) -> tuple[str, str | None]:
+    """A Redis URL without its ``prefix=`` query parameter, and that prefix (``None``: the default)."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    prefixes = [value for key, value in pairs if key == "prefix"]
+    if not prefixes:
+        return url, None
+    query = urlencode([(key, value) for key, value in pairs if key != "prefix"])
+    return urlunsplit(parts._replace(query=query)), prefixes[-1]
 
 
 SECRET_FILE = "secret"

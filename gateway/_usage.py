@@ -33,7 +33,7 @@ from ._errors import StoreUnavailableError
 from ._pricing import ModelPrice, Pricing
 from ._quotas import Period, Quota
 from .events import Usage
-from .stores import ModelStepEntry, RunRecord, Store, UsageEntry, UsageRow
+from .stores import MAX_STEP_TOKENS, ModelStepEntry, RunRecord, Store, UsageEntry, UsageRow
 
 if TYPE_CHECKING:
     from ._agents import Agent
@@ -44,6 +44,9 @@ __all__ = ["UsageMeter", "utc_day"]
 logger = logging.getLogger("gateway.usage")
 
 T = TypeVar("T")
+
+MAX_STEP_COST = 1_000_000.0
+"""US dollars one step is charged at most (``UsageEntry`` refuses more)."""
 
 
 def utc_day(now: float | None = None) -> str:
@@ -137,14 +140,16 @@ class UsageMeter:
         for step in steps:
             if step.model is None:
                 continue  # a direct call: no model step
+            # Bounded as the ledger bounds a step: a provider's absurd count is no real step.
+            cost = None if step.cost_usd is None else min(step.cost_usd, MAX_STEP_COST)
             entry = UsageEntry(
                 actor_key=run.actor.key,
                 day=utc_day(),
                 agent=run.agent,
                 model=step.model,
-                input_tokens=step.usage.input_tokens,
-                output_tokens=step.usage.output_tokens,
-                cost_usd=step.cost_usd,
+                input_tokens=min(max(step.usage.input_tokens, 0), MAX_STEP_TOKENS),
+                output_tokens=min(max(step.usage.output_tokens, 0), MAX_STEP_TOKENS),
+                cost_usd=cost,
             )
             await self._retrying(functools.partial(self.store.add_usage, entry), run)
             for observer in self._observers:
