@@ -20,7 +20,9 @@ GPT = "openai:gpt-4o"
 PRICES = {GPT: ModelPrice(input_per_million=2.5, output_per_million=10.0)}
 
 
-def step(text: str | None = "Done.", *, tokens: tuple[int, int] = (1000, 200), calls: list[Any] | None = None) -> ScriptStep:
+def step(
+    text: str | None = "Done.", *, tokens: tuple[int, int] = (1000, 200), calls: list[Any] | None = None
+) -> ScriptStep:
     """A model step that reports ``tokens`` (input, output)."""
     usage = Usage(input_tokens=tokens[0], output_tokens=tokens[1], model_calls=1)
     return ScriptStep(text=text, tool_calls=calls or [], usage=usage)

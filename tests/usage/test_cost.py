@@ -36,7 +36,10 @@ async def test_a_priced_run_costs_its_steps_on_the_record_the_event_and_the_jour
         assert record.cost_usd == pytest.approx(expected)
         assert [e.cost_usd for e in await finished(runtime, thread)] == [pytest.approx(expected)]
         journal = [e for e in await any_store.read_journal(thread, run_id) if isinstance(e, ModelStepEntry)]
-        assert [(e.model, e.cost_usd) for e in journal] == [(GPT, pytest.approx(cost((1200, 30)))), (GPT, pytest.approx(cost((1500, 80))))]
+        assert [(e.model, e.cost_usd) for e in journal] == [
+            (GPT, pytest.approx(cost((1200, 30)))),
+            (GPT, pytest.approx(cost((1500, 80)))),
+        ]
         rows = await any_store.usage_rows(**DAYS, actor_key=ALICE.key)
         assert [(r.model, r.input_tokens, r.output_tokens, r.steps) for r in rows] == [(GPT, 2700, 110, 2)]
         assert rows[0].cost_usd == pytest.approx(expected)
@@ -114,7 +117,13 @@ async def test_two_agents_one_priced_one_not_keep_their_own_ledger_lines() -> No
 
 def test_pricing_tables_refuse_what_is_no_price(tmp_path: object) -> None:
     assert parse_pricing('{"openai:gpt-4o": {"input": 2.5, "output": 10}}') == {GPT: ModelPrice(2.5, 10)}
-    for bad in ('{"m": {"input": -1, "output": 1}}', '{"m": {"input": 1}}', '{"m": 3}', "[1]", '{"m": {"input": "x", "output": 1}}'):
+    for bad in (
+        '{"m": {"input": -1, "output": 1}}',
+        '{"m": {"input": 1}}',
+        '{"m": 3}',
+        "[1]",
+        '{"m": {"input": "x", "output": 1}}',
+    ):
         with pytest.raises(ValueError):
             parse_pricing(bad)
     with pytest.raises(ValueError, match="neither JSON nor a readable file"):

@@ -135,7 +135,9 @@ async def test_a_range_of_366_days_is_read_and_lines_outside_it_are_not(make_cli
     body = await answer.json()
     assert [r["day"] for r in body["rows"]] == ["2024-01-01", "2024-12-31"]  # a leap year: 366 days
     assert body["totals"]["tokens"] == 6
-    only_from = await (await client.get("/agent/usage", params={"from": "2023-12-31", "to": "2023-12-31"}, headers=auth(ALICE))).json()
+    only_from = await (
+        await client.get("/agent/usage", params={"from": "2023-12-31", "to": "2023-12-31"}, headers=auth(ALICE))
+    ).json()
     assert [r["day"] for r in only_from["rows"]] == ["2023-12-31"]
 
 
