@@ -40,7 +40,7 @@ from ._records import (
     UsageTotals,
 )
 from ._tail import Subscriber, follow
-from ._usage import usage_days
+from ._usage import check_bucket, usage_days
 
 __all__ = ["MemoryStore"]
 
@@ -657,10 +657,11 @@ class MemoryStore:
 
     async def take_token(self, key: str, *, rate: float, burst: float, now: float) -> float:
         """Take a token from ``key``'s bucket (this process is the only one sharing it)."""
+        check_bucket(rate, burst, now)
         tokens, last = self._buckets.pop(key, (burst, now))
         tokens = min(burst, tokens + max(0.0, now - last) * rate)
         wait = 0.0 if tokens >= 1.0 else ((1.0 - tokens) / rate if rate > 0 else 60.0)
-        self._buckets[key] = (tokens - 1.0 if wait == 0.0 else tokens, now)
+        self._buckets[key] = (tokens - 1.0 if wait == 0.0 else tokens, max(now, last))  # never refill backwards
         while len(self._buckets) > _MAX_BUCKETS:
             self._buckets.popitem(last=False)
         return wait

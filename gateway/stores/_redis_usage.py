@@ -20,7 +20,6 @@ takes a second token: the limit errs on the strict side, never the lenient one.
 from __future__ import annotations
 
 import json
-import math
 import time
 import uuid
 from collections import defaultdict
@@ -30,7 +29,7 @@ from ._records import UsageEntry, UsageRow, UsageTotals
 from ._redis_layout import as_text
 from ._redis_scripts import LuaScript, run_scripts
 from ._redis_threads import RedisPart
-from ._usage import cost_nanos, day_expiry, month_expiry, usage_cost, usage_days
+from ._usage import check_bucket, cost_nanos, day_expiry, month_expiry, usage_cost, usage_days
 
 __all__ = ["TAKE_TOKEN", "USAGE_ADD", "RedisUsage"]
 
@@ -178,8 +177,7 @@ class RedisUsage(RedisPart):
         Raises:
             ValueError: ``rate`` or ``burst`` is negative or not finite, or ``now`` is not finite.
         """
-        if not (math.isfinite(rate) and math.isfinite(burst) and math.isfinite(now)) or rate < 0 or burst < 0:
-            raise ValueError(f"A bucket needs a finite rate and burst >= 0 and a finite now: {rate}, {burst}, {now}")
+        check_bucket(rate, burst, now)
         args = [repr(float(rate)), repr(float(burst)), repr(float(now)), _LONGEST_BUCKET_MS]
         async with self._guard():
             wait = await TAKE_TOKEN(self._send_one, [self._keys.bucket(key)], args)

@@ -27,6 +27,7 @@ from ..events import RunEvent, Turn
 from ..models import AssistantMessage, ToolMessage, UserMessage
 from . import _sql_log as log
 from . import _sql_state as state
+from . import _sql_usage as usage
 from ._records import (
     ApprovalRecord,
     ApprovalState,
@@ -39,11 +40,15 @@ from ._records import (
     ThreadRecord,
     ThreadSummary,
     ToolSettledEntry,
+    UsageEntry,
+    UsageRow,
+    UsageTotals,
 )
 from ._sql_log import ThreadStates
 from ._sql_schema import META, Dialect, check_version, migration
 from ._sql_tx import Mode, Tx, _Conflict
 from ._tail import Followers, Subscriber, follow
+from ._usage import check_bucket
 
 if TYPE_CHECKING:
     from ._sql_caches import SqlMediaBackend, SqlRenderCache
@@ -457,6 +462,29 @@ class SqlStore(ABC):
     async def channel_renew_if(self, key: str, expected: Any, *, ttl: float) -> bool:
         """Give ``key`` a new ``ttl`` only while it holds ``expected``, atomically."""
         return await self._run(lambda tx: state.channel_renew_if(tx, key, expected, ttl))
+
+    # -- usage ledger and rate limits (``_sql_usage``) -----------------------------------------------
+
+    async def add_usage(self, entry: UsageEntry) -> UsageTotals:
+        """Add one step to its actor's ledger line and day and month totals, in one transaction."""
+        await self._swept()
+        return await self._run(lambda tx: usage.add_usage(tx, entry), mode="locked")
+
+    async def usage_totals(self, actor_key: str, day: str) -> UsageTotals:
+        """The actor's tokens on ``day`` and in its month."""
+        return await self._run(lambda tx: usage.usage_totals(tx, actor_key, day))
+
+    async def usage_rows(
+        self, *, start: str, end: str, actor_key: str | None = None, limit: int = 1000
+    ) -> list[UsageRow]:
+        """Ledger lines within ``start..end`` (at most 366 days), ordered."""
+        return await self._run(lambda tx: usage.usage_rows(tx, start, end, actor_key, limit))
+
+    async def take_token(self, key: str, *, rate: float, burst: float, now: float) -> float:
+        """Take a token from ``key``'s bucket (one locked transaction); ``0.0``, or the seconds to wait."""
+        check_bucket(rate, burst, now)
+        await self._swept()
+        return await self._run(lambda tx: usage.take_token(tx, key, rate, burst, now), mode="locked")
 
     # -- media and renders in the same database -----------------------------------------------------
 

@@ -1,7 +1,8 @@
 """The tables of the SQL stores, and how a store creates and migrates them itself.
 
 One schema for SQLite and PostgreSQL; the column types that differ are named in braces and filled
-in from the adapter's ``Dialect`` (``{id}`` an auto-numbered primary key, ``{float}``, ``{blob}``).
+in from the adapter's ``Dialect`` (``{id}`` an auto-numbered primary key, ``{float}``, ``{blob}``,
+``{bytewise}`` the collation that orders text by code point).
 JSON is kept as text, never ``jsonb``: records come back byte for byte as pydantic wrote them.
 
 Each migration is a list of statements run in one transaction with the ``schema_version`` row of
@@ -28,6 +29,11 @@ Tables (``thread_id`` on every row of a thread, so an erasure is one ``DELETE`` 
     queue           message id -> a queued message (JSON), its thread and ``position`` (the queue's
                     order: smallest first); every change of a queue's order moves the thread row's
                     ``version``, so a begin that read the queue guards on what it read
+    usage_lines     (day, actor_key, agent, model) -> tokens in and out, steps, cost in nano-dollars,
+                    unpriced steps: the usage ledger, kept ``LEDGER_DAYS`` (400) days
+    usage_totals    (actor_key, period) -> tokens; ``period`` is a day (``YYYY-MM-DD``) or a month
+                    (``YYYY-MM``)
+    buckets         rate-limit bucket key -> tokens, last refill and when it is full again (then swept)
 """
 
 from __future__ import annotations
@@ -145,7 +151,39 @@ _QUEUE = [
 
 Approvals written before it get their request time from their record's ``requested_at``."""
 
-MIGRATIONS: list[list[str]] = [_CONVERSATIONS, _CACHES, _QUEUE]
+_USAGE = [
+    """CREATE TABLE usage_lines (
+        day TEXT NOT NULL,
+        actor_key TEXT {bytewise} NOT NULL,
+        agent TEXT {bytewise} NOT NULL,
+        model TEXT {bytewise} NOT NULL,
+        input_tokens BIGINT NOT NULL,
+        output_tokens BIGINT NOT NULL,
+        steps BIGINT NOT NULL,
+        cost_nanos BIGINT NOT NULL,
+        unpriced_steps BIGINT NOT NULL,
+        PRIMARY KEY (day, actor_key, agent, model)
+    )""",
+    "CREATE INDEX usage_lines_by_actor ON usage_lines (actor_key, day)",
+    """CREATE TABLE usage_totals (
+        actor_key TEXT {bytewise} NOT NULL,
+        period TEXT NOT NULL,
+        tokens BIGINT NOT NULL,
+        PRIMARY KEY (actor_key, period)
+    )""",
+    "CREATE INDEX usage_totals_by_period ON usage_totals (period)",
+    """CREATE TABLE buckets (
+        key TEXT PRIMARY KEY,
+        tokens {float} NOT NULL,
+        last_ts {float} NOT NULL,
+        full_ts {float} NOT NULL
+    )""",
+    "CREATE INDEX buckets_by_full ON buckets (full_ts)",
+]
+"""The usage ledger (lines per day, actor, agent and model; totals per actor and day or month) and
+the rate-limit buckets. Text that orders the ledger compares by code point (``{bytewise}``)."""
+
+MIGRATIONS: list[list[str]] = [_CONVERSATIONS, _CACHES, _QUEUE, _USAGE]
 """Migration ``n`` (from 1) takes a database from version ``n - 1`` to ``n``. Append only."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

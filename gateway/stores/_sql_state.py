@@ -18,6 +18,7 @@ from ..events import now_iso
 from ._records import ApprovalRecord, ApprovalState, RunRecord, ThreadRecord, ThreadSummary
 from ._sql_log import ThreadStates
 from ._sql_tx import Tx, as_iso
+from ._sql_usage import sweep_usage
 
 __all__ = [
     "channel_claim",
@@ -303,8 +304,9 @@ async def idle_threads(tx: Tx, before_ts: float, limit: int) -> list[str]:
 
 
 async def sweep(tx: Tx, now: float) -> None:
-    """Delete the rows that expired: channel state, confirm tokens, media and renders."""
+    """Delete the rows that expired: channel state, confirm tokens, media, renders, old usage, full buckets."""
     await tx.put("DELETE FROM channel_state WHERE expires_ts <= $1", now)
     await tx.put("DELETE FROM confirm_tokens WHERE expires_ts <= $1", now)
     await tx.put("DELETE FROM media WHERE expires_ts <= $1", now)
     await tx.put("DELETE FROM renders WHERE expires_ts <= $1", now)
+    await sweep_usage(tx, now)

@@ -49,6 +49,7 @@ _DIALECT = Dialect(
         "id": "INTEGER PRIMARY KEY",
         "float": "REAL",
         "blob": "BLOB",
+        "bytewise": "",  # BINARY, the default: UTF-8 bytes, in code point order
         "requested_epoch": "(julianday(json_extract(record, '$.requested_at')) - 2440587.5) * 86400.0",
     },
 )

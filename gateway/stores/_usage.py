@@ -7,11 +7,13 @@ text); a step is rounded to a billionth of a dollar once, when it is added.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, date, datetime, timedelta
 
 __all__ = [
     "LEDGER_DAYS",
     "MAX_USAGE_DAYS",
+    "check_bucket",
     "cost_nanos",
     "day_expiry",
     "month_expiry",
@@ -83,3 +85,13 @@ def month_expiry(day: str, now: float) -> int:
 def oldest_kept(now: float) -> str:
     """The oldest day whose ledger lines and total an SQL sweep keeps (``LEDGER_DAYS`` back)."""
     return (datetime.fromtimestamp(now, UTC).date() - timedelta(days=LEDGER_DAYS)).isoformat()
+
+
+def check_bucket(rate: float, burst: float, now: float) -> None:
+    """Refuse a bucket no arithmetic can keep.
+
+    Raises:
+        ValueError: ``rate`` or ``burst`` is negative or not finite, or ``now`` is not finite.
+    """
+    if not (math.isfinite(rate) and math.isfinite(burst) and math.isfinite(now)) or rate < 0 or burst < 0:
+        raise ValueError(f"A bucket needs a finite rate and burst >= 0 and a finite now: {rate}, {burst}, {now}")

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from gateway import ThreadParkedError
-from gateway.stores import Batch, PostgresStore, SqliteStore, ThreadRecord, _sql_schema
+from gateway.stores import Batch, PostgresStore, SqliteStore, ThreadRecord, UsageEntry, UsageTotals, _sql_schema
+from gateway.stores._usage import LEDGER_DAYS
 from tools import UserError
 
 from ..conftest import drop_schema
@@ -72,6 +74,7 @@ async def test_an_older_schema_is_migrated_and_keeps_its_data(
         assert [e.seq for e in await upgraded.read_events(thread_id)] == [1, 2]
         assert await rows(upgraded, "SELECT count(*) FROM media") == [(0,)]  # migration 2 made it
         assert await rows(upgraded, "SELECT count(*) FROM queue") == [(0,)]  # migration 3 made it
+        assert await rows(upgraded, "SELECT count(*) FROM usage_lines") == [(0,)]  # migration 4 made it
     finally:
         await upgraded.aclose()
 
@@ -98,7 +101,7 @@ async def test_a_version_2_database_gets_the_queue_and_its_approvals_their_reque
     upgraded = reopen(sql_store)
     try:
         await upgraded.ping()
-        assert await version(upgraded) == _sql_schema.SCHEMA_VERSION == 3
+        assert await version(upgraded) == _sql_schema.SCHEMA_VERSION
         assert [e.seq for e in await upgraded.read_events(thread_id)] == [1]
         [listed] = [a for a in await upgraded.open_approvals(limit=1000) if a.tool_call_id == record.tool_call_id]
         expected = datetime.fromisoformat(record.requested_at).timestamp()
@@ -113,6 +116,47 @@ async def test_a_version_2_database_gets_the_queue_and_its_approvals_their_reque
         assert await upgraded.queued_messages(thread_id) == [item]
     finally:
         await upgraded.aclose()
+
+
+async def test_a_version_3_database_gets_the_usage_ledger_and_the_buckets(
+    sql_store: SqlStore, thread_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as older:  # the agora-gateway of migration 3: no ledger, no buckets
+        older.setattr(_sql_schema, "SCHEMA_VERSION", 3)
+        await sql_store.ensure_thread(thread_of(thread_id))
+        await sql_store.write(thread_id, Batch(events=[delta(new_run(thread_id), "kept")]))
+        assert await version(sql_store) == 3
+    upgraded = reopen(sql_store)
+    try:
+        await upgraded.ping()
+        assert await version(upgraded) == _sql_schema.SCHEMA_VERSION == 4
+        assert [e.seq for e in await upgraded.read_events(thread_id)] == [1]
+        entry = UsageEntry(actor_key="u1", day="2026-12-01", agent="a", model="m", input_tokens=2, output_tokens=3)
+        assert await upgraded.add_usage(entry) == UsageTotals(day_tokens=5, month_tokens=5)
+        assert await upgraded.take_token("actor:u1", rate=1.0, burst=1, now=100.0) == 0.0
+    finally:
+        await upgraded.aclose()
+
+
+async def test_the_sweep_drops_an_old_ledger_and_full_buckets(sql_store: SqlStore) -> None:
+    now = time.time()
+    today = datetime.fromtimestamp(now, UTC).date()
+    old, kept = (today - timedelta(days=LEDGER_DAYS + 1)).isoformat(), (today - timedelta(days=LEDGER_DAYS)).isoformat()
+    for day in (old, kept, "2020-01-15"):
+        await sql_store.add_usage(
+            UsageEntry(actor_key="u1", day=day, agent="a", model="m", input_tokens=1, output_tokens=0)
+        )
+    await sql_store.take_token("idle", rate=1.0, burst=2, now=now - 10)  # full again 9 s ago
+    await sql_store.take_token("busy", rate=0.001, burst=2, now=now)  # full in 1000 s
+    later = reopen(sql_store, sweep_interval=0)
+    try:
+        await later.channel_set("k", 1)  # an expiring write sweeps now
+        assert await rows(later, "SELECT day FROM usage_lines ORDER BY day") == [(kept,)]
+        periods = {period for (period,) in await rows(later, "SELECT period FROM usage_totals")}
+        assert periods == {kept, kept[:7]}  # the old day's month is the kept day's, or older
+        assert await rows(later, "SELECT key FROM buckets") == [("busy",)]
+    finally:
+        await later.aclose()
 
 
 @pytest.mark.postgres

@@ -8,7 +8,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gateway.stores import MAX_USAGE_DAYS, Store, UsageEntry, UsageRow, UsageTotals
+from gateway import StoreUnavailableError
+from gateway.stores import MAX_USAGE_DAYS, PostgresStore, Store, UsageEntry, UsageRow, UsageTotals
+
+from ._server import free_port
 
 
 def step(
@@ -171,3 +174,20 @@ async def test_concurrent_takes_never_grant_more_than_the_burst(store: Store) ->
     )
     assert waits.count(0.0) == 10
     assert all(wait > 0 for wait in waits if wait != 0.0)
+
+
+@pytest.mark.postgres
+async def test_usage_and_buckets_raise_store_unavailable_when_postgres_is_unreachable() -> None:
+    store = PostgresStore(f"postgresql://agora@127.0.0.1:{free_port()}/agora", connect_timeout=1)
+    calls = [
+        lambda: store.add_usage(step()),
+        lambda: store.usage_totals("acme/u1", "2026-12-01"),
+        lambda: store.usage_rows(start="2026-12-01", end="2026-12-02"),
+        lambda: store.take_token("actor:u1", rate=1.0, burst=5, now=1_800_000_000.0),
+    ]
+    try:
+        for call in calls:
+            with pytest.raises(StoreUnavailableError):
+                await call()
+    finally:
+        await store.aclose()
