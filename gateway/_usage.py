@@ -27,7 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from tools import Actor
+from tools import Actor, UserError
 
 from ._errors import StoreUnavailableError
 from ._pricing import ModelPrice, Pricing
@@ -64,6 +64,9 @@ class UsageMeter:
         retry: Seconds a ledger write or a quota check is retried while the store is away.
         observers: The runtime's observers (told of each charged step and quota crossing).
         closed: Whether the runtime closed (a retry gives up then).
+
+    Raises:
+        UserError: A price that is not a ``ModelPrice``, a quota that is not a ``Quota``.
     """
 
     def __init__(
@@ -76,6 +79,8 @@ class UsageMeter:
         observers: Sequence[RuntimeObserver] = (),
         closed: Callable[[], bool] = lambda: False,
     ) -> None:
+        if quota is not None and not isinstance(quota, Quota):
+            raise UserError(f"quota must be a Quota or None, not {quota!r}")
         self.store = store
         self.pricing = Pricing(pricing)
         self.quota = quota

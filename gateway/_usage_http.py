@@ -37,6 +37,7 @@ __all__ = ["MAX_ROWS", "add_usage_routes"]
 MAX_ROWS = 5000
 """Ledger lines one answer holds at most."""
 MAX_DAYS = 366
+MAX_ACTOR_KEY = 512
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 EVERYONE = "*"
 
@@ -90,6 +91,8 @@ async def get_usage(request: web.Request) -> web.Response:
     actor = await services.resolve_actor(request)
     start, end = _range(request)
     asked = request.query.get("actor", actor.key)
+    if not 0 < len(asked) <= MAX_ACTOR_KEY:
+        raise BadRequestError("invalid_request", f"actor must be an actor's key (1 to {MAX_ACTOR_KEY} characters) or *")
     if asked != actor.key:
         role = services.settings.admin_role
         if role is None or role not in actor.roles:

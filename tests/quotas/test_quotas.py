@@ -179,6 +179,8 @@ def test_quota_and_agent_validation() -> None:
     with pytest.raises(UserError, match="quota must be a Quota"):
         Agent(name="a", quota={"day": 10})  # type: ignore[arg-type]
     assert Quota(day=10).limits == [("day", 10)]
+    with pytest.raises(UserError, match="quota must be a Quota"):
+        Runtime(model=model(), quota={"day": 10})  # type: ignore[arg-type]
 
 
 def test_the_default_quota_is_a_setting() -> None:

@@ -111,6 +111,8 @@ async def test_without_a_credential_it_is_401(make_client: Any) -> None:
         ({"from": "２０２６-01-01"}, "invalid_date"),
         ({"from": "2026-05-02", "to": "2026-05-01"}, "invalid_range"),
         ({"from": "2025-01-01", "to": "2026-01-02"}, "invalid_range"),
+        ({"actor": ""}, "invalid_request"),
+        ({"actor": "x" * 513}, "invalid_request"),
     ],
 )
 async def test_bad_dates_and_ranges_are_400_with_one_line_and_no_traceback(
