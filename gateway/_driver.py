@@ -193,7 +193,15 @@ class RunDriver(ActionSteps, HandoffSteps):
             events = await self._write_when_back(batch)
         steps = [entry for entry in batch.journal if isinstance(entry, ModelStepEntry) and entry.model is not None]
         if steps:  # journaled now (a replayed step never is again): charged once (gateway._usage)
-            await self.host.usage.charge(self.run, steps)
+            try:
+                await self.host.usage.charge(self.run, steps)
+            except StoreUnavailableError:
+                if not batch.release:
+                    raise  # no further step runs until the ledger can be written
+                # The run ended (or parked) in this batch: its end stands, its handoff answers.
+                logger.error(
+                    "run %s: %d step(s) journaled but not charged: the store was away", self.run.run_id, len(steps)
+                )
         return events
 
     async def _write_once(self, batch: Batch) -> list[RunEvent]:

@@ -14,8 +14,9 @@ When a step is charged, and why it is charged once:
   step twice. An idempotent ledger would need a key per step in the store's seam.
 - A store that is away when the step is charged (or when a quota is checked before a step) is
   retried for the runtime's ``store_retry``, as a journal write is; past that the
-  ``StoreUnavailableError`` leaves the run to its lease and a resume. A quota is never skipped:
-  no model step runs without its check having read the totals.
+  ``StoreUnavailableError`` leaves the run to its lease and a resume (a step charged with the
+  run's last batch is logged as uncharged instead: the run's end stands). A quota is never
+  skipped: no model step runs without its check having read the totals.
 """
 
 from __future__ import annotations

@@ -4,17 +4,18 @@ what the ledger is charged, once per step (a resumed run replays its journal, ne
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
-from gateway import Agent, ModelPrice, Runtime
+from gateway import Agent, ModelPrice, Runtime, StoreUnavailableError
 from gateway._pricing import parse_pricing, run_cost
 from gateway._usage import utc_day
 from gateway.events import RunFinishedEvent
-from gateway.stores import ModelStepEntry, Store
+from gateway.stores import MemoryStore, ModelStepEntry, Store, UsageEntry, UsageTotals
 from tools import UserError
 
-from ..engine.conftest import all_events, purge_tool, weather_tool
+from ..engine.conftest import all_events, purge_tool, until, weather_tool
 from .conftest import ALICE, GPT, PRICES, cost, model, new_thread, step, tool_step, turn
 
 DAYS = {"start": utc_day(time.time() - 86400), "end": utc_day(time.time() + 86400)}
@@ -132,3 +133,28 @@ def test_pricing_tables_refuse_what_is_no_price(tmp_path: object) -> None:
         ModelPrice(float("nan"), 1)
     with pytest.raises(UserError):
         Runtime(pricing={GPT: {"input": 1, "output": 2}})  # type: ignore[dict-item]
+
+
+class LedgerAway(MemoryStore):
+    """A memory store whose ledger cannot be written (the rest of it works)."""
+
+    async def add_usage(self, entry: UsageEntry) -> UsageTotals:
+        raise StoreUnavailableError("the ledger is away")
+
+
+async def test_a_ledger_that_cannot_be_written_stops_the_run_before_its_next_step(caplog: Any) -> None:
+    scripted = model(tool_step("get_weather", {"city": "Porto"}), step())
+    async with Runtime(tools=[weather_tool()], model=scripted, store=LedgerAway(), store_retry=0.05) as runtime:
+        thread = new_thread()
+        run_id = await runtime.start_turn(turn(thread))
+        await until(lambda: "it resumes when its lease lapses" in caplog.text)
+        assert scripted.calls == 1  # never a second step while the first is not charged
+        assert (await runtime.get_run(run_id)).status == "running"  # left to its lease
+
+
+async def test_a_ledger_away_at_the_runs_last_batch_is_logged_and_the_end_stands(caplog: Any) -> None:
+    async with Runtime(model=model(step()), store=LedgerAway(), store_retry=0.05) as runtime:
+        thread = new_thread()
+        run_id = await runtime.start_turn(turn(thread))
+        assert await runtime.wait(run_id, timeout=5) == "completed"
+        assert "1 step(s) journaled but not charged: the store was away" in caplog.text
