@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from gateway import ModelPrice, Turn
 from gateway.events import Usage
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
+from gateway.stores import MemoryStore, SqliteStore, Store
 from tools import Actor
 
+from ..conftest import own_redis_store
 from ..web.conftest import make_client, settings, token_for  # noqa: F401 - fixtures and helpers shared
 
 ALICE = Actor(id="alice", roles=["member"])
@@ -46,3 +52,15 @@ def new_thread() -> str:
 
 def turn(thread_id: str, text: str = "hello", actor: Actor = ALICE, **fields: Any) -> Turn:
     return Turn(thread_id=thread_id, actor=actor, text=text, **fields)
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+async def ledger_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """The test on a ``MemoryStore``, a ``SqliteStore`` file and the shared Redis under a prefix of its own."""
+    if request.param == "redis":
+        async with own_redis_store(request.getfixturevalue("redis_url")) as redis:
+            yield redis
+        return
+    store: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "agora.db")
+    yield store
+    await store.aclose()

@@ -26,9 +26,9 @@ async def finished(runtime: Runtime, thread: str) -> list[RunFinishedEvent]:
     return [e for e in await all_events(runtime, thread) if isinstance(e, RunFinishedEvent)]
 
 
-async def test_a_priced_run_costs_its_steps_on_the_record_the_event_and_the_journal(any_store: Store) -> None:
+async def test_a_priced_run_costs_its_steps_on_the_record_the_event_and_the_journal(ledger_store: Store) -> None:
     scripted = model(tool_step("get_weather", {"city": "Porto"}, tokens=(1200, 30)), step(tokens=(1500, 80)))
-    async with Runtime(tools=[weather_tool()], model=scripted, store=any_store, pricing=PRICES) as runtime:
+    async with Runtime(tools=[weather_tool()], model=scripted, store=ledger_store, pricing=PRICES) as runtime:
         thread = new_thread()
         run_id = await runtime.start_turn(turn(thread))
         assert await runtime.wait(run_id, timeout=5) == "completed"
@@ -36,18 +36,18 @@ async def test_a_priced_run_costs_its_steps_on_the_record_the_event_and_the_jour
         record = await runtime.get_run(run_id)
         assert record.cost_usd == pytest.approx(expected)
         assert [e.cost_usd for e in await finished(runtime, thread)] == [pytest.approx(expected)]
-        journal = [e for e in await any_store.read_journal(thread, run_id) if isinstance(e, ModelStepEntry)]
+        journal = [e for e in await ledger_store.read_journal(thread, run_id) if isinstance(e, ModelStepEntry)]
         assert [(e.model, e.cost_usd) for e in journal] == [
             (GPT, pytest.approx(cost((1200, 30)))),
             (GPT, pytest.approx(cost((1500, 80)))),
         ]
-        rows = await any_store.usage_rows(**DAYS, actor_key=ALICE.key)
+        rows = await ledger_store.usage_rows(**DAYS, actor_key=ALICE.key)
         assert [(r.model, r.input_tokens, r.output_tokens, r.steps) for r in rows] == [(GPT, 2700, 110, 2)]
         assert rows[0].cost_usd == pytest.approx(expected)
 
 
-async def test_an_unpriced_model_costs_null_never_zero(any_store: Store) -> None:
-    async with Runtime(model=model(step(), name="scripted"), store=any_store, pricing=PRICES) as runtime:
+async def test_an_unpriced_model_costs_null_never_zero(ledger_store: Store) -> None:
+    async with Runtime(model=model(step(), name="scripted"), store=ledger_store, pricing=PRICES) as runtime:
         thread = new_thread()
         run_id = await runtime.start_turn(turn(thread))
         assert await runtime.wait(run_id, timeout=5) == "completed"
@@ -55,7 +55,7 @@ async def test_an_unpriced_model_costs_null_never_zero(any_store: Store) -> None
         [event] = await finished(runtime, thread)
         assert event.cost_usd is None
         assert '"cost_usd":null' in event.model_dump_json()  # said, as null
-        [row] = await any_store.usage_rows(**DAYS, actor_key=ALICE.key)
+        [row] = await ledger_store.usage_rows(**DAYS, actor_key=ALICE.key)
         assert (row.cost_usd, row.unpriced_steps, row.input_tokens) == (None, 1, 1000)
 
 
@@ -77,10 +77,10 @@ def test_a_run_with_one_unpriced_step_among_priced_ones_costs_null() -> None:
     assert run_cost([direct, priced]) == pytest.approx(0.01)
 
 
-async def test_a_run_resumed_after_an_approval_is_charged_each_step_once(any_store: Store) -> None:
+async def test_a_run_resumed_after_an_approval_is_charged_each_step_once(ledger_store: Store) -> None:
     executed: list[str] = []
     scripted = model(tool_step("purge_cache", {"key": "k"}, tokens=(1000, 50)), step(tokens=(2000, 70)))
-    async with Runtime(tools=[purge_tool(executed)], model=scripted, store=any_store, pricing=PRICES) as runtime:
+    async with Runtime(tools=[purge_tool(executed)], model=scripted, store=ledger_store, pricing=PRICES) as runtime:
         thread = new_thread()
         run_id = await runtime.start_turn(turn(thread))
         assert await runtime.wait(run_id, timeout=5) == "awaiting-approval"
@@ -94,10 +94,10 @@ async def test_a_run_resumed_after_an_approval_is_charged_each_step_once(any_sto
         events = await finished(runtime, thread)
         assert [e.status for e in events] == ["awaiting-approval", "completed"]
         assert events[-1].cost_usd == pytest.approx(total)  # the replayed step counts, once
-        rows = await any_store.usage_rows(**DAYS, actor_key=ALICE.key)
+        rows = await ledger_store.usage_rows(**DAYS, actor_key=ALICE.key)
         assert [(r.input_tokens, r.output_tokens, r.steps) for r in rows] == [(3000, 120, 2)]
         assert rows[0].cost_usd == pytest.approx(total)
-        totals = await any_store.usage_totals(ALICE.key, rows[0].day)
+        totals = await ledger_store.usage_totals(ALICE.key, rows[0].day)
         assert totals.day_tokens == totals.month_tokens == 3120
 
 
