@@ -3,6 +3,7 @@ refusal past it (mid-run and at send time)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gateway import Quota, Runtime
@@ -79,3 +80,21 @@ async def test_a2a_fails_the_task_with_the_persons_message(make_client: Any) -> 
     status = answer["result"]["task"]["status"]
     assert status["state"] == "TASK_STATE_FAILED"
     assert "today's allowance" in status["message"]["parts"][0]["text"]
+
+
+async def test_a2a_streams_the_warning_as_a_working_status(make_client: Any) -> None:
+    runtime = over_budget_runtime()
+    await spend(runtime.store, 600)
+    client = await make_client(runtime)
+    headers = {"Authorization": f"Bearer {token_for(ALICE)}", "A2A-Version": "1.0"}
+    message = {"messageId": "m-2", "role": "ROLE_USER", "parts": [{"text": "weather?"}]}
+    body = {"jsonrpc": "2.0", "id": "s-1", "method": "SendStreamingMessage", "params": {"message": message}}
+    answer = await client.post("/a2a", json=body, headers=headers)
+    frames = [json.loads(line[6:]) for line in (await answer.text()).splitlines() if line.startswith("data: ")]
+    texts = [
+        part["text"]
+        for frame in frames
+        for part in frame["result"].get("statusUpdate", {}).get("status", {}).get("message", {}).get("parts", [])
+    ]
+    assert "You have used 60% of your daily allowance of the assistant." in texts
+    assert frames[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_FAILED"
