@@ -80,6 +80,11 @@ async def test_a2a_fails_the_task_with_the_persons_message(make_client: Any) -> 
     status = answer["result"]["task"]["status"]
     assert status["state"] == "TASK_STATE_FAILED"
     assert "today's allowance" in status["message"]["parts"][0]["text"]
+    body["params"]["message"]["messageId"] = "m-3"
+    again = await client.post("/a2a", json=body, headers=headers)
+    assert again.status == 429  # as a rate limit: refused before a task is made
+    refused = await again.json()
+    assert (refused["code"], refused["period"]) == ("quota_exceeded", "day")
 
 
 async def test_a2a_streams_the_warning_as_a_working_status(make_client: Any) -> None:
