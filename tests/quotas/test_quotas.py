@@ -183,12 +183,13 @@ def test_quota_and_agent_validation() -> None:
         Runtime(model=model(), quota={"day": 10})  # type: ignore[arg-type]
 
 
-def test_the_default_quota_is_a_setting() -> None:
+async def test_the_default_quota_is_a_setting() -> None:
     settings = Settings(_env_file=None, quota_day=500, quota_warn_at=0.9)  # type: ignore[call-arg]
     assert settings.default_quota() == Quota(day=500, warn_at=0.9)
     assert Settings(_env_file=None).default_quota() is None  # type: ignore[call-arg]
     runtime = Gateway(agents=[Agent(name="a", model=model())]).runtime(settings)
     assert runtime.usage.quota == Quota(day=500, warn_at=0.9)
+    await runtime.aclose()
 
 
 def test_the_push_channels_word_it_in_each_language() -> None:

@@ -4,11 +4,13 @@ what the ledger is charged, once per step (a resumed run replays its journal, ne
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from gateway import Agent, ModelPrice, Runtime, StoreUnavailableError
+from gateway import Agent, Gateway, ModelPrice, Runtime, Settings, StoreUnavailableError
 from gateway._pricing import parse_pricing, run_cost
 from gateway._usage import utc_day
 from gateway.events import RunFinishedEvent
@@ -116,7 +118,7 @@ async def test_two_agents_one_priced_one_not_keep_their_own_ledger_lines() -> No
         ]
 
 
-def test_pricing_tables_refuse_what_is_no_price(tmp_path: object) -> None:
+def test_pricing_tables_refuse_what_is_no_price() -> None:
     assert parse_pricing('{"openai:gpt-4o": {"input": 2.5, "output": 10}}') == {GPT: ModelPrice(2.5, 10)}
     for bad in (
         '{"m": {"input": -1, "output": 1}}',
@@ -133,6 +135,18 @@ def test_pricing_tables_refuse_what_is_no_price(tmp_path: object) -> None:
         ModelPrice(float("nan"), 1)
     with pytest.raises(UserError):
         Runtime(pricing={GPT: {"input": 1, "output": 2}})  # type: ignore[dict-item]
+
+
+async def test_the_pricing_setting_reads_json_or_a_file(tmp_path: Path) -> None:
+    table = tmp_path / "prices.json"
+    table.write_text('{"openai:gpt-4o": {"input": 2.5, "output": 10}}')
+    assert Settings(_env_file=None, pricing=str(table)).pricing == PRICES  # type: ignore[call-arg]
+    assert Settings(_env_file=None, pricing=" ").pricing is None  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="is not valid JSON"):
+        Settings(_env_file=None, pricing="{bad")  # type: ignore[call-arg]
+    runtime = Gateway(pricing=PRICES).runtime(Settings(_env_file=None))  # type: ignore[call-arg]
+    assert runtime.usage.pricing.table == PRICES
+    await runtime.aclose()
 
 
 class LedgerAway(MemoryStore):
