@@ -22,6 +22,7 @@ from ._errors import (
     PersonaNotFoundError,
     QueuedMessageNotFoundError,
     QueueFullError,
+    QuotaExceededError,
     RateLimitedError,
     RememberRefusedError,
     RunNotActiveError,
@@ -33,6 +34,7 @@ from ._errors import (
     ThreadParkedError,
     UnauthenticatedError,
     UnknownAgentError,
+    UsageForbiddenError,
 )
 from ._gateway import APP_INSTRUCTIONS, Branding, Gateway
 from ._guard import one_line, read_body
@@ -51,6 +53,7 @@ from ._identity import (
 from ._json import parse_json
 from ._oidc import OidcResolver
 from ._pii import PiiLogFilter
+from ._pricing import ModelPrice
 from ._push import (
     BUTTON_PREFIX,
     CHAT_TEXTS,
@@ -90,6 +93,7 @@ from ._push import (
     to_whatsapp,
 )
 from ._queue import Accepted
+from ._quotas import Quota
 from ._runtime import Runtime, RuntimeObserver
 from ._services import SERVICES, DeliveredUi, GatewayServices, MediaRef
 from ._settings import Settings, comma_list, comma_map
@@ -161,6 +165,7 @@ __all__ = [
     "MediaRef",
     "MediaSource",
     "ModelError",
+    "ModelPrice",
     "OidcResolver",
     "OutputGuard",
     "PendingApproval",
@@ -181,6 +186,8 @@ __all__ = [
     "QueueFullError",
     "QueueMode",
     "QueuedMessageNotFoundError",
+    "Quota",
+    "QuotaExceededError",
     "RateLimitedError",
     "Redeemed",
     "RememberRefusedError",
@@ -206,6 +213,7 @@ __all__ = [
     "UnauthenticatedError",
     "Undeliverable",
     "UnknownAgentError",
+    "UsageForbiddenError",
     "clip",
     "comma_list",
     "comma_map",

@@ -12,6 +12,7 @@ from tools import UserError
 
 from ._errors import PersonaNotFoundError
 from ._guards import GUARD_TIMEOUT, InputGuard, OutputGuard
+from ._quotas import Quota
 from .events import QueueMode
 
 __all__ = ["MAX_HANDOFF_DEPTH", "Agent", "Handoff", "Persona", "PersonaContext"]
@@ -137,6 +138,9 @@ class Agent:
             person sees it (the step's text is then held until it is complete, not streamed).
         guard_timeout: Seconds each guard may take; a guard that takes longer (or raises)
             refuses the text.
+        quota: Token budgets of each actor using this agent (``Quota``), checked before each
+            model step against the actor's totals across every agent and process; the
+            runtime's default quota (``AGORA_QUOTA_DAY`` / ``_MONTH``) when ``None``.
     """
 
     name: str
@@ -155,6 +159,7 @@ class Agent:
     input_guards: Sequence[InputGuard] = ()
     output_guards: Sequence[OutputGuard] = ()
     guard_timeout: float = GUARD_TIMEOUT
+    quota: Quota | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _AGENT_NAME.fullmatch(self.name):
@@ -175,6 +180,8 @@ class Agent:
         qlimit = self.queue_limit
         if isinstance(qlimit, bool) or not isinstance(qlimit, int) or qlimit < 1:
             raise UserError(f"Agent {self.name!r}: queue_limit must be a positive int")
+        if self.quota is not None and not isinstance(self.quota, Quota):
+            raise UserError(f"Agent {self.name!r}: quota must be a Quota or None")
         self._check_handoffs_and_personas()
         self._check_guards()
 

@@ -41,16 +41,18 @@ from ._collector import UiCollector
 from ._driver_actions import ActionSteps
 from ._driver_handoffs import HandoffSteps
 from ._driver_parts import _PersonaFailed, _StepNotStored, _UserCancelled
-from ._errors import GatewayError, ModelError, StoreUnavailableError, ThreadNotFoundError
+from ._errors import GatewayError, ModelError, QuotaExceededError, StoreUnavailableError, ThreadNotFoundError
 from ._guards import guard_output
 from ._json import within_depth
 from ._logs import log_scope
 from ._personas import persona_instructions, persona_of, persona_scope
+from ._pricing import run_cost
 from ._tracing import chat_span, run_span, set_usage, tool_span
 from ._transcript import error_value, jsonable, transcript_of
 from ._unicode import valid_text, valid_tree
 from .events import (
     Attachment,
+    QuotaWarningEvent,
     RunErrorEvent,
     RunEvent,
     RunFinishedEvent,
@@ -188,11 +190,23 @@ class RunDriver(ActionSteps, HandoffSteps):
         self.run.updated_at = now_iso()
         batch.run = self.run
         try:
-            return await self._write_once(batch)
+            events = await self._write_once(batch)
         except StoreUnavailableError:
             if self.host.store_retry <= 0:
                 raise
-            return await self._write_when_back(batch)
+            events = await self._write_when_back(batch)
+        steps = [entry for entry in batch.journal if isinstance(entry, ModelStepEntry) and entry.model is not None]
+        if steps:  # journaled now (a replayed step never is again): charged once (gateway._usage)
+            try:
+                await self.host.usage.charge(self.run, steps)
+            except StoreUnavailableError:
+                if not batch.release:
+                    raise  # no further step runs until the ledger can be written
+                # The run ended (or parked) in this batch: its end stands, its handoff answers.
+                logger.error(
+                    "run %s: %d step(s) journaled but not charged: the store was away", self.run.run_id, len(steps)
+                )
+        return events
 
     async def _write_once(self, batch: Batch) -> list[RunEvent]:
         """One attempt; a batch the store cannot take (not an outage) raises ``_StepNotStored``."""
@@ -322,6 +336,9 @@ class RunDriver(ActionSteps, HandoffSteps):
         except ModelError as exc:
             logger.warning("run %s: the model failed: %s", self.run.run_id, exc)
             return await self.finish("failed", error=(exc.code, exc.public))
+        except QuotaExceededError as exc:
+            logger.info("run %s stopped: its actor used the %s's token budget", self.run.run_id, exc.period)
+            return await self.finish("failed", error=(exc.code, str(exc)), period=exc.period)
         except _PersonaFailed as exc:
             logger.error("run %s failed: %s", self.run.run_id, exc)
             return await self.finish("failed", error=("persona_failed", "The persona's instructions failed."))
@@ -347,10 +364,11 @@ class RunDriver(ActionSteps, HandoffSteps):
         code, message = "store_rejected", "A step of this run could not be stored, so the run stopped."
         self.run.error = {"code": code, "message": message}
         self.run.status = "failed"
+        self.run.cost_usd = run_cost(self._steps.values())
         batch = Batch(
             events=[
                 self.event(RunErrorEvent, code=code, message=message),
-                self.event(RunFinishedEvent, status="failed", usage=self.run.usage),
+                self.event(RunFinishedEvent, status="failed", usage=self.run.usage, cost_usd=self.run.cost_usd),
             ],
             release=True,
         )
@@ -383,6 +401,7 @@ class RunDriver(ActionSteps, HandoffSteps):
                     return await self.finish(
                         "failed", error=("max_steps", f"The run stopped after {self.agent.max_steps} model steps.")
                     )
+                await self._check_quota()
                 entry, prefix.events = await self._model_step(step, history)
                 if self._output_refusal is not None:  # the step is not journaled: nobody saw it
                     return await self.finish("failed", prefix=prefix, error=("output_refused", self._output_refusal))
@@ -393,6 +412,14 @@ class RunDriver(ActionSteps, HandoffSteps):
             if await self._run_calls(entry, prefix):
                 return "awaiting-approval"
             step += 1
+
+    async def _check_quota(self) -> None:
+        """Before a model step: refuse it past the budget (``QuotaExceededError``), warn once near it."""
+        warning = await self.host.usage.before_step(self.run, self.agent)
+        if warning is not None:
+            period, used, limit = warning
+            self.run.quota_warned = True
+            await self.write(Batch(events=[self.event(QuotaWarningEvent, period=period, used=used, limit=limit)]))
 
     async def _definitions(self) -> list[ToolDefinition]:
         """The tools offered in this turn: the gates run once per turn (and again on each call)."""
@@ -478,7 +505,11 @@ class RunDriver(ActionSteps, HandoffSteps):
         if full_text is not None:
             pending.append(self.event(TextEndEvent, message_id=message_id, text=full_text))
         self.host.observe_model_step(self.run, time.perf_counter() - started)
-        return ModelStepEntry(step=step, message_id=message_id, text=full_text, calls=calls, usage=usage), pending
+        model, cost = self.model.name, self.host.usage.cost(self.model.name, usage)
+        entry = ModelStepEntry(
+            step=step, message_id=message_id, text=full_text, calls=calls, usage=usage, model=model, cost_usd=cost
+        )
+        return entry, pending
 
     def _run_instructions(self) -> str:
         """The agent's instructions, or its persona's: a persona's function is called once per drive."""
@@ -513,16 +544,27 @@ class RunDriver(ActionSteps, HandoffSteps):
     # -- ending -------------------------------------------------------------------------------------
 
     async def finish(
-        self, status: RunStatus, *, prefix: Batch | None = None, error: tuple[str, str] | None = None
+        self,
+        status: RunStatus,
+        *,
+        prefix: Batch | None = None,
+        error: tuple[str, str] | None = None,
+        period: str | None = None,
     ) -> RunStatus:
-        """End the run: its transcript joins the thread's history, ``run-finished`` is written."""
+        """End the run: its transcript joins the thread's history, ``run-finished`` is written.
+
+        ``period`` is a ``quota_exceeded`` error's (``day`` or ``month``).
+        """
         batch = prefix or Batch()
         if error is not None:
             code, message = error[0], valid_text(error[1])  # a provider's error text, say
             self.run.error = {"code": code, "message": message}
-            batch.events.append(self.event(RunErrorEvent, code=code, message=message))
+            batch.events.append(self.event(RunErrorEvent, code=code, message=message, period=period))
         self.run.status = status
-        batch.events.append(self.event(RunFinishedEvent, status=status, usage=self.run.usage))
+        self.run.cost_usd = run_cost(self._steps.values())
+        batch.events.append(
+            self.event(RunFinishedEvent, status=status, usage=self.run.usage, cost_usd=self.run.cost_usd)
+        )
         batch.messages.extend(self._transcript())
         batch.release = True
         await self.write(batch)
@@ -535,7 +577,10 @@ class RunDriver(ActionSteps, HandoffSteps):
         if approval is not None:
             batch.approvals.append(approval)
             batch.events.append(self.host.approvals.requested_event(approval))
-        batch.events.append(self.event(RunFinishedEvent, status="awaiting-approval", usage=self.run.usage))
+        self.run.cost_usd = run_cost(self._steps.values())
+        batch.events.append(
+            self.event(RunFinishedEvent, status="awaiting-approval", usage=self.run.usage, cost_usd=self.run.cost_usd)
+        )
         batch.release = True
         await self.write(batch)
         self.host.observe_run_finished(self.run, "awaiting-approval", time.perf_counter() - self._started)

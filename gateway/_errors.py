@@ -29,6 +29,8 @@ branches are drawn in ``tools/_errors.py`` and ``renderers/_errors.py``)::
     │   ├── UnknownAgentError          404  no agent of that name, or not one this caller may use
     │   ├── PersonaNotFoundError       400  the agent has no persona of that id (or alias)
     │   ├── RateLimitedError           429  too many turns; ``retry_after`` says when to try again
+    │   ├── QuotaExceededError         429  the actor used its token budget for the day or month (``period``)
+    │   ├── UsageForbiddenError        403  another actor's usage, asked without the admin role
     │   ├── TooManyConnectionsError    429  the address holds as many connections as it may
     │   ├── RequestTimeoutError        408  the body did not arrive in time (also a ``TimeoutError``)
     │   ├── ModelError                 502  the model failed (after retries)
@@ -72,6 +74,7 @@ __all__ = [
     "InvalidTokenError",
     "MediaFetchError",
     "ModelError",
+    "QuotaExceededError",
     "RateLimitedError",
     "RememberRefusedError",
     "RequestTimeoutError",
@@ -85,6 +88,7 @@ __all__ = [
     "TooManyConnectionsError",
     "UnauthenticatedError",
     "UnknownAgentError",
+    "UsageForbiddenError",
 ]
 
 
@@ -249,6 +253,30 @@ class RateLimitedError(GatewayError):
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class QuotaExceededError(GatewayError):
+    """The actor used its token budget (``Quota``) for the UTC day or month: nothing more runs (429).
+
+    Attributes:
+        period: ``day`` or ``month``: the budget that ran out.
+        used: Tokens the actor used in the period (across agents and processes).
+        limit: The budget.
+    """
+
+    status, code = 429, "quota_exceeded"
+
+    def __init__(self, message: str, *, period: str, used: int, limit: int) -> None:
+        super().__init__(message)
+        self.period = period
+        self.used = used
+        self.limit = limit
+
+
+class UsageForbiddenError(GatewayError):
+    """Another actor's usage (``GET /agent/usage?actor=``), asked without ``AGORA_ADMIN_ROLE`` (403)."""
+
+    status, code = 403, "usage_forbidden"
 
 
 class TooManyConnectionsError(GatewayError):

@@ -7,7 +7,7 @@ import json
 import logging
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,6 +19,7 @@ from tools import Tool, ToolDefinitionError, ToolLike, Toolset, UserError, as_to
 
 from ._agents import Agent
 from ._approvals import ApprovalPolicy
+from ._pricing import ModelPrice, Pricing
 from ._settings import Settings
 
 if TYPE_CHECKING:
@@ -161,6 +162,7 @@ class Gateway:
         approval_policy: ApprovalPolicy | None = None,
         branding: Branding | None = None,
         static_dir: str | Path | None = None,
+        pricing: Mapping[str, ModelPrice] | None = None,
     ) -> None:
         """Declare an app.
 
@@ -184,6 +186,8 @@ class Gateway:
             static_dir: A folder served at ``/assets/`` (logos, product images). Components
                 show its files by that path (``<img src="/assets/product.png">``): browsers load
                 them from the gateway, PNG and PDF renders read them from this folder on disk.
+            pricing: Model prices by ``Model.name`` (``{"openai:gpt-4o": ModelPrice(2.5, 10)}``),
+                giving each run's ``cost_usd``; ``AGORA_PRICING`` when omitted, none by default.
 
         Raises:
             UserError: A malformed declaration (an agent that is not an ``Agent``, a missing
@@ -213,6 +217,8 @@ class Gateway:
         self.static_dir = Path(static_dir).resolve() if static_dir is not None else None
         if self.static_dir is not None and not self.static_dir.is_dir():
             raise UserError(f"Gateway(static_dir=...): {str(static_dir)!r} is not a folder")
+        self.pricing = Pricing(pricing).table if pricing is not None else None
+        """Prices by model name (``None``: ``AGORA_PRICING``)."""
         self.demo = False
         """Whether this is (or includes) the offline demo: its page, texts and card."""
         self.source = "app"
@@ -327,6 +333,8 @@ class Gateway:
             approval_policy=self.approval_policy,
             lease_ttl=settings.lease_ttl,
             retention_days=settings.retention_days,
+            pricing=self.pricing if self.pricing is not None else settings.pricing,
+            quota=settings.default_quota(),
         )
 
     def create_app(self, settings: Settings | None = None) -> web.Application:

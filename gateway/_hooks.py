@@ -17,6 +17,7 @@ from .events import (
     GuardFlaggedEvent,
     MessageDequeuedEvent,
     MessageQueuedEvent,
+    QuotaWarningEvent,
     RunErrorEvent,
     RunEvent,
     RunFinishedEvent,
@@ -41,7 +42,8 @@ class EventHooks(Generic[T]):
     ``await hooks.dispatch(event)`` calls ``on_text_delta``, ``on_text_end``, ``on_tool_started``,
     ``on_tool_completed``, ``on_tool_failed``, ``on_tool_denied``, ``on_approval_requested``,
     ``on_approval_settled``, ``on_ui``, ``on_message_queued``, ``on_message_dequeued``,
-    ``on_guard_flagged``, ``on_run_started``, ``on_run_finished`` or ``on_run_error`` by the event's ``type``.
+    ``on_guard_flagged``, ``on_run_started``, ``on_run_finished``, ``on_run_error`` or ``on_quota_warning`` by
+    the event's ``type``.
     ``handles(event)`` says whether a subclass overrides the hook of an event's type (a channel
     can skip the others without dispatching).
     """
@@ -95,6 +97,9 @@ class EventHooks(Generic[T]):
     async def on_run_error(self, event: RunErrorEvent) -> T:
         return await self.default(event)
 
+    async def on_quota_warning(self, event: QuotaWarningEvent) -> T:
+        return await self.default(event)
+
     def hook(self, event: RunEvent) -> Callable[[RunEvent], Awaitable[T]]:
         """The bound hook of ``event``'s type."""
         hook: Callable[[RunEvent], Awaitable[T]] = getattr(self, _HOOKS[event.type])
@@ -126,4 +131,5 @@ _HOOKS = {
     "guard-flagged": "on_guard_flagged",
     "run-finished": "on_run_finished",
     "run-error": "on_run_error",
+    "quota-warning": "on_quota_warning",
 }

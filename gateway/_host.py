@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ._guards import GuardDirection, GuardOutcome
     from ._handoffs import Handoffs
     from ._leases import Leases
+    from ._usage import UsageMeter
 
 __all__ = ["RunHost"]
 
@@ -55,6 +56,11 @@ class RunHost(Protocol):
     @property
     def handoffs(self) -> Handoffs:
         """The run's handoff calls, its narration shown to its parent, what its end sets going."""
+        ...
+
+    @property
+    def usage(self) -> UsageMeter:
+        """Prices steps, charges them to the ledger and checks quotas before each step."""
         ...
 
     @property

@@ -24,13 +24,14 @@ from ._access import access_upgraded
 from ._agents_http import add_agent_routes
 from ._console import add_console_routes
 from ._cursors import decode_cursor, encode_cursor
-from ._errors import GatewayError
+from ._errors import GatewayError, QuotaExceededError
 from ._guard import BadRequestError, json_body, log_refusal, page_size, refused_where, route_template
 from ._health import health_report
 from ._queue_http import add_queue_routes
 from ._services import SERVICES, GatewayServices, RateLimitedError, UnauthenticatedError
 from ._staff import add_staff_routes
 from ._uploads import upload_attachment
+from ._usage_http import add_usage_routes
 from .events import RUN_EVENT_ADAPTER
 
 __all__ = ["STATIC_DIR", "add_routes", "error_middleware", "json_error"]
@@ -81,6 +82,8 @@ async def error_middleware(
     except RateLimitedError as exc:
         response = json_error(exc.status, exc.code, str(exc), retry_after=round(exc.retry_after, 1))
         response.headers["Retry-After"] = str(max(1, round(exc.retry_after)))
+    except QuotaExceededError as exc:
+        response = json_error(exc.status, exc.code, str(exc), period=exc.period, used=exc.used, limit=exc.limit)
     except GatewayError as exc:
         response = json_error(exc.status, exc.code, str(exc))
     except web.HTTPException as exc:
@@ -414,6 +417,7 @@ def add_routes(app: web.Application, *, static_dir: Path | None = None) -> None:
     app.router.add_delete("/agent/threads/{thread_id}", delete_thread)
     app.router.add_get("/agent/threads/{thread_id}/export", export_thread)
     add_queue_routes(app)
+    add_usage_routes(app)  # GET /agent/usage (gateway._usage_http)
     add_staff_routes(app)  # GET /agent/approvals, the approval feed (gateway._staff)
     add_console_routes(app)  # GET /console (gateway._console)
     app.router.add_post("/agent/attachments", upload_attachment)

@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector
 from ._guards import GuardDirection, VerdictKind
 from ._runtime import RuntimeObserver
 from .events import RunStatus, ToolOutcome
-from .stores import RunRecord
+from .stores import ModelStepEntry, RunRecord
 
 __all__ = ["Metrics"]
 
@@ -101,6 +101,27 @@ class Metrics(RuntimeObserver):
             registry=r,
         )
         self.guard_count = _Children(self.guards)
+        self.tokens = Counter(
+            "agora_model_tokens",
+            "Tokens of model steps charged to the ledger, by model, agent and direction (input, output).",
+            ["model", "agent", "direction"],
+            registry=r,
+        )
+        self.cost = Counter(
+            "agora_model_cost_usd",
+            "What priced model steps cost, in US dollars, by model and agent (unpriced steps are not counted).",
+            ["model", "agent"],
+            registry=r,
+        )
+        self.quota = Counter(
+            "agora_quota_events",
+            "Quota checks that warned (a budget near its limit) or refused (used up), by agent and period.",
+            ["agent", "period", "outcome"],
+            registry=r,
+        )
+        self.token_count = _Children(self.tokens)
+        self.cost_count = _Children(self.cost)
+        self.quota_count = _Children(self.quota)
         self.turn_count = _Children(self.turns)
         self.run_count = _Children(self.runs)
         self.tool_count = _Children(self.tools)
@@ -137,3 +158,14 @@ class Metrics(RuntimeObserver):
     def guard_verdict(self, run: RunRecord, direction: GuardDirection, guard: str, verdict: VerdictKind) -> None:
         """Count a guard's verdict."""
         self.guard_count(direction, guard, verdict).inc()
+    def usage_charged(self, run: RunRecord, step: ModelStepEntry) -> None:
+        """Count a charged step's tokens, and its cost when its model is priced."""
+        model = step.model or ""
+        self.token_count(model, run.agent, "input").inc(step.usage.input_tokens)
+        self.token_count(model, run.agent, "output").inc(step.usage.output_tokens)
+        if step.cost_usd is not None:
+            self.cost_count(model, run.agent).inc(step.cost_usd)
+
+    def quota_crossed(self, agent: str, period: str, outcome: str) -> None:
+        """Count a quota warning or refusal."""
+        self.quota_count(agent, period, outcome).inc()

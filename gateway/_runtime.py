@@ -9,7 +9,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, Toolset, UiCapabilities, UserError
@@ -35,10 +35,13 @@ from ._json import within_depth
 from ._leases import Leases
 from ._logs import log_scope
 from ._personas import PersonaPins
+from ._pricing import ModelPrice
 from ._queue import Accepted, ThreadQueue
+from ._quotas import Quota
 from ._threads import Threads
 from ._tracing import begin_context
 from ._unicode import valid_text, valid_tree
+from ._usage import UsageMeter
 from .events import (
     ENDED_STATUSES,
     MessageDequeuedEvent,
@@ -52,7 +55,17 @@ from .events import (
     new_id,
 )
 from .models import AssistantMessage, Model, ToolMessage, UserMessage
-from .stores import ApprovalRecord, Batch, Begun, MemoryStore, PlannedCall, RunRecord, Store, ThreadRecord
+from .stores import (
+    ApprovalRecord,
+    Batch,
+    Begun,
+    MemoryStore,
+    ModelStepEntry,
+    PlannedCall,
+    RunRecord,
+    Store,
+    ThreadRecord,
+)
 
 __all__ = ["Runtime", "RuntimeObserver"]
 
@@ -79,6 +92,11 @@ class RuntimeObserver:
 
     def guard_verdict(self, run: RunRecord, direction: GuardDirection, guard: str, verdict: VerdictKind) -> None:
         """An input or output guard answered (``allow``, ``refuse``, ``rewrite`` or ``flag``)."""
+    def usage_charged(self, run: RunRecord, step: ModelStepEntry) -> None:
+        """A model step of ``run`` was charged to its actor's ledger (``step.usage``, ``step.cost_usd``)."""
+
+    def quota_crossed(self, agent: str, period: str, outcome: str) -> None:
+        """An actor of ``agent`` neared (``warning``) or used up (``exceeded``) a budget."""
 
     def events_written(self, thread_id: str, events: list[RunEvent]) -> None:
         """Events were written to the thread's log by this process (with their ``seq``).
@@ -125,6 +143,8 @@ class Runtime:
         store_retry: float = 60.0,
         takeover_grace: float | None = None,
         retention_days: float | None = None,
+        pricing: Mapping[str, ModelPrice] | None = None,
+        quota: Quota | None = None,
     ) -> None:
         """Assemble a runtime.
 
@@ -156,6 +176,9 @@ class Runtime:
                 in the background passes, never one with a run running or waiting for an
                 approval (``AGORA_RETENTION_DAYS`` for a runtime the gateway builds). ``None``
                 keeps threads for good.
+            pricing: Prices by ``Model.name`` (``gateway._pricing``): each step's and run's
+                ``cost_usd``; an unpriced model's is ``None``. None by default.
+            quota: The token budgets of agents without their own ``Agent.quota``.
 
         Raises:
             UserError: An agent has no model and no runtime model is given, or names repeat,
@@ -222,6 +245,15 @@ class Runtime:
         self.handoffs = Handoffs(self)
         """Handoffs between agents (``gateway._handoffs``): child runs, nested narration, answers."""
         self.observers: list[RuntimeObserver] = []
+        self.usage = UsageMeter(
+            store=self.store,
+            pricing=pricing,
+            quota=quota,
+            retry=self.store_retry,
+            observers=self.observers,
+            closed=lambda: self.closed,
+        )
+        """Pricing, the usage ledger and quotas (``gateway._usage``)."""
         self.attachment_reader: AttachmentReader | None = None
         """Reads the bytes of a turn's attachments for tools and models (``create_app`` sets the app's)."""
         self._drivers: dict[str, RunDriver] = {}
@@ -382,10 +414,12 @@ class Runtime:
             ThreadBusyError: ``reject`` and the thread has an active run or a queue.
             ThreadParkedError: ``reject`` and a run waits for an approval (policy ``queue``).
             QueueFullError: The thread's queue holds ``Agent.queue_limit`` messages already.
+            QuotaExceededError: The actor used a token budget of the agent's quota (nothing is written).
         """
         self._ensure_open()
         with log_scope(thread_id=turn.thread_id, channel=turn.channel, actor=turn.actor.id, run_id=None):
             turn, agent = self._checked(turn)
+            await self.usage.admit(turn.actor, agent)  # not even queued past its budget
             chosen, mode = mode, mode or agent.queue_mode
             if mode == "reject":
                 return Accepted(run_id=await self._start_turn(turn))
@@ -418,9 +452,11 @@ class Runtime:
             ThreadForbiddenError: The thread belongs to another actor.
             ThreadBusyError: A run is already running on the thread, or messages wait in its queue.
             ThreadParkedError: A run waits for an approval (policy ``queue``).
+            QuotaExceededError: The actor used a token budget of the agent's quota.
         """
         self._ensure_open()
         with log_scope(thread_id=turn.thread_id, channel=turn.channel, actor=turn.actor.id, run_id=None):
+            await self.usage.admit(turn.actor, self._checked(turn)[1])
             return await self._start_turn(turn)
 
     async def call_tool(

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from ._pricing import ModelPrice, parse_pricing
+from ._quotas import Quota
 from ._store_url import REDIS_SCHEMES, parse_store_url
 
 __all__ = ["Settings", "comma_list", "comma_map"]
@@ -134,6 +136,19 @@ class Settings(BaseSettings):
     redact_pii: bool = False
     """Redact e-mail addresses, phone numbers and card numbers in what reaches the model
     (``gateway.PiiRedactor`` on every agent's input) and in log lines (``configure_logging``)."""
+    pricing: Annotated[dict[str, ModelPrice] | None, NoDecode] = None
+    """Prices of models by ``Model.name``, US dollars per million tokens: JSON
+    (``{"openai:gpt-4o": {"input": 2.5, "output": 10}}``) or the path of a JSON file. Unset: no
+    model is priced and every ``cost_usd`` is null (unknown, never 0)."""
+    quota_day: int | None = Field(default=None, ge=1)
+    """Tokens (input plus output) one actor may use per UTC day, across agents and processes, with
+    agents that declare no ``Agent(quota=...)``. Unset: no daily budget."""
+    quota_month: int | None = Field(default=None, ge=1)
+    """Tokens one actor may use per UTC month, as ``quota_day``. Unset: no monthly budget."""
+    quota_warn_at: float = Field(default=0.8, gt=0, le=1, allow_inf_nan=False)
+    """The share of a budget from which a run warns (``quota-warning``, once per run)."""
+    admin_role: str | None = "admin"
+    """The role that may read everyone's usage (``GET /agent/usage?actor=``); empty: nobody."""
 
     attachment_types: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"]
@@ -151,6 +166,21 @@ class Settings(BaseSettings):
         if isinstance(value, list):
             return [str(item).strip().lower() for item in value]
         return value
+
+    @field_validator("pricing", mode="before")
+    @classmethod
+    def _pricing(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if isinstance(value, dict) and all(isinstance(v, ModelPrice) for v in value.values()):
+            return value
+        return parse_pricing(value)  # a ValueError says what is wrong
+
+    def default_quota(self) -> Quota | None:
+        """The quota of agents without their own (``quota_day`` / ``quota_month``), or ``None``."""
+        if self.quota_day is None and self.quota_month is None:
+            return None
+        return Quota(day=self.quota_day, month=self.quota_month, warn_at=self.quota_warn_at)
 
     @field_validator("secret")
     @classmethod
@@ -174,7 +204,13 @@ class Settings(BaseSettings):
         return url
 
     @field_validator(
-        "token_audience", "token_issuer", "oidc_jwks_url", "oidc_issuer", "oidc_audience", "oidc_tenant_claim"
+        "token_audience",
+        "token_issuer",
+        "oidc_jwks_url",
+        "oidc_issuer",
+        "oidc_audience",
+        "oidc_tenant_claim",
+        "admin_role",
     )
     @classmethod
     def _blank_is_unset(cls, value: str | None) -> str | None:

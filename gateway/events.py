@@ -32,6 +32,7 @@ __all__ = [
     "MessageDequeuedEvent",
     "MessageQueuedEvent",
     "QueueMode",
+    "QuotaWarningEvent",
     "RunErrorEvent",
     "RunEvent",
     "RunFinishedEvent",
@@ -351,6 +352,9 @@ class RunFinishedEvent(_Event):
     type: Literal["run-finished"] = "run-finished"
     status: RunStatus
     usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    """What the run cost so far (its steps across resumes); ``None`` when a step's model is
+    unpriced or no model step was taken (never 0 for unknown)."""
 
 
 class GuardFlaggedEvent(_Event):
@@ -372,6 +376,18 @@ class RunErrorEvent(_Event):
     type: Literal["run-error"] = "run-error"
     code: str
     message: str
+    period: Literal["day", "month"] | None = Field(default=None, exclude_if=lambda value: value is None)
+    """``quota_exceeded``: the budget that ran out (absent from other errors)."""
+
+
+class QuotaWarningEvent(_Event):
+    """The actor used ``warn_at`` of a token budget or more; shown once per run, before a model step."""
+
+    type: Literal["quota-warning"] = "quota-warning"
+    period: Literal["day", "month"]
+    used: int
+    """Tokens (input plus output) the actor used in the period, across agents and processes."""
+    limit: int
 
 
 RunEvent = Annotated[
@@ -389,7 +405,8 @@ RunEvent = Annotated[
     | MessageDequeuedEvent
     | GuardFlaggedEvent
     | RunFinishedEvent
-    | RunErrorEvent,
+    | RunErrorEvent
+    | QuotaWarningEvent,
     Field(discriminator="type"),
 ]
 """Any event of a run."""

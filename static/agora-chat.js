@@ -1431,6 +1431,12 @@
         case "message-dequeued":
           this.#messageDequeued(frame);
           break;
+        case "quota-warning": {
+          const share = frame.limit ? Math.min(100, Math.floor((100 * frame.used) / frame.limit)) : 100;
+          const period = frame.period === "month" ? "monthly" : "daily";
+          this.#notice(frame, "quota", `You have used ${share}% of your ${period} allowance.`);
+          break;
+        }
         case LOST_FRAME:
           this.#markLost(frame);
           break;
@@ -1905,7 +1911,7 @@
     }
 
     #notice(frame, kind, text) {
-      const glyph = icon(kind === "error" ? "warning" : "stop");
+      const glyph = icon(kind === "stopped" ? "stop" : "warning");
       const notice = h("p", { class: `ac-notice ac-notice--${kind}` }, glyph, h("span", {}, text));
       if (kind === "error") notice.setAttribute("role", this.#quiet ? "note" : "alert");
       const run = this.#run(frame);

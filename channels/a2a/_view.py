@@ -15,6 +15,7 @@ The mapping (our event -> A2A):
 ``run-finished``          ``statusUpdate`` COMPLETED (with the last text), CANCELED, FAILED
                           (with the error), or INPUT_REQUIRED (with the approval prompt)
 ``text-delta``            nothing: text arrives whole at ``text-end``
+``quota-warning``         ``statusUpdate`` WORKING saying how much of the budget is used
 ========================  ===============================================================
 """
 
@@ -40,6 +41,7 @@ from gateway.events import (
     GuardFlaggedEvent,
     MessageDequeuedEvent,
     MessageQueuedEvent,
+    QuotaWarningEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -185,6 +187,11 @@ class TaskView(EventHooks[list[StreamEvent]]):
     async def on_approval_settled(self, event: ApprovalSettledEvent) -> list[StreamEvent]:
         self._pending = None
         return [self._working(event, _SETTLED[event.status])]
+
+    async def on_quota_warning(self, event: QuotaWarningEvent) -> list[StreamEvent]:
+        name = "monthly" if event.period == "month" else "daily"
+        share = min(100, int(100 * event.used / event.limit)) if event.limit else 100
+        return [self._working(event, f"You have used {share}% of your {name} allowance of the assistant.")]
 
     async def on_run_error(self, event: RunErrorEvent) -> list[StreamEvent]:
         self._error = event  # its run-finished (failed) carries the message

@@ -50,6 +50,7 @@ __all__ = [
     "CUSTOM_APPROVAL_SETTLED",
     "CUSTOM_MESSAGE_DEQUEUED",
     "CUSTOM_MESSAGE_QUEUED",
+    "CUSTOM_QUOTA_WARNING",
     "CUSTOM_UI",
     "AgUiTranslator",
     "RunNamer",
@@ -69,6 +70,8 @@ CUSTOM_MESSAGE_QUEUED = "agora.message-queued"
 """``CUSTOM`` name of a message waiting in the thread's queue: ``{messageId, text, position, edited}``."""
 CUSTOM_MESSAGE_DEQUEUED = "agora.message-dequeued"
 """``CUSTOM`` name of a message leaving the queue: ``{messageId, reason}`` (``started``, ``removed``, ``cleared``)."""
+CUSTOM_QUOTA_WARNING = "agora.quota-warning"
+"""``CUSTOM`` name of a token budget near its limit: ``{period, used, limit}`` (``day`` or ``month``)."""
 
 _QUEUE_EVENTS = (ours.MessageQueuedEvent, ours.MessageDequeuedEvent)
 
@@ -251,6 +254,10 @@ class AgUiTranslator(EventHooks[list[BaseEvent]]):
         return [
             CustomEvent(name=CUSTOM_MESSAGE_DEQUEUED, value={"messageId": event.message_id, "reason": event.reason})
         ]
+
+    async def on_quota_warning(self, event: ours.QuotaWarningEvent) -> list[BaseEvent]:
+        value = {"period": event.period, "used": event.used, "limit": event.limit}
+        return [CustomEvent(name=CUSTOM_QUOTA_WARNING, value=value)]
 
     async def on_run_error(self, event: ours.RunErrorEvent) -> list[BaseEvent]:
         self._errored.add(event.run_id)

@@ -51,6 +51,7 @@ from gateway import (
     GatewayError,
     IdentityUnavailableError,
     InvalidTokenError,
+    QuotaExceededError,
     may_watch_approvals,
     parse_json,
 )
@@ -285,7 +286,9 @@ class WebSession:
         try:
             await self._dispatch(frame)
         except GatewayError as exc:
-            extra = {"retry_after": round(exc.retry_after, 1)} if hasattr(exc, "retry_after") else {}
+            extra: dict[str, Any] = {"retry_after": round(exc.retry_after, 1)} if hasattr(exc, "retry_after") else {}
+            if isinstance(exc, QuotaExceededError):
+                extra = {"period": exc.period, "used": exc.used, "limit": exc.limit}
             await self.error(exc.code, str(exc), frame.id, **extra)
 
     async def _dispatch(self, frame: AnyFrame) -> None:

@@ -40,6 +40,7 @@ from .._tracing import parent_of, send_span, trace_http_status
 from ..events import (
     ApprovalRequestedEvent,
     ApprovalSettledEvent,
+    QuotaWarningEvent,
     RunErrorEvent,
     RunEvent,
     TextEndEvent,
@@ -210,7 +211,16 @@ class PushPort(EventHooks[Parts], Generic[P]):
     """The channel's name in decisions (``approval-settled.via``): those are not repeated to it."""
     capabilities: UiCapabilities = UiCapabilities(formats=["text"])
     shown: frozenset[str] = frozenset(
-        {"text-end", "tool-started", "tool-completed", "approval-requested", "approval-settled", "ui", "run-error"}
+        {
+            "text-end",
+            "tool-started",
+            "tool-completed",
+            "approval-requested",
+            "approval-settled",
+            "ui",
+            "run-error",
+            "quota-warning",
+        }
     )
     """Event types this port delivers (others are skipped without a hook call)."""
     silent_via: frozenset[str] = frozenset({"superseded", "cancelled"})
@@ -359,15 +369,22 @@ class PushPort(EventHooks[Parts], Generic[P]):
         return await self._free(event) or self.line_parts(self.target, self._error_text(event))
 
     def _error_text(self, event: RunErrorEvent) -> str:
-        """A failed run in the person's words: a guard's refusal (its own message, or ours), else an apology."""
+        """A failed run in the person's words: a guard's refusal (its own message, or ours), a used-up
+        budget, else an apology."""
         texts = self.texts()
         match event.code:
             case "input_refused":
                 return texts.input_refused if event.message == INPUT_REFUSED else event.message
             case "output_refused":
                 return texts.output_refused if event.message == OUTPUT_REFUSED else event.message
+            case "quota_exceeded":
+                return texts.quota_exceeded(event.period)
             case _:
                 return texts.failed
+
+    async def on_quota_warning(self, event: QuotaWarningEvent) -> Parts:
+        text = self.texts().quota_near(event.period, event.used, event.limit)
+        return await self._free(event) or self.line_parts(self.target, text)
 
 
 class PushDelivery(RuntimeObserver, Generic[P]):

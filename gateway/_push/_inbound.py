@@ -30,6 +30,7 @@ from .._errors import (
     AttachmentTooLargeError,
     AttachmentTypeError,
     QueueFullError,
+    QuotaExceededError,
     RateLimitedError,
     RunNotActiveError,
     ThreadBusyError,
@@ -254,6 +255,9 @@ class ChatInbound:
             return
         except QueueFullError:
             await self.delivery.reply(target, texts.queue_full)
+            return
+        except QuotaExceededError as exc:
+            await self.delivery.reply(target, texts.quota_exceeded(exc.period))
             return
         except (ThreadBusyError, ThreadParkedError):
             await self.delivery.reply(target, texts.busy)  # an agent whose queue_mode is "reject"

@@ -48,6 +48,14 @@ class ChatTexts:
     media_unreachable: str = "I couldn't download that file: please send it again."
     too_long: str = "That message is too long: please keep it under {limit} characters."
     rate_limited: str = "You are sending messages too fast: try again in {seconds} seconds."
+    quota_day: str = "You have used today's allowance of the assistant. Please come back tomorrow."
+    """The actor's daily token budget (``Quota.day``) is used up: nothing more runs today (UTC)."""
+    quota_month: str = "You have used this month's allowance of the assistant. Please come back next month."
+    """The actor's monthly token budget (``Quota.month``) is used up."""
+    quota_warning: str = "Heads-up: you have used {percent}% of your {period} allowance of the assistant."
+    """A ``quota-warning``: ``{percent}`` of the budget used; ``{period}`` is ``period_day`` or ``period_month``."""
+    period_day: str = "daily"
+    period_month: str = "monthly"
     busy: str = "I'm still working on your previous message: one moment, then try again."
     queue_full: str = "Many of your messages are still waiting: let me answer them before you send more."
     waits_for_approval: str = "Got it: I'll answer this once the approval below is decided."
@@ -73,6 +81,15 @@ class ChatTexts:
     """A typed "yes always" where the policy forbids remembering (four eyes)."""
     via_names: Mapping[str, str] | None = None
     """How a decision's ``via`` reads (``web`` -> ``on the web``); unknown ones are shown as is."""
+
+    def quota_exceeded(self, period: str | None) -> str:
+        """What a person is told when a budget is used up (``period``: ``day`` or ``month``)."""
+        return self.quota_month if period == "month" else self.quota_day
+
+    def quota_near(self, period: str, used: int, limit: int) -> str:
+        """A ``quota-warning`` in these words."""
+        name = self.period_month if period == "month" else self.period_day
+        return self.quota_warning.format(percent=min(100, int(100 * used / limit)) if limit else 100, period=name)
 
     def via(self, via: str | None) -> str:
         """``via`` as people read it."""
@@ -103,6 +120,11 @@ PT_BR = ChatTexts(
     media_unreachable="Não consegui baixar esse arquivo: envie de novo, por favor.",
     too_long="Essa mensagem é longa demais: envie no máximo {limit} caracteres.",
     rate_limited="Você está enviando mensagens rápido demais: tente de novo em {seconds} segundos.",
+    quota_day="Você já usou a cota de hoje do assistente. Volte amanhã, por favor.",
+    quota_month="Você já usou a cota deste mês do assistente. Volte no próximo mês, por favor.",
+    quota_warning="Atenção: você já usou {percent}% da sua cota {period} do assistente.",
+    period_day="diária",
+    period_month="mensal",
     busy="Ainda estou trabalhando na sua mensagem anterior: um momento, depois tente de novo.",
     queue_full="Várias mensagens suas ainda estão esperando: deixe-me respondê-las antes de enviar mais.",
     waits_for_approval="Entendido: respondo assim que a aprovação abaixo for decidida.",

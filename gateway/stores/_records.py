@@ -112,6 +112,11 @@ class RunRecord(BaseModel):
     created_at: str = Field(default_factory=now_iso)
     updated_at: str = Field(default_factory=now_iso)
     usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    """What the run's model steps cost (``gateway._pricing``); ``None`` while unknown: no step
+    yet, or a step whose model is unpriced (never counted as 0)."""
+    quota_warned: bool = False
+    """A ``quota-warning`` was shown in this run (it is shown once per run, across resumes)."""
     first_seq: int = 0
     """The seq of the run's ``run-started`` event."""
     cancel_requested: bool = False
@@ -153,6 +158,10 @@ class ModelStepEntry(BaseModel):
     text: str | None = None
     calls: list[PlannedCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    model: str | None = None
+    """``Model.name`` of the model that took the step; ``None`` for a direct call (no model)."""
+    cost_usd: float | None = None
+    """What the step cost by the runtime's pricing; ``None`` when its model is unpriced."""
 
 
 class ToolSettledEntry(BaseModel):
