@@ -158,6 +158,7 @@ class Metrics(RuntimeObserver):
     def guard_verdict(self, run: RunRecord, direction: GuardDirection, guard: str, verdict: VerdictKind) -> None:
         """Count a guard's verdict."""
         self.guard_count(direction, guard, verdict).inc()
+
     def usage_charged(self, run: RunRecord, step: ModelStepEntry) -> None:
         """Count a charged step's tokens, and its cost when its model is priced."""
         model = step.model or ""

@@ -92,6 +92,7 @@ class RuntimeObserver:
 
     def guard_verdict(self, run: RunRecord, direction: GuardDirection, guard: str, verdict: VerdictKind) -> None:
         """An input or output guard answered (``allow``, ``refuse``, ``rewrite`` or ``flag``)."""
+
     def usage_charged(self, run: RunRecord, step: ModelStepEntry) -> None:
         """A model step of ``run`` was charged to its actor's ledger (``step.usage``, ``step.cost_usd``)."""
 

@@ -369,8 +369,7 @@ class PushPort(EventHooks[Parts], Generic[P]):
         return await self._free(event) or self.line_parts(self.target, self._error_text(event))
 
     def _error_text(self, event: RunErrorEvent) -> str:
-        """A failed run in the person's words: a guard's refusal (its own message, or ours), a used-up
-        budget, else an apology."""
+        """A failed run in the person's words: a refusal, a used-up budget, else an apology."""
         texts = self.texts()
         match event.code:
             case "input_refused":
