@@ -155,6 +155,8 @@ class RunDriver(ActionSteps, HandoffSteps):
         self._started = time.perf_counter()
         self._output_refusal: str | None = None
         """Set when an output guard refused a step's text: what the person is told."""
+        self._refused_step: ModelStepEntry | None = None
+        """The step an output guard refused: in the journal and the run's cost, not in its transcript."""
 
     # -- plumbing -----------------------------------------------------------------------------------
 
@@ -364,7 +366,7 @@ class RunDriver(ActionSteps, HandoffSteps):
         code, message = "store_rejected", "A step of this run could not be stored, so the run stopped."
         self.run.error = {"code": code, "message": message}
         self.run.status = "failed"
-        self.run.cost_usd = run_cost(self._steps.values())
+        self.run.cost_usd = self._run_cost()
         batch = Batch(
             events=[
                 self.event(RunErrorEvent, code=code, message=message),
@@ -403,7 +405,10 @@ class RunDriver(ActionSteps, HandoffSteps):
                     )
                 await self._check_quota()
                 entry, prefix.events = await self._model_step(step, history)
-                if self._output_refusal is not None:  # the step is not journaled: nobody saw it
+                if self._output_refusal is not None:
+                    # Nobody saw its text: journaled without it (nor its calls), but charged and costed.
+                    self._refused_step = entry.model_copy(update={"text": None, "calls": []})
+                    prefix.journal.append(self._refused_step)
                     return await self.finish("failed", prefix=prefix, error=("output_refused", self._output_refusal))
                 prefix.journal.append(entry)
                 self._steps[step] = entry
@@ -412,6 +417,11 @@ class RunDriver(ActionSteps, HandoffSteps):
             if await self._run_calls(entry, prefix):
                 return "awaiting-approval"
             step += 1
+
+    def _run_cost(self) -> float | None:
+        """The run's cost so far: its steps' (a refused step's too: its model was called)."""
+        refused = [self._refused_step] if self._refused_step is not None else []
+        return run_cost([*self._steps.values(), *refused])
 
     async def _check_quota(self) -> None:
         """Before a model step: refuse it past the budget (``QuotaExceededError``), warn once near it."""
@@ -561,7 +571,7 @@ class RunDriver(ActionSteps, HandoffSteps):
             self.run.error = {"code": code, "message": message}
             batch.events.append(self.event(RunErrorEvent, code=code, message=message, period=period))
         self.run.status = status
-        self.run.cost_usd = run_cost(self._steps.values())
+        self.run.cost_usd = self._run_cost()
         batch.events.append(
             self.event(RunFinishedEvent, status=status, usage=self.run.usage, cost_usd=self.run.cost_usd)
         )
@@ -577,7 +587,7 @@ class RunDriver(ActionSteps, HandoffSteps):
         if approval is not None:
             batch.approvals.append(approval)
             batch.events.append(self.host.approvals.requested_event(approval))
-        self.run.cost_usd = run_cost(self._steps.values())
+        self.run.cost_usd = self._run_cost()
         batch.events.append(
             self.event(RunFinishedEvent, status="awaiting-approval", usage=self.run.usage, cost_usd=self.run.cost_usd)
         )

@@ -31,7 +31,9 @@ Where they run, and why there:
 - **Output** guards run on each model step's text before the person sees any of it: while an
   agent has output guards its text deltas are held until the step's text is complete, then
   guarded, then written (one delta and the ``text-end``). The journaled step holds the guarded
-  text, so a resume replays what the person saw. Without output guards streaming is unchanged.
+  text, so a resume replays what the person saw; a refused step is journaled without its text
+  or calls (its model ran: its tokens are charged and costed). Without output guards streaming
+  is unchanged.
 
 A guard that raises, or takes longer than ``Agent.guard_timeout``, refuses with a generic message;
 the error is logged as one line (no traceback). A text is never passed on unguarded.

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gateway import Agent, Gateway, ModelPrice, Runtime, Settings, StoreUnavailableError
+from gateway import Agent, Gateway, GuardVerdict, ModelPrice, Runtime, Settings, StoreUnavailableError
 from gateway._pricing import parse_pricing, run_cost
 from gateway._usage import utc_day
 from gateway.events import RunFinishedEvent
@@ -172,3 +172,31 @@ async def test_a_ledger_away_at_the_runs_last_batch_is_logged_and_the_end_stands
         run_id = await runtime.start_turn(turn(thread))
         assert await runtime.wait(run_id, timeout=5) == "completed"
         assert "1 step(s) journaled but not charged: the store was away" in caplog.text
+
+
+class _RefuseAll:
+    """An output guard that refuses every text."""
+
+    async def check_output(self, text: str, ctx: Any) -> GuardVerdict:
+        return GuardVerdict.refuse("not for this person")
+
+
+async def test_a_step_an_output_guard_refused_is_still_charged_and_costed(ledger_store: Store) -> None:
+    # The model was called and its tokens spent: the person saw nothing, but the budget and the
+    # bill must count it (else refused answers would be free and quotas would not hold).
+    agent = Agent(name="default", output_guards=[_RefuseAll()])
+    scripted = model(step("A secret.", tokens=(1000, 200)))
+    async with Runtime(agents=[agent], model=scripted, store=ledger_store, pricing=PRICES) as runtime:
+        thread = new_thread()
+        run_id = await runtime.start_turn(turn(thread))
+        assert await runtime.wait(run_id, timeout=5) == "failed"
+        record = await runtime.get_run(run_id)
+        assert record.error is not None and record.error["code"] == "output_refused"
+        assert record.usage.input_tokens == 1000
+        assert record.cost_usd == pytest.approx(cost((1000, 200)))
+        assert [e.cost_usd for e in await finished(runtime, thread)] == [pytest.approx(cost((1000, 200)))]
+        [row] = await ledger_store.usage_rows(**DAYS, actor_key=ALICE.key)
+        assert (row.input_tokens, row.output_tokens, row.steps) == (1000, 200, 1)
+        journal = [e for e in await ledger_store.read_journal(thread, run_id) if isinstance(e, ModelStepEntry)]
+        assert [(e.text, e.calls) for e in journal] == [(None, [])]  # what nobody saw is not kept
+        assert "A secret." not in str(await ledger_store.get_messages(thread))
