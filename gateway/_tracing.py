@@ -12,7 +12,8 @@ The spans, under the tracer ``TRACER_NAME`` (GenAI semantic conventions where th
 ``invoke_agent <agent>``    one drive of a run; ``gen_ai.operation.name``, ``gen_ai.agent.name``,
                             ``agora.run_id``, ``agora.thread_id``, ``agora.channel``,
                             ``agora.actor`` (``actor_hash``, never the id), ``agora.resumed``,
-                            ``agora.run.status`` at its end
+                            ``agora.run.status`` at its end (a run that ends ``failed``:
+                            ``error.type``, its error's code, and status ERROR)
 ``chat <model>``            one model step; ``gen_ai.request.model``, ``gen_ai.usage.*_tokens``,
                             ``error.type`` when it failed
 ``execute_tool <name>``     one tool call (one per drive: an approval's request and its resume are
@@ -214,6 +215,10 @@ def _run_span(tracer_: trace.Tracer, run: RunRecord, resume: bool) -> Iterator[N
                 yield
         finally:
             span.set_attribute("agora.run.status", run.status)
+            if run.status == "failed" and run.error and span.is_recording():  # ended failed, not raised
+                code = str(run.error.get("code") or "failed")
+                span.set_attribute("error.type", code)
+                span.set_status(Status(StatusCode.ERROR, code))
 
 
 async def parent_of(

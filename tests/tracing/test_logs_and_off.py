@@ -9,7 +9,7 @@ from typing import Any
 from opentelemetry import trace
 from pydantic import BaseModel
 
-from gateway import Runtime, Turn, _tracing
+from gateway import Agent, GuardContext, GuardVerdict, Runtime, Turn, _tracing
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import MemoryStore
 from tools import define_tool
@@ -107,3 +107,23 @@ async def test_a_failed_model_step_names_its_error_type(spans: Spans) -> None:
     assert chat.attributes is not None and chat.attributes["error.type"] == "model_error"
     [drive] = spans.named("invoke_agent")
     assert drive.attributes is not None and drive.attributes["agora.run.status"] == "failed"
+    assert drive.status.status_code is trace.StatusCode.ERROR and drive.attributes["error.type"] == "model_error"
+
+
+class _Refuse:
+    async def check_input(self, text: str, ctx: GuardContext) -> GuardVerdict:
+        return GuardVerdict.refuse("no")
+
+
+async def test_a_run_that_ends_failed_without_raising_marks_its_run_span(spans: Spans) -> None:
+    # input_refused (and quota_exceeded, output_refused...) end the run through finish(), no exception.
+    agent = Agent(name="default", input_guards=[_Refuse()])
+    runtime = Runtime(agents=[agent], model=ScriptedModel([ScriptStep(text="hi")]), store=MemoryStore())
+    try:
+        run_id = await runtime.start_turn(Turn(thread_id=f"t-{uuid.uuid4().hex[:8]}", actor=ALICE, text="hi"))
+        assert await runtime.wait(run_id, timeout=5) == "failed"
+    finally:
+        await runtime.aclose()
+    [drive] = spans.named("invoke_agent")
+    assert drive.status.status_code is trace.StatusCode.ERROR
+    assert drive.attributes is not None and drive.attributes["error.type"] == "input_refused"
