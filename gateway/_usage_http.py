@@ -30,13 +30,12 @@ from ._errors import UsageForbiddenError
 from ._guard import BadRequestError
 from ._services import SERVICES
 from ._usage import utc_day
-from .stores import UsageRow
+from .stores import MAX_USAGE_DAYS, UsageRow
 
 __all__ = ["MAX_ROWS", "add_usage_routes"]
 
 MAX_ROWS = 5000
 """Ledger lines one answer holds at most."""
-MAX_DAYS = 366
 MAX_ACTOR_KEY = 512
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 EVERYONE = "*"
@@ -62,8 +61,8 @@ def _range(request: web.Request) -> tuple[dt.date, dt.date]:
         start = end.replace(day=1)
     if end < start:
         raise BadRequestError("invalid_range", "to must not be before from")
-    if (end - start).days + 1 > MAX_DAYS:
-        raise BadRequestError("invalid_range", f"a range spans at most {MAX_DAYS} days")
+    if (end - start).days + 1 > MAX_USAGE_DAYS:
+        raise BadRequestError("invalid_range", f"a range spans at most {MAX_USAGE_DAYS} days")
     return start, end
 
 
