@@ -506,6 +506,7 @@ class RunDriver(ActionSteps, HandoffSteps):
             set_usage(span, usage.input_tokens, usage.output_tokens)
         if usage.model_calls == 0:
             usage = usage + Usage(model_calls=1)
+        usage = self.host.usage.bounded(usage)  # a provider's negative or absurd count, bounded once
         self.run.usage = self.run.usage + usage
         full_text = "".join(text) or None
         if held and full_text is not None:

@@ -89,6 +89,23 @@ class UsageMeter:
         self._observers = observers
         self._closed = closed
 
+    @staticmethod
+    def bounded(usage: Usage) -> Usage:
+        """A model step's usage as the gateway counts it: each token count within ``0..MAX_STEP_TOKENS``.
+
+        A provider's count is data: a negative one is no refund (and would fail the ledger's write
+        and the Prometheus counters), an absurd one no real step.
+        """
+
+        def bound(tokens: int) -> int:
+            return min(max(tokens, 0), MAX_STEP_TOKENS)
+
+        if 0 <= usage.input_tokens <= MAX_STEP_TOKENS and 0 <= usage.output_tokens <= MAX_STEP_TOKENS:
+            return usage
+        return usage.model_copy(
+            update={"input_tokens": bound(usage.input_tokens), "output_tokens": bound(usage.output_tokens)}
+        )
+
     def cost(self, model: str | None, usage: Usage) -> float | None:
         """What one step cost (``None``: its model is unpriced)."""
         return self.pricing.cost(model, usage)
@@ -147,7 +164,7 @@ class UsageMeter:
             if step.model is None:
                 continue  # a direct call: no model step
             # Bounded as the ledger bounds a step: a provider's absurd count is no real step.
-            cost = None if step.cost_usd is None else min(step.cost_usd, MAX_STEP_COST)
+            cost = None if step.cost_usd is None else min(max(step.cost_usd, 0.0), MAX_STEP_COST)
             entry = UsageEntry(
                 actor_key=run.actor.key,
                 day=utc_day(),

@@ -200,3 +200,20 @@ async def test_a_step_an_output_guard_refused_is_still_charged_and_costed(ledger
         journal = [e for e in await ledger_store.read_journal(thread, run_id) if isinstance(e, ModelStepEntry)]
         assert [(e.text, e.calls) for e in journal] == [(None, [])]  # what nobody saw is not kept
         assert "A secret." not in str(await ledger_store.get_messages(thread))
+
+
+async def test_a_providers_negative_or_absurd_token_count_is_bounded_not_a_failed_run() -> None:
+    # A provider's count is data: a negative one must neither fail the run (UsageEntry refuses a
+    # negative cost; a Prometheus counter refuses a negative increment) nor be charged below 0.
+    from gateway._metrics import Metrics
+
+    scripted = model(step(tokens=(-5000, 10)), step(tokens=(10**12, 10**12)))
+    async with Runtime(model=scripted, pricing=PRICES) as runtime:
+        metrics = Metrics()
+        runtime.observers.append(metrics)
+        for _ in range(2):
+            run_id = await runtime.start_turn(turn(new_thread()))
+            assert await runtime.wait(run_id, timeout=5) == "completed"
+        rows = await runtime.store.usage_rows(**DAYS, actor_key=ALICE.key)
+        assert [(r.steps, r.input_tokens) for r in rows] == [(2, 10**9)]
+        assert rows[0].cost_usd is not None and rows[0].cost_usd >= 0
