@@ -39,7 +39,7 @@ from ._pricing import ModelPrice
 from ._queue import Accepted, ThreadQueue
 from ._quotas import Quota
 from ._threads import Threads
-from ._tracing import begin_context
+from ._tracing import begin_context, detached
 from ._unicode import valid_text, valid_tree
 from ._usage import UsageMeter
 from .events import (
@@ -691,7 +691,8 @@ class Runtime:
 
         async def drive_then_drain() -> RunStatus:
             status = await driver.drive(resume=resume)
-            await self._drain_quietly(run.thread_id)  # the next queued message, now the thread is free
+            with detached():  # the next run is not in the trace this run was begun in
+                await self._drain_quietly(run.thread_id)  # the next queued message, now the thread is free
             return status
 
         task = asyncio.create_task(drive_then_drain(), name=f"agora-run-{run.run_id}")

@@ -63,6 +63,7 @@ __all__ = [
     "approval_settled",
     "begin_context",
     "chat_span",
+    "detached",
     "parent_of",
     "render_span",
     "run_span",
@@ -166,6 +167,24 @@ def begin_context(run: RunRecord) -> dict[str, str] | None:
 
 _NULL: contextlib.nullcontext[Span] = contextlib.nullcontext(trace.INVALID_SPAN)
 """What every helper hands out while tracing is off: no generator, no span, no context switch."""
+
+
+def detached() -> contextlib.AbstractContextManager[Any]:
+    """No span is current inside the block: a run begun there starts a trace of its own.
+
+    For what a run's task does after the run (a queued message's run begins there): that task
+    carries the context the finished run was begun in, which is not the next run's.
+    """
+    return _NULL if tracer() is None else _detached()
+
+
+@contextlib.contextmanager
+def _detached() -> Iterator[None]:
+    token = otel_context.attach(otel_context.Context())
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def run_span(run: RunRecord, *, resume: bool) -> contextlib.AbstractContextManager[Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import Any
@@ -10,11 +11,12 @@ from opentelemetry import trace
 from pydantic import BaseModel
 
 from gateway import Agent, GuardContext, GuardVerdict, Runtime, Turn, _tracing
-from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
+from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import MemoryStore
 from tools import define_tool
 
 from ..conftest import JsonLog
+from ..engine.conftest import until
 from ._scenario import ALICE, make_runtime
 from .conftest import Spans
 
@@ -127,3 +129,31 @@ async def test_a_run_that_ends_failed_without_raising_marks_its_run_span(spans: 
     [drive] = spans.named("invoke_agent")
     assert drive.status.status_code is trace.StatusCode.ERROR
     assert drive.attributes is not None and drive.attributes["error.type"] == "input_refused"
+
+
+async def test_a_queued_message_run_is_not_in_the_trace_of_the_turn_it_waited_behind(spans: Spans) -> None:
+    # Run 1 begins inside a request's span; a second message queues behind it. Its run begins in
+    # run 1's task, after run 1 ended: it must not join the first request's trace.
+    gate = asyncio.Event()
+
+    async def slow(request: ModelRequest, index: int) -> ScriptStep:
+        if index == 0:
+            await gate.wait()  # run 1 waits while the second message queues
+        return ScriptStep(text="ok")
+
+    runtime = Runtime(model=ScriptedModel(slow), store=MemoryStore())
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    tracer = spans.provider.get_tracer("test")
+    try:
+        with tracer.start_as_current_span("request 1") as first:
+            one = await runtime.send(Turn(thread_id=thread, actor=ALICE, text="one"))
+        two = await runtime.send(Turn(thread_id=thread, actor=ALICE, text="two"))
+        assert one.run_id is not None and two.queued is not None
+        gate.set()
+        assert await runtime.wait(one.run_id, timeout=5) == "completed"
+        await until(lambda: len(spans.named("invoke_agent")) == 2)
+    finally:
+        await runtime.aclose()
+    drives = spans.named("invoke_agent")
+    request_trace = first.get_span_context().trace_id
+    assert [d.context.trace_id == request_trace for d in drives if d.context is not None] == [True, False]
