@@ -10,8 +10,10 @@ When a step is charged, and why it is charged once:
   before: a step the store never took is not charged, and a resumed run replays its journal
   (``_load_journal``) without writing those steps again, so it never charges them twice.
 - A crash between the journal write and the ledger write leaves that one step uncharged (the
-  resume finds it journaled). The ledger errs low by at most a step per crash; it never counts a
-  step twice. An idempotent ledger would need a key per step in the store's seam.
+  resume finds it journaled). The ledger errs low by at most a step per crash.
+- Each step's entry carries the write id ``<run_id>:<step>`` (``UsageEntry.write_id``), the same
+  on every retry and every process: a write that landed but whose reply was lost, retried, adds
+  nothing (the store keeps write ids ``USAGE_WRITE_DAYS``). The ledger never counts a step twice.
 - A store that is away when the step is charged (or when a quota is checked before a step) is
   retried for the runtime's ``store_retry``, as a journal write is; past that the
   ``StoreUnavailableError`` leaves the run to its lease and a resume (a step charged with the
@@ -173,6 +175,7 @@ class UsageMeter:
                 input_tokens=min(max(step.usage.input_tokens, 0), MAX_STEP_TOKENS),
                 output_tokens=min(max(step.usage.output_tokens, 0), MAX_STEP_TOKENS),
                 cost_usd=cost,
+                write_id=f"{run.run_id}:{step.step}",
             )
             await self._retrying(functools.partial(self.store.add_usage, entry), run)
             for observer in self._observers:

@@ -27,13 +27,14 @@ from ._records import (
 )
 from ._redis import RedisStore
 from ._sqlite import SqliteStore
-from ._usage import MAX_USAGE_DAYS
+from ._usage import MAX_USAGE_DAYS, USAGE_WRITE_DAYS
 
 __all__ = [
     "JOURNAL_ADAPTER",
     "MAX_STEP_TOKENS",
     "MAX_USAGE_DAYS",
     "TITLE_CHARS",
+    "USAGE_WRITE_DAYS",
     "ApprovalRecord",
     "ApprovalState",
     "Batch",

@@ -40,7 +40,7 @@ from ._records import (
     UsageTotals,
 )
 from ._tail import Subscriber, follow
-from ._usage import check_bucket, usage_days
+from ._usage import MEMORY_USAGE_WRITES, USAGE_WRITE_DAYS, check_bucket, usage_days
 
 __all__ = ["MemoryStore"]
 
@@ -111,6 +111,8 @@ class MemoryStore:
         self._channel: dict[str, tuple[Any, float | None]] = {}
         self._usage: dict[tuple[str, str, str, str], UsageRow] = {}
         self._usage_totals: dict[tuple[str, str], int] = {}
+        self._usage_writes: OrderedDict[tuple[str, str], float] = OrderedDict()
+        """When each (actor key, write id) was added, oldest first (``add_usage`` adds it once)."""
         self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
         self._channel_writes = 0
         self._waiting_subscribers: dict[str, set[Subscriber]] = defaultdict(set)
@@ -612,7 +614,17 @@ class MemoryStore:
     # -- usage ledger and rate limits ----------------------------------------------------------------
 
     async def add_usage(self, entry: UsageEntry) -> UsageTotals:
-        """Add one step to its actor's ledger line and totals."""
+        """Add one step to its actor's ledger line and totals, once per write id."""
+        if entry.write_id is not None:
+            now = time.time()
+            writes = self._usage_writes
+            while writes and (
+                len(writes) >= MEMORY_USAGE_WRITES or next(iter(writes.values())) <= now - USAGE_WRITE_DAYS * 86_400
+            ):
+                writes.popitem(last=False)
+            if (entry.actor_key, entry.write_id) in writes:
+                return await self.usage_totals(entry.actor_key, entry.day)
+            writes[(entry.actor_key, entry.write_id)] = now
         key = (entry.day, entry.actor_key, entry.agent, entry.model)
         row = self._usage.get(key)
         if row is None:

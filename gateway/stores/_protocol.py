@@ -318,6 +318,10 @@ class Store(Protocol):
     async def add_usage(self, entry: UsageEntry) -> UsageTotals:
         """Add one step to its actor's ledger line and day and month totals, atomically.
 
+        Once per write id: an entry whose ``write_id`` its actor already added (within
+        ``USAGE_WRITE_DAYS``, on any process) adds nothing and returns the totals as they are.
+        An entry without a write id is added on every call.
+
         Returns the actor's totals after the addition (every process sees the same counts).
         """
         ...

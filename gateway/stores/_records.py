@@ -305,6 +305,10 @@ class UsageEntry(BaseModel):
     output_tokens: int = Field(ge=0, le=MAX_STEP_TOKENS)
     cost_usd: float | None = Field(default=None, ge=0, le=1_000_000, allow_inf_nan=False)
     """What the step cost, or ``None`` when its model is unpriced (never counted as 0)."""
+    write_id: str | None = Field(default=None, min_length=1, max_length=400)
+    """The write's key: an entry whose actor already added this write id (within
+    ``USAGE_WRITE_DAYS``) adds nothing. ``UsageMeter`` gives ``<run_id>:<step>``, the same on every
+    retry and every process; ``None``: every call adds."""
 
     @model_validator(mode="after")
     def _storable(self) -> UsageEntry:

@@ -1,9 +1,10 @@
 """``RedisUsage``: a ``RedisStore``'s usage ledger and rate-limit buckets (keys in ``_redis_layout``).
 
 ``add_usage`` is one script over the actor's keys (``{usage:<sha256>}``, one slot): the ledger
-line's counters, the day's and the month's totals, their expiry, and a marker of the write (a
-random id, kept two minutes), so the same command sent again after a lost reply adds nothing
-and answers the totals. The day's index of actors (``P:usage-day:<day>``, its own slot) is
+line's counters, the day's and the month's totals, their expiry, and a marker of the write
+(``write:<sha256 of the entry's write id>``, kept ``USAGE_WRITE_DAYS``; without a write id a
+random one, kept two minutes), so the same entry sent again after a lost reply, by this process
+or another, adds nothing and answers the totals. The day's index of actors (``P:usage-day:<day>``, its own slot) is
 written beside the script (``SADD``: sending it twice is harmless). Costs are integer
 nano-dollars (``HINCRBY``, exact; see ``_usage``).
 
@@ -19,6 +20,7 @@ takes a second token: the limit errs on the strict side, never the lenient one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -29,12 +31,16 @@ from ._records import UsageEntry, UsageRow, UsageTotals
 from ._redis_layout import as_text
 from ._redis_scripts import LuaScript, run_scripts
 from ._redis_threads import RedisPart
-from ._usage import check_bucket, cost_nanos, day_expiry, month_expiry, usage_cost, usage_days
+from ._usage import USAGE_WRITE_DAYS, check_bucket, cost_nanos, day_expiry, month_expiry, usage_cost, usage_days
 
 __all__ = ["TAKE_TOKEN", "USAGE_ADD", "RedisUsage"]
 
 _WRITE_TTL_MS = 120_000
-"""How long an ``add_usage`` remembers it ran (a resend comes within the call's retries)."""
+"""How long an ``add_usage`` without a write id remembers it ran (a connection's resend comes
+within the call's retries)."""
+
+_KEYED_WRITE_TTL_MS = USAGE_WRITE_DAYS * 86_400_000
+"""How long an ``add_usage`` remembers its entry's write id."""
 
 _CHUNK = 256
 """Day hashes one pipeline of ``usage_rows`` reads."""
@@ -111,13 +117,17 @@ class RedisUsage(RedisPart):
     """The usage part of ``RedisStore``: the ledger, its totals, and the rate-limit buckets."""
 
     async def add_usage(self, entry: UsageEntry) -> UsageTotals:
-        """Add one step to its actor's ledger line and totals (one script, once per call)."""
+        """Add one step to its actor's ledger line and totals (one script, once per write id)."""
         now = time.time()
         actor = entry.actor_key
+        if entry.write_id is None:
+            marker, ttl = uuid.uuid4().hex, _WRITE_TTL_MS
+        else:
+            marker, ttl = hashlib.sha256(entry.write_id.encode()).hexdigest(), _KEYED_WRITE_TTL_MS
         keys = [
             self._keys.usage(actor, f"day:{entry.day}"),
             self._keys.usage(actor, f"month:{entry.day[:7]}"),
-            self._keys.usage(actor, f"write:{uuid.uuid4().hex}"),
+            self._keys.usage(actor, f"write:{marker}"),
         ]
         cost = "" if entry.cost_usd is None else cost_nanos(entry.cost_usd)
         tokens = entry.input_tokens + entry.output_tokens
@@ -126,7 +136,7 @@ class RedisUsage(RedisPart):
         args = [line, entry.input_tokens, entry.output_tokens, tokens, cost, expires, month_expiry(entry.day, now)]
         index = self._keys.usage_day(entry.day)
         commands = [
-            USAGE_ADD.command(keys, [*args, actor, _WRITE_TTL_MS]),
+            USAGE_ADD.command(keys, [*args, actor, ttl]),
             ("SADD", index, actor),
             ("EXPIREAT", index, expires),
         ]

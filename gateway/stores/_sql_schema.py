@@ -33,6 +33,8 @@ Tables (``thread_id`` on every row of a thread, so an erasure is one ``DELETE`` 
                     unpriced steps: the usage ledger, kept ``LEDGER_DAYS`` (400) days
     usage_totals    (actor_key, period) -> tokens; ``period`` is a day (``YYYY-MM-DD``) or a month
                     (``YYYY-MM``)
+    usage_writes    (actor_key, write_id) -> when it was added: ``add_usage`` adds a write id once
+                    (kept ``USAGE_WRITE_DAYS``, then swept)
     buckets         rate-limit bucket key -> tokens, last refill and when it is full again (then swept)
 """
 
@@ -172,6 +174,13 @@ _USAGE = [
         PRIMARY KEY (actor_key, period)
     )""",
     "CREATE INDEX usage_totals_by_period ON usage_totals (period)",
+    """CREATE TABLE usage_writes (
+        actor_key TEXT NOT NULL,
+        write_id TEXT NOT NULL,
+        written_ts {float} NOT NULL,
+        PRIMARY KEY (actor_key, write_id)
+    )""",
+    "CREATE INDEX usage_writes_by_time ON usage_writes (written_ts)",
     """CREATE TABLE buckets (
         key TEXT PRIMARY KEY,
         tokens {float} NOT NULL,
@@ -180,8 +189,8 @@ _USAGE = [
     )""",
     "CREATE INDEX buckets_by_full ON buckets (full_ts)",
 ]
-"""The usage ledger (lines per day, actor, agent and model; totals per actor and day or month) and
-the rate-limit buckets. Text that orders the ledger compares by code point (``{bytewise}``)."""
+"""The usage ledger (lines per day, actor, agent and model; totals per actor and day or month; the
+write ids it added), and the rate-limit buckets. Text that orders the ledger compares by code point (``{bytewise}``)."""
 
 MIGRATIONS: list[list[str]] = [_CONVERSATIONS, _CACHES, _QUEUE, _USAGE]
 """Migration ``n`` (from 1) takes a database from version ``n - 1`` to ``n``. Append only."""

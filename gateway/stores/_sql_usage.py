@@ -1,25 +1,29 @@
 """The SQL stores' usage ledger and rate-limit buckets, as functions over a ``Tx`` (see ``_sql_tx``).
 
-``add_usage`` is two upserts in one transaction: the ledger line's counters
-(``usage_lines``), then the day's and the month's totals (``usage_totals``, one statement for
-both, ``RETURNING`` what they hold now). Concurrent additions for one actor wait on each
-other's row locks (SQLite: on its one writer), always in the same order, so each is counted
-once and none deadlocks. Costs are integer nano-dollars (exact sums; see ``_usage``).
+``add_usage`` is one transaction: the entry's write id is inserted into ``usage_writes`` unless
+its actor added it already (then the transaction only reads the totals: a retried write adds
+nothing), then two upserts: the ledger line's counters (``usage_lines``), then the day's and the
+month's totals (``usage_totals``, one statement for both, ``RETURNING`` what they hold now).
+Concurrent additions for one actor wait on each other's row locks (SQLite: on its one writer),
+always in the same order, so each is counted once and none deadlocks; two with one write id, on
+its ``usage_writes`` row: the second adds nothing. Costs are integer nano-dollars (exact sums; see ``_usage``).
 
 ``take_token`` runs in one locked transaction: a full bucket is inserted unless one exists, read
 with a row lock (``FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` holds the whole database), refilled
 by ``now`` (never backwards), and written back with the time it would be full again
 (``full_ts``). Every process sharing the database takes from the same row.
 
-``sweep`` (``_sql_state``) deletes the ledger's lines and totals older than ``LEDGER_DAYS`` and
-the buckets that are full again: forgetting them changes nothing.
+``sweep`` (``_sql_state``) deletes the ledger's lines and totals older than ``LEDGER_DAYS``, the
+write ids older than ``USAGE_WRITE_DAYS`` and the buckets that are full again.
 """
 
 from __future__ import annotations
 
+import time
+
 from ._records import UsageEntry, UsageRow, UsageTotals
 from ._sql_tx import Tx
-from ._usage import cost_nanos, oldest_kept, usage_cost, usage_days
+from ._usage import USAGE_WRITE_DAYS, cost_nanos, oldest_kept, usage_cost, usage_days
 
 __all__ = ["add_usage", "sweep_usage", "take_token", "usage_rows", "usage_totals"]
 
@@ -28,7 +32,17 @@ _NEVER_FULL = 86_400.0
 
 
 async def add_usage(tx: Tx, entry: UsageEntry) -> UsageTotals:
-    """Add one step to its ledger line and its actor's totals (in a ``locked`` transaction)."""
+    """Add one step to its ledger line and its actor's totals (in a ``locked`` transaction), once per write id."""
+    if entry.write_id is not None:
+        new = await tx.fetch(
+            "INSERT INTO usage_writes (actor_key, write_id, written_ts) VALUES ($1, $2, $3) "
+            "ON CONFLICT (actor_key, write_id) DO NOTHING RETURNING write_id",
+            entry.actor_key,
+            entry.write_id,
+            time.time(),
+        )
+        if not new:
+            return await usage_totals(tx, entry.actor_key, entry.day)
     unpriced = entry.cost_usd is None
     await tx.execute(
         "INSERT INTO usage_lines (day, actor_key, agent, model, input_tokens, output_tokens, steps, cost_nanos, "
@@ -134,8 +148,9 @@ async def take_token(tx: Tx, key: str, rate: float, burst: float, now: float) ->
 
 
 async def sweep_usage(tx: Tx, now: float) -> None:
-    """Delete the ledger older than ``LEDGER_DAYS`` and the buckets that are full again."""
+    """Delete the ledger older than ``LEDGER_DAYS``, older write ids and the buckets that are full again."""
     oldest = oldest_kept(now)
+    await tx.put("DELETE FROM usage_writes WHERE written_ts < $1", now - USAGE_WRITE_DAYS * 86_400.0)
     await tx.put("DELETE FROM usage_lines WHERE day < $1", oldest)
     await tx.put("DELETE FROM usage_totals WHERE period < $1 AND length(period) = 10", oldest)
     await tx.put("DELETE FROM usage_totals WHERE period < $1 AND length(period) = 7", oldest[:7])

@@ -13,6 +13,8 @@ from datetime import UTC, date, datetime, timedelta
 __all__ = [
     "LEDGER_DAYS",
     "MAX_USAGE_DAYS",
+    "MEMORY_USAGE_WRITES",
+    "USAGE_WRITE_DAYS",
     "check_bucket",
     "cost_nanos",
     "day_expiry",
@@ -27,6 +29,13 @@ MAX_USAGE_DAYS = 366
 
 LEDGER_DAYS = 400
 """Days a ledger line and a day's total are kept after their day, and a month's after its month."""
+
+USAGE_WRITE_DAYS = 2
+"""Days a store remembers an ``add_usage`` write id (a retry, or a resume on another process, comes
+well within them); the memory store keeps the newest ``MEMORY_USAGE_WRITES`` at most."""
+
+MEMORY_USAGE_WRITES = 100_000
+"""Write ids ``MemoryStore`` remembers at most (the oldest are forgotten first)."""
 
 _NANOS = 1_000_000_000
 

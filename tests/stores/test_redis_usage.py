@@ -36,7 +36,12 @@ async def test_an_actors_usage_keys_share_one_slot_and_expire(
     actor = "odd}{actor"
     await redis_store.add_usage(step(actor, "2026-11-30", cost=0.5))
     await redis_store.add_usage(step(actor, "2026-12-01"))
+    keyed = UsageEntry.model_validate(step(actor, "2026-12-01").model_dump() | {"write_id": "run_a:0"})
+    await redis_store.add_usage(keyed)
     keys = await keys_of(redis_url, prefix)
+    marker = f"{prefix}:{{usage:{hashlib.sha256(actor.encode()).hexdigest()}}}:write:"
+    assert keys[marker + hashlib.sha256(b"run_a:0").hexdigest()] == pytest.approx(2 * 86_400, abs=5)
+    del keys[marker + hashlib.sha256(b"run_a:0").hexdigest()]
     tag = f"{{usage:{hashlib.sha256(actor.encode()).hexdigest()}}}"
     mine = [key for key in keys if tag in key]
     assert {key.rpartition(":")[0].rpartition(":")[2] for key in mine} == {"day", "month", "write"}

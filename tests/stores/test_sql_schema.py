@@ -12,7 +12,7 @@ import pytest
 
 from gateway import ThreadParkedError
 from gateway.stores import Batch, PostgresStore, SqliteStore, ThreadRecord, UsageEntry, UsageTotals, _sql_schema
-from gateway.stores._usage import LEDGER_DAYS
+from gateway.stores._usage import LEDGER_DAYS, USAGE_WRITE_DAYS
 from tools import UserError
 
 from ..conftest import drop_schema
@@ -75,6 +75,7 @@ async def test_an_older_schema_is_migrated_and_keeps_its_data(
         assert await rows(upgraded, "SELECT count(*) FROM media") == [(0,)]  # migration 2 made it
         assert await rows(upgraded, "SELECT count(*) FROM queue") == [(0,)]  # migration 3 made it
         assert await rows(upgraded, "SELECT count(*) FROM usage_lines") == [(0,)]  # migration 4 made it
+        assert await rows(upgraded, "SELECT count(*) FROM usage_writes") == [(0,)]  # and this one
     finally:
         await upgraded.aclose()
 
@@ -146,6 +147,14 @@ async def test_the_sweep_drops_an_old_ledger_and_full_buckets(sql_store: SqlStor
         await sql_store.add_usage(
             UsageEntry(actor_key="u1", day=day, agent="a", model="m", input_tokens=1, output_tokens=0)
         )
+    await sql_store.add_usage(
+        UsageEntry(actor_key="u1", day=kept, agent="a", model="m", input_tokens=1, output_tokens=0, write_id="new")
+    )
+    await execute(
+        sql_store,
+        "INSERT INTO usage_writes (actor_key, write_id, written_ts) VALUES ('u1', 'old', $1)",
+        now - USAGE_WRITE_DAYS * 86_400 - 10,
+    )
     await sql_store.take_token("idle", rate=1.0, burst=2, now=now - 10)  # full again 9 s ago
     await sql_store.take_token("busy", rate=0.001, burst=2, now=now)  # full in 1000 s
     later = reopen(sql_store, sweep_interval=0)
@@ -155,6 +164,7 @@ async def test_the_sweep_drops_an_old_ledger_and_full_buckets(sql_store: SqlStor
         periods = {period for (period,) in await rows(later, "SELECT period FROM usage_totals")}
         assert periods == {kept, kept[:7]}  # the old day's month is the kept day's, or older
         assert await rows(later, "SELECT key FROM buckets") == [("busy",)]
+        assert await rows(later, "SELECT write_id FROM usage_writes") == [("new",)]  # kept USAGE_WRITE_DAYS
     finally:
         await later.aclose()
 

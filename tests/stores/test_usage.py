@@ -9,8 +9,11 @@ import pytest
 from pydantic import ValidationError
 
 from gateway import StoreUnavailableError
-from gateway.stores import MAX_USAGE_DAYS, PostgresStore, Store, UsageEntry, UsageRow, UsageTotals
+from gateway._usage import UsageMeter, utc_day
+from gateway.events import Usage
+from gateway.stores import MAX_USAGE_DAYS, ModelStepEntry, PostgresStore, Store, UsageEntry, UsageRow, UsageTotals
 
+from ._helpers import new_run
 from ._server import free_port
 from ._sql_support import SqlStore, reopen
 
@@ -23,6 +26,7 @@ def step(
     model: str = "m1",
     tokens: tuple[int, int] = (10, 5),
     cost: float | None = None,
+    write_id: str | None = None,
 ) -> UsageEntry:
     return UsageEntry(
         actor_key=actor,
@@ -32,6 +36,7 @@ def step(
         input_tokens=tokens[0],
         output_tokens=tokens[1],
         cost_usd=cost,
+        write_id=write_id,
     )
 
 
@@ -131,6 +136,8 @@ async def test_cost_is_none_when_unpriced_and_summed_over_priced_steps(store: St
         {"cost_usd": float("nan")},
         {"cost_usd": float("inf")},
         {"extra": 1},
+        {"write_id": ""},
+        {"write_id": "w" * 401},
     ],
 )
 async def test_an_invalid_entry_is_refused_before_anything_is_written(store: Store, bad: dict[str, Any]) -> None:
@@ -141,6 +148,69 @@ async def test_an_invalid_entry_is_refused_before_anything_is_written(store: Sto
         await store.add_usage(UsageEntry(**{**fields, **bad}))
     assert await store.usage_rows(start="2026-01-01", end="2026-12-31") == []
     assert await store.usage_totals("acme/u1", "2026-12-01") == UsageTotals()
+
+
+async def test_a_write_id_added_again_counts_once_and_answers_the_totals(store: Store) -> None:
+    first = await store.add_usage(step(tokens=(10, 5), cost=0.5, write_id="run_a:0"))
+    assert first == UsageTotals(day_tokens=15, month_tokens=15)
+    again = step(tokens=(10, 5), cost=0.5, write_id="run_a:0")  # the same write, sent again
+    assert await store.add_usage(again) == first
+    assert await store.add_usage(step(day="2026-12-02", write_id="run_a:0")) == UsageTotals(
+        day_tokens=0, month_tokens=15
+    )  # its actor added this write id already: nothing, whatever the entry says
+    (row,) = await store.usage_rows(start="2026-12-01", end="2026-12-02")
+    assert (row.steps, row.input_tokens, row.output_tokens, row.cost_usd) == (1, 10, 5, 0.5)
+    # Concurrent resends of one write (two processes retrying) count once too.
+    await asyncio.gather(*(store.add_usage(step(tokens=(1, 1), write_id="run_b:3")) for _ in range(10)))
+    assert await store.usage_totals("acme/u1", "2026-12-01") == UsageTotals(day_tokens=17, month_tokens=17)
+
+
+async def test_different_write_ids_and_no_write_id_each_count(store: Store) -> None:
+    await store.add_usage(step(write_id="run_a:0"))
+    await store.add_usage(step(write_id="run_a:1"))
+    await store.add_usage(step(write_id="run_b:0"))
+    await store.add_usage(step("acme/u2", write_id="run_a:0"))  # another actor's write id: its own
+    await store.add_usage(step())
+    await store.add_usage(step())
+    assert await store.usage_totals("acme/u1", "2026-12-01") == UsageTotals(day_tokens=75, month_tokens=75)
+    assert await store.usage_totals("acme/u2", "2026-12-01") == UsageTotals(day_tokens=15, month_tokens=15)
+    rows = await store.usage_rows(start="2026-12-01", end="2026-12-01")
+    assert [(row.actor_key, row.steps) for row in rows] == [("acme/u1", 5), ("acme/u2", 1)]
+
+
+class LostReply:
+    """A store whose first ``add_usage`` writes, then loses its reply (``StoreUnavailableError``)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.calls = 0
+
+    async def add_usage(self, entry: UsageEntry) -> UsageTotals:
+        self.calls += 1
+        totals = await self.store.add_usage(entry)
+        if self.calls == 1:
+            raise StoreUnavailableError("the reply was lost")
+        return totals
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+async def test_a_charge_retried_after_a_lost_reply_counts_once(store: Store) -> None:
+    lossy = LostReply(store)
+    meter = UsageMeter(store=lossy, retry=5.0)  # type: ignore[arg-type]
+    run = new_run("t1")
+    steps = [
+        ModelStepEntry(step=0, message_id="m0", usage=Usage(input_tokens=10, output_tokens=5), model="m1"),
+        ModelStepEntry(step=1, message_id="m1", usage=Usage(input_tokens=1, output_tokens=1), model="m1"),
+    ]
+    await meter.charge(run, steps)
+    assert lossy.calls == 3  # step 0 twice (its write landed, its reply was lost), step 1 once
+    today = utc_day()
+    (row,) = await store.usage_rows(start=today, end=today, actor_key="u1")
+    assert (row.steps, row.input_tokens, row.output_tokens) == (2, 11, 6)
+    await UsageMeter(store=store).charge(run, steps[:1])  # charged again, by another process: nothing
+    assert await store.usage_totals("u1", today) == UsageTotals(day_tokens=17, month_tokens=17)
 
 
 async def test_a_bad_or_too_long_range_is_refused(store: Store) -> None:
