@@ -93,7 +93,8 @@ async def get_usage(request: web.Request) -> web.Response:
     asked = request.query.get("actor", actor.key)
     if not 0 < len(asked) <= MAX_ACTOR_KEY:
         raise BadRequestError("invalid_request", f"actor must be an actor's key (1 to {MAX_ACTOR_KEY} characters) or *")
-    if asked != actor.key:
+    # ``*`` is everyone even when it is the caller's own key (an id an app or a provider let be ``*``).
+    if asked != actor.key or asked == EVERYONE:
         role = services.settings.admin_role
         if role is None or role not in actor.roles:
             raise UsageForbiddenError("Only an administrator may read another actor's usage")

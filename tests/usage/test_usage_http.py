@@ -10,6 +10,7 @@ import pytest
 from gateway import Agent, Runtime
 from gateway._usage import utc_day
 from gateway.stores import MemoryStore, UsageEntry
+from tools import Actor
 
 from .conftest import ADMIN, ALICE, BOB, GPT, PRICES, cost, model, new_thread, step, token_for, turn
 
@@ -74,6 +75,15 @@ async def test_an_admin_reads_one_actor_or_everyone_per_actor(make_client: Any) 
     assert sorted(everyone["actors"]) == ["alice", "bob"]
     assert everyone["actors"]["alice"]["tokens"] == 1980 and everyone["actors"]["bob"]["tokens"] == 11
     assert everyone["totals"]["tokens"] == 1991
+
+
+async def test_an_actor_whose_key_is_a_star_reads_only_with_the_admin_role(make_client: Any) -> None:
+    client = await make_client(await charged_runtime())
+    star = Actor(id="*", roles=["member"])
+    for params in ({}, {"actor": "*"}):
+        answer = await client.get("/agent/usage", params=params, headers=auth(star))
+        assert answer.status == 403, await answer.text()
+        assert (await answer.json())["code"] == "usage_forbidden"
 
 
 async def test_the_admin_role_is_a_setting(make_client: Any) -> None:
