@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tools import UserError
 
 from ._guards import GuardContext, GuardVerdict, InputGuard, OutputGuard
-from ._pii import MAX_SCAN_CHARS, redact_pii
+from ._pii import MAX_SCAN_CHARS, fold_text, redact_pii
 
 if TYPE_CHECKING:
     from ._agents import Agent
@@ -54,7 +54,10 @@ class BlockedPatterns:
     """Refuses a text that matches one of ``patterns`` (an input and an output guard).
 
     Patterns are regular expressions (Python's ``re``), compiled once here, searched anywhere in
-    the text. The reason logged names the pattern's index, never the text it matched. A text
+    the text as written and folded (``fold_text``: NFKC, zero-width and other format characters
+    dropped, so ``pass\u200bword`` or a full-width ``ｐａｓｓｗｏｒｄ`` match ``password``; look-alike
+    letters of other scripts are not folded). The reason logged names the pattern's index, never
+    the text it matched. A text
     longer than ``max_chars`` is refused unread: a pattern is never left to run on an input of
     any size (Python's ``re`` has no time limit, and holds the event loop while it searches:
     write patterns without nested repetition such as ``(a+)+``).
@@ -101,8 +104,9 @@ class BlockedPatterns:
     def _verdict(self, text: str) -> GuardVerdict:
         if len(text) > self.max_chars:
             return GuardVerdict.refuse(f"{len(text)} characters: too long to search", message=self.message)
+        folded = fold_text(text)
         for index, pattern in enumerate(self.patterns):
-            if pattern.search(text) is not None:
+            if pattern.search(text) is not None or (folded != text and pattern.search(folded) is not None):
                 return GuardVerdict.refuse(f"matched blocked pattern {index}", message=self.message)
         return GuardVerdict.allow()
 

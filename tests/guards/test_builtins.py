@@ -143,3 +143,34 @@ def test_a_bad_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGORA_GUARD_MAX_INPUT_CHARS", "0")
     with pytest.raises(ValueError, match="guard_max_input_chars"):
         Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "my pass\u200bword is x",  # a zero-width space inside the word
+        "my \uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44 is x",  # full-width letters
+        "my pass\u00adword is x",  # a soft hyphen
+        "my pa\u2060ss\ufeffword is x",  # a word joiner and a zero-width no-break space
+    ],
+)
+async def test_blocked_patterns_read_the_text_folded(text: str) -> None:
+    verdict = await BlockedPatterns([r"\bpassword\b"]).check_input(text, CTX)
+    assert verdict.kind == "refuse" and verdict.reason == "matched blocked pattern 0"
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("mail bob.smith\u200b@example.com now", "mail [email] now"),
+        ("call \uff0b\uff11 \uff14\uff11\uff15 \uff15\uff15\uff15 \uff10\uff11\uff12\uff13 now", "call [phone] now"),
+        ("card 4111\u200b 1111 1111 1111", "card [card]"),
+    ],
+)
+def test_pii_hidden_by_invisible_or_full_width_characters_is_redacted(text: str, redacted: str) -> None:
+    assert redact_pii(text).text == redacted
+
+
+def test_a_text_with_nothing_hidden_keeps_its_own_characters() -> None:
+    text = "caf\u00e9 \uff21\uff22 \u200b ok"  # NFKC would change it, but there is nothing to redact
+    assert redact_pii(text).text == text
