@@ -110,6 +110,11 @@ async def test_blocked_patterns_refuse_naming_the_pattern_not_the_text() -> None
         ([42], "pattern 0 must be a non-empty str"),
         ([], "give a non-empty list"),
         ("just-a-string", "give a non-empty list"),
+        (["ok", "(a+)+$"], r"pattern 1 \('\(a\+\)\+\$'\) repeats a part that repeats itself"),
+        ([r"(\w+\s?)*x"], "pattern 0 .* repeats a part that repeats itself"),
+        ([r"(?:a|b*)+"], "repeats a part that repeats itself"),
+        ([r"(?:a{1,3}){2,}"], "repeats a part that repeats itself"),
+        ([re.compile(r"(a*)*")], "repeats a part that repeats itself"),
     ],
 )
 def test_a_bad_pattern_is_a_user_error(patterns: object, error: str) -> None:
@@ -174,3 +179,19 @@ def test_pii_hidden_by_invisible_or_full_width_characters_is_redacted(text: str,
 def test_a_text_with_nothing_hidden_keeps_its_own_characters() -> None:
     text = "caf\u00e9 \uff21\uff22 \u200b ok"  # NFKC would change it, but there is nothing to redact
     assert redact_pii(text).text == text
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"(?>a+)+$", r"(?:a++)+$", r"(?:\d{3}-)+\d{4}", r"x(?:[a-z]+)?y", r"\bignore (all|previous) instructions\b"],
+)
+async def test_patterns_that_cannot_backtrack_exponentially_are_kept(pattern: str) -> None:
+    guard = BlockedPatterns([pattern])
+    assert (await guard.check_input("a" * 40 + "!", CTX)).kind == "allow"
+
+
+def test_a_nested_repetition_in_the_setting_is_refused_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGORA_GUARD_BLOCKED_PATTERNS", '["(a+)+$"]')
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    with pytest.raises(UserError, match="repeats a part that repeats itself"):
+        guards_from_settings([Agent(name="a")], settings)
