@@ -146,6 +146,7 @@ class RunDriver(ActionSteps, HandoffSteps):
         self._cancel_sent = False
         self._running: dict[str, PlannedCall] = {}
         self._steps: dict[int, ModelStepEntry] = {}
+        self._refused_step: ModelStepEntry | None = None  # an output guard refused its text
         self._settled: dict[str, ToolSettledEntry] = {}
         self._preflights: dict[tuple[str, str], PreflightEntry] = {}
         self._step_messages: dict[int, list[AssistantMessage | ToolMessage]] = {}
@@ -403,7 +404,11 @@ class RunDriver(ActionSteps, HandoffSteps):
                     )
                 await self._check_quota()
                 entry, prefix.events = await self._model_step(step, history)
-                if self._output_refusal is not None:  # the step is not journaled: nobody saw it
+                if self._output_refusal is not None:
+                    # Nobody saw the step, but it was paid for: journaled bare (no text, no calls,
+                    # out of the history) with the run's end, so the ledger charges it once.
+                    self._refused_step = entry.model_copy(update={"text": None, "calls": []})
+                    prefix.journal.append(self._refused_step)
                     return await self.finish("failed", prefix=prefix, error=("output_refused", self._output_refusal))
                 prefix.journal.append(entry)
                 self._steps[step] = entry
@@ -561,7 +566,8 @@ class RunDriver(ActionSteps, HandoffSteps):
             self.run.error = {"code": code, "message": message}
             batch.events.append(self.event(RunErrorEvent, code=code, message=message, period=period))
         self.run.status = status
-        self.run.cost_usd = run_cost(self._steps.values())
+        refused = [self._refused_step] if self._refused_step is not None else []
+        self.run.cost_usd = run_cost([*self._steps.values(), *refused])
         batch.events.append(
             self.event(RunFinishedEvent, status=status, usage=self.run.usage, cost_usd=self.run.cost_usd)
         )

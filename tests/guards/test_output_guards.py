@@ -92,7 +92,9 @@ async def test_a_refused_answer_is_never_written_and_the_run_ends_output_refused
     assert seen[0] == "Your refund is approved."
     assert (seen[1].direction, seen[1].step) == ("output", 0)
     assert [m.role for m in await runtime.store.get_messages(thread)] == ["user"]  # the refused step is not kept
-    assert await runtime.store.read_journal(thread, run_id) == []
+    # Journaled bare, to be charged (it was paid for): neither its text nor any call of it is kept.
+    (bare,) = await runtime.store.read_journal(thread, run_id)
+    assert isinstance(bare, ModelStepEntry) and (bare.text, bare.calls) == (None, [])
 
 
 async def test_an_output_guard_sees_each_steps_text_and_a_flag_is_an_event(make_runtime: MakeRuntime) -> None:
