@@ -86,6 +86,25 @@ async def test_an_actor_whose_key_is_a_star_reads_only_with_the_admin_role(make_
         assert (await answer.json())["code"] == "usage_forbidden"
 
 
+async def test_an_admin_of_a_tenant_reads_only_that_tenants_usage(make_client: Any) -> None:
+    notes = Agent(name="notes", model=model(*(step(tokens=(300, 30)) for _ in range(3)), name="demo"))
+    runtime = Runtime(agents=[notes], pricing=PRICES)
+    for actor in (ALICE, Actor(id="ana", tenant_ref="acme"), Actor(id="ana", tenant_ref="globex")):
+        run_id = await runtime.start_turn(turn(new_thread(), actor=actor))
+        assert await runtime.wait(run_id, timeout=5) == "completed"
+    client = await make_client(runtime)
+    admin = Actor(id="boss", roles=["admin"], tenant_ref="acme")
+    everyone = await (await client.get("/agent/usage", params={"actor": "*"}, headers=auth(admin))).json()
+    assert list(everyone["actors"]) == ["acme\x1fana"] and everyone["totals"]["tokens"] == 330
+    mine = await client.get("/agent/usage", params={"actor": "acme\x1fana"}, headers=auth(admin))
+    assert mine.status == 200 and (await mine.json())["totals"]["tokens"] == 330
+    for other in ("globex\x1fana", "alice", "acme\x1f\x1fx"):
+        answer = await client.get("/agent/usage", params={"actor": other}, headers=auth(admin))
+        assert answer.status == 403, other
+    platform = await (await client.get("/agent/usage", params={"actor": "*"}, headers=auth(ADMIN))).json()
+    assert sorted(platform["actors"]) == ["acme\x1fana", "alice", "globex\x1fana"]
+
+
 async def test_the_admin_role_is_a_setting(make_client: Any) -> None:
     client = await make_client(await charged_runtime(), admin_role="finance")
     refused = await client.get("/agent/usage", params={"actor": "bob"}, headers=auth(ADMIN))
