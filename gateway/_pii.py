@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._logs import _FIELDS
+
 __all__ = ["MAX_SCAN_CHARS", "PiiLogFilter", "PiiRedaction", "fold_text", "luhn_valid", "redact_pii"]
 
 MAX_SCAN_CHARS = 100_000
@@ -152,7 +154,8 @@ class PiiLogFilter(logging.Filter):
     """Redacts e-mail addresses, phone numbers and card numbers in what a log line says.
 
     The message (its arguments merged in), the record's own fields (``extra={"log_fields":
-    {...}}``), a traceback's text and a stack are redacted before any formatter reads them.
+    {...}}``), the work's fields (``log_scope``: a client's thread id), a traceback's text and a
+    stack are redacted before any formatter reads them.
     ``configure_logging`` installs one when ``AGORA_REDACT_PII`` is set.
     """
 
@@ -169,6 +172,12 @@ class PiiLogFilter(logging.Filter):
         fields = getattr(record, "log_fields", None)
         if isinstance(fields, Mapping):
             record.log_fields = _redacted(fields)
+        # The work's fields (``log_scope``): a thread id is the client's to choose (``555-123-4567``).
+        context = getattr(record, "agora_context", None)
+        if context is None:
+            context = _FIELDS.get()
+        if context:
+            record.agora_context = _redacted(context)
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
