@@ -9,14 +9,15 @@ them on without code (``guards_from_settings``, applied by ``Gateway.runtime`` t
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tools import UserError
 
 from ._guards import GuardContext, GuardVerdict, InputGuard, OutputGuard
-from ._pii import MAX_SCAN_CHARS, redact_pii
+from ._pii import MAX_SCAN_CHARS, fold_text, redact_pii
 
 if TYPE_CHECKING:
     from ._agents import Agent
@@ -25,6 +26,47 @@ if TYPE_CHECKING:
 __all__ = ["BlockedPatterns", "MaxInputLength", "PiiRedactor", "guards_from_settings"]
 
 _MAX_PATTERN_CHARS = 1000
+_re_parser: Any = importlib.import_module("re._parser")  # an expression's tree (no typeshed stub)
+_REPEATS = {"MAX_REPEAT", "MIN_REPEAT"}
+_ATOMIC = {"ATOMIC_GROUP", "POSSESSIVE_REPEAT"}  # they never backtrack into what they matched
+
+
+def _variable_repeat_inside(items: Any, *, under_repeat: bool) -> bool:
+    """Whether ``items`` (a parsed expression) holds a variable repetition inside another one."""
+    for op, av in items:
+        name = str(op)
+        if name in _ATOMIC:
+            continue
+        if name in _REPEATS:
+            low, high, sub = av
+            variable = high != low
+            if variable and under_repeat:
+                return True
+            if _variable_repeat_inside(sub, under_repeat=under_repeat or (variable and high > 1)):
+                return True
+        elif name == "SUBPATTERN":
+            if _variable_repeat_inside(av[3], under_repeat=under_repeat):
+                return True
+        elif name == "BRANCH":
+            if any(_variable_repeat_inside(branch, under_repeat=under_repeat) for branch in av[1]):
+                return True
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            if _variable_repeat_inside(av[1], under_repeat=under_repeat):
+                return True
+        elif name == "GROUPREF_EXISTS":
+            if any(_variable_repeat_inside(b, under_repeat=under_repeat) for b in av[1:] if b is not None):
+                return True
+    return False
+
+
+def nests_repetition(pattern: re.Pattern[str]) -> bool:
+    """Whether ``pattern`` repeats a part that itself repeats a variable number of times (``(a+)+``).
+
+    Such a pattern can backtrack exponentially on a text that almost matches (forty characters
+    hold the event loop for hours). An atomic group ``(?>...)`` or a possessive quantifier
+    ``a++`` does not backtrack and is allowed.
+    """
+    return _variable_repeat_inside(_re_parser.parse(pattern.pattern, pattern.flags), under_repeat=False)
 
 
 class MaxInputLength:
@@ -50,14 +92,24 @@ class MaxInputLength:
         return GuardVerdict.allow()
 
 
+_NESTED = (
+    "BlockedPatterns: pattern {index} ({pattern!r}) repeats a part that repeats itself, which can take"
+    " exponential time on a short text: make the inner part atomic ((?>...)) or possessive (a++)"
+)
+
+
 class BlockedPatterns:
-    """Refuses a text that matches one of ``patterns`` (an input and an output guard).
+    r"""Refuses a text that matches one of ``patterns`` (an input and an output guard).
 
     Patterns are regular expressions (Python's ``re``), compiled once here, searched anywhere in
-    the text. The reason logged names the pattern's index, never the text it matched. A text
-    longer than ``max_chars`` is refused unread: a pattern is never left to run on an input of
-    any size (Python's ``re`` has no time limit, and holds the event loop while it searches:
-    write patterns without nested repetition such as ``(a+)+``).
+    the text as written and folded (``fold_text``: NFKC, zero-width and other format characters
+    dropped, so ``pass\u200bword`` or a full-width ``ｐａｓｓｗｏｒｄ`` match ``password``; look-alike
+    letters of other scripts are not folded). The reason logged names the pattern's index, never
+    the text it matched. A text longer than ``max_chars`` is refused unread: a pattern is never
+    left to run on an input of any size (Python's ``re`` has no time limit, and holds the event
+    loop while it searches), and a pattern that nests repetition (``(a+)+``, ``(\w+\s?)*``) is
+    refused here: its search can take exponential time on a short text (make the inner part
+    atomic, ``(?>\w+)``, or possessive, ``\w++``).
 
     Args:
         patterns: Expressions (strings or compiled patterns).
@@ -66,7 +118,8 @@ class BlockedPatterns:
         max_chars: The longest text searched.
 
     Raises:
-        UserError: A pattern is not a valid expression (or not a string), or there are none.
+        UserError: A pattern is not a valid expression (or not a string), nests repetition, or
+            there are none.
     """
 
     name = "blocked_patterns"
@@ -84,6 +137,8 @@ class BlockedPatterns:
         compiled: list[re.Pattern[str]] = []
         for index, pattern in enumerate(patterns):
             if isinstance(pattern, re.Pattern):
+                if isinstance(pattern.pattern, str) and nests_repetition(pattern):
+                    raise UserError(_NESTED.format(index=index, pattern=pattern.pattern))
                 compiled.append(pattern)
                 continue
             if not isinstance(pattern, str) or not pattern or len(pattern) > _MAX_PATTERN_CHARS:
@@ -94,6 +149,8 @@ class BlockedPatterns:
                 raise UserError(
                     f"BlockedPatterns: pattern {index} ({pattern!r}) is not a valid expression: {exc}"
                 ) from None
+            if nests_repetition(compiled[-1]):
+                raise UserError(_NESTED.format(index=index, pattern=pattern))
         self.patterns = tuple(compiled)
         self.message = message
         self.max_chars = max_chars
@@ -101,8 +158,9 @@ class BlockedPatterns:
     def _verdict(self, text: str) -> GuardVerdict:
         if len(text) > self.max_chars:
             return GuardVerdict.refuse(f"{len(text)} characters: too long to search", message=self.message)
+        folded = fold_text(text)
         for index, pattern in enumerate(self.patterns):
-            if pattern.search(text) is not None:
+            if pattern.search(text) is not None or (folded != text and pattern.search(folded) is not None):
                 return GuardVerdict.refuse(f"matched blocked pattern {index}", message=self.message)
         return GuardVerdict.allow()
 

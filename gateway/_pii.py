@@ -16,17 +16,24 @@ pass the Luhn check.
 Each match becomes ``[email]``, ``[phone]`` or ``[card]``. Texts are scanned up to
 ``MAX_SCAN_CHARS`` characters; past that the rest is replaced by ``[…]`` rather than passed on
 unread. Every pattern is linear: no nested quantifier can backtrack on a long input.
+
+A text is also read folded (``fold_text``: NFKC, format characters such as zero-width spaces
+dropped): when the folded form shows something the text as written hides
+(``bob\u200b@example.com``, full-width ``＋１ ４１５ ５５５ ０１２３``), the folded form is redacted.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_SCAN_CHARS", "PiiLogFilter", "PiiRedaction", "luhn_valid", "redact_pii"]
+from ._logs import _FIELDS
+
+__all__ = ["MAX_SCAN_CHARS", "PiiLogFilter", "PiiRedaction", "fold_text", "luhn_valid", "redact_pii"]
 
 MAX_SCAN_CHARS = 100_000
 """Characters of one text scanned at most (a longer one is cut there, marked ``[…]``)."""
@@ -53,6 +60,18 @@ def luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
+def fold_text(text: str) -> str:
+    """``text`` as a reader sees it: NFKC (full-width and compatibility forms) without format characters.
+
+    Format characters (Unicode category ``Cf``: zero-width spaces and joiners, soft hyphens,
+    bidirectional controls) are invisible, so they can split a word a pattern looks for.
+    """
+    folded = unicodedata.normalize("NFKC", text)
+    if not any(unicodedata.category(c) == "Cf" for c in folded):
+        return folded
+    return "".join(c for c in folded if unicodedata.category(c) != "Cf")
+
+
 def _digits(text: str) -> str:
     return "".join(c for c in text if c.isdigit())
 
@@ -74,6 +93,22 @@ class PiiRedaction:
 
 def redact_pii(text: str, *, emails: bool = True, phones: bool = True, cards: bool = True) -> PiiRedaction:
     """``text`` with its e-mail addresses, phone numbers and card numbers replaced (see the module)."""
+    done = _redact(text, emails=emails, phones=phones, cards=cards)
+    folded = fold_text(done.text)
+    if folded == done.text:
+        return done
+    again = _redact(folded, emails=emails, phones=phones, cards=cards)
+    if not again.count:  # nothing hidden: the text stays as written
+        return done
+    return PiiRedaction(
+        text=again.text,
+        emails=done.emails + again.emails,
+        phones=done.phones + again.phones,
+        cards=done.cards + again.cards,
+    )
+
+
+def _redact(text: str, *, emails: bool, phones: bool, cards: bool) -> PiiRedaction:
     if len(text) > MAX_SCAN_CHARS:
         text = text[:MAX_SCAN_CHARS] + "[…]"
     counts = {"card": 0, "phone": 0, "email": 0}
@@ -119,7 +154,8 @@ class PiiLogFilter(logging.Filter):
     """Redacts e-mail addresses, phone numbers and card numbers in what a log line says.
 
     The message (its arguments merged in), the record's own fields (``extra={"log_fields":
-    {...}}``), a traceback's text and a stack are redacted before any formatter reads them.
+    {...}}``), the work's fields (``log_scope``: a client's thread id), a traceback's text and a
+    stack are redacted before any formatter reads them.
     ``configure_logging`` installs one when ``AGORA_REDACT_PII`` is set.
     """
 
@@ -136,6 +172,12 @@ class PiiLogFilter(logging.Filter):
         fields = getattr(record, "log_fields", None)
         if isinstance(fields, Mapping):
             record.log_fields = _redacted(fields)
+        # The work's fields (``log_scope``): a thread id is the client's to choose (``555-123-4567``).
+        context = getattr(record, "agora_context", None)
+        if context is None:
+            context = _FIELDS.get()
+        if context:
+            record.agora_context = _redacted(context)
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import math
@@ -77,6 +78,23 @@ class DeliveredUi(BaseModel):
         if self.text is not None:
             out["text"] = self.text
         return out
+
+
+def _address_group(address: str) -> str:
+    """The bucket of an anonymous visitor's address: an IPv6 address's /64, any other as it is.
+
+    One IPv6 host commonly holds a whole /64 (2^64 addresses): a bucket per address would give
+    it as many buckets as it wants. An IPv4-mapped IPv6 address is its IPv4 address.
+    """
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 @dataclass(kw_only=True, eq=False)
@@ -205,7 +223,7 @@ class GatewayServices:
         # neither drain that address's bucket nor be drained by it.
         keys = [f"turns:actor:{actor.key}"]
         if client and actor.id.startswith("anon:"):
-            keys.append(f"turns:client:{client}")
+            keys.append(f"turns:client:{_address_group(client)}")
         rate, burst = self.settings.turn_rate_per_minute / 60.0, float(self.settings.turn_burst)
         for key in keys:
             retry = await self.runtime.store.take_token(key, rate=rate, burst=burst, now=time.time())

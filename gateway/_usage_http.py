@@ -4,7 +4,9 @@
 ``from``, ``to``      UTC days ``YYYY-MM-DD``, both included; default: this month (its first day
                       to today). At most 366 days; ``to`` before ``from`` is refused.
 ``actor``             an ``Actor.key`` other than the caller's, or ``*`` for everyone (per
-                      actor): only for an actor with ``AGORA_ADMIN_ROLE`` (403 otherwise).
+                      actor): only for an actor with ``AGORA_ADMIN_ROLE`` (403 otherwise). An
+                      admin of a tenant reads that tenant's actors only (``*``: theirs; another
+                      tenant's key is 403), as the console shows staff their tenant's runs.
 ====================  =========================================================================
 
 Answers ``{from, to, actor, rows: [{day, actor_key, agent, model, input_tokens, output_tokens,
@@ -66,6 +68,14 @@ def _range(request: web.Request) -> tuple[dt.date, dt.date]:
     return start, end
 
 
+def _in_tenant(key: str, tenant: str | None) -> bool:
+    """Whether an ``Actor.key`` is of an actor of ``tenant`` (every key is, for no tenant)."""
+    if tenant is None:
+        return True
+    head, sep, rest = key.partition("\x1f")  # a tenant's actor's key: tenant, US, id
+    return bool(sep) and head == tenant and "\x1f" not in rest and bool(rest)
+
+
 def totals_of(rows: list[UsageRow]) -> dict[str, Any]:
     """The sums of ``rows``: tokens, steps, and the cost of the priced ones (``None`` if none was)."""
     cost: float | None = None
@@ -92,16 +102,21 @@ async def get_usage(request: web.Request) -> web.Response:
     asked = request.query.get("actor", actor.key)
     if not 0 < len(asked) <= MAX_ACTOR_KEY:
         raise BadRequestError("invalid_request", f"actor must be an actor's key (1 to {MAX_ACTOR_KEY} characters) or *")
-    if asked != actor.key:
+    # ``*`` is everyone even when it is the caller's own key (an id an app or a provider let be ``*``).
+    if asked != actor.key or asked == EVERYONE:
         role = services.settings.admin_role
         if role is None or role not in actor.roles:
             raise UsageForbiddenError("Only an administrator may read another actor's usage")
+        if asked != EVERYONE and not _in_tenant(asked, actor.tenant_ref):
+            raise UsageForbiddenError("An administrator of a tenant may read only that tenant's usage")
     key = None if asked == EVERYONE else asked
     rows = await services.runtime.usage.rows(
         start=start.isoformat(), end=end.isoformat(), actor_key=key, limit=MAX_ROWS + 1
     )
     truncated = len(rows) > MAX_ROWS
     rows = rows[:MAX_ROWS]
+    if key is None and actor.tenant_ref is not None:
+        rows = [row for row in rows if _in_tenant(row.actor_key, actor.tenant_ref)]
     by_actor: dict[str, list[UsageRow]] = {}
     for row in rows:
         by_actor.setdefault(row.actor_key, []).append(row)

@@ -110,6 +110,11 @@ async def test_blocked_patterns_refuse_naming_the_pattern_not_the_text() -> None
         ([42], "pattern 0 must be a non-empty str"),
         ([], "give a non-empty list"),
         ("just-a-string", "give a non-empty list"),
+        (["ok", "(a+)+$"], r"pattern 1 \('\(a\+\)\+\$'\) repeats a part that repeats itself"),
+        ([r"(\w+\s?)*x"], "pattern 0 .* repeats a part that repeats itself"),
+        ([r"(?:a|b*)+"], "repeats a part that repeats itself"),
+        ([r"(?:a{1,3}){2,}"], "repeats a part that repeats itself"),
+        ([re.compile(r"(a*)*")], "repeats a part that repeats itself"),
     ],
 )
 def test_a_bad_pattern_is_a_user_error(patterns: object, error: str) -> None:
@@ -143,3 +148,50 @@ def test_a_bad_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGORA_GUARD_MAX_INPUT_CHARS", "0")
     with pytest.raises(ValueError, match="guard_max_input_chars"):
         Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "my pass\u200bword is x",  # a zero-width space inside the word
+        "my \uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44 is x",  # full-width letters
+        "my pass\u00adword is x",  # a soft hyphen
+        "my pa\u2060ss\ufeffword is x",  # a word joiner and a zero-width no-break space
+    ],
+)
+async def test_blocked_patterns_read_the_text_folded(text: str) -> None:
+    verdict = await BlockedPatterns([r"\bpassword\b"]).check_input(text, CTX)
+    assert verdict.kind == "refuse" and verdict.reason == "matched blocked pattern 0"
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("mail bob.smith\u200b@example.com now", "mail [email] now"),
+        ("call \uff0b\uff11 \uff14\uff11\uff15 \uff15\uff15\uff15 \uff10\uff11\uff12\uff13 now", "call [phone] now"),
+        ("card 4111\u200b 1111 1111 1111", "card [card]"),
+    ],
+)
+def test_pii_hidden_by_invisible_or_full_width_characters_is_redacted(text: str, redacted: str) -> None:
+    assert redact_pii(text).text == redacted
+
+
+def test_a_text_with_nothing_hidden_keeps_its_own_characters() -> None:
+    text = "caf\u00e9 \uff21\uff22 \u200b ok"  # NFKC would change it, but there is nothing to redact
+    assert redact_pii(text).text == text
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"(?>a+)+$", r"(?:a++)+$", r"(?:\d{3}-)+\d{4}", r"x(?:[a-z]+)?y", r"\bignore (all|previous) instructions\b"],
+)
+async def test_patterns_that_cannot_backtrack_exponentially_are_kept(pattern: str) -> None:
+    guard = BlockedPatterns([pattern])
+    assert (await guard.check_input("a" * 40 + "!", CTX)).kind == "allow"
+
+
+def test_a_nested_repetition_in_the_setting_is_refused_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGORA_GUARD_BLOCKED_PATTERNS", '["(a+)+$"]')
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    with pytest.raises(UserError, match="repeats a part that repeats itself"):
+        guards_from_settings([Agent(name="a")], settings)

@@ -99,3 +99,33 @@ def test_an_apps_own_handler_takes_the_filter() -> None:
         log.removeHandler(handler)
         log.propagate = True
     assert stream.getvalue() == "paid with [card]\n"
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+def test_the_works_fields_are_redacted_too(restore_root: None, log_format: str) -> None:
+    stream = io.StringIO()
+    handler = configure_logging(logging.INFO, log_format, stream=stream, redact_pii=True)
+    if log_format == "text":
+        handler.setFormatter(logging.Formatter("%(message)s %(agora_context)s"))
+    with log_scope(thread_id="555-123-4567", run_id="run_1"):  # a client chooses its thread id
+        logging.getLogger("probe").info("refused")
+    line = stream.getvalue()
+    assert "555-123-4567" not in line and "[phone]" in line and "run_1" in line
+
+
+def test_an_apps_own_handler_redacts_the_works_fields(restore_root: None) -> None:
+    from gateway import PiiLogFilter
+    from gateway._logs import JsonFormatter
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(PiiLogFilter())
+    handler.setFormatter(JsonFormatter())
+    log = logging.getLogger("probe.own")
+    log.addHandler(handler)
+    try:
+        with log_scope(thread_id="4111-1111-1111-1111"):
+            log.warning("hello")
+    finally:
+        log.removeHandler(handler)
+    assert json.loads(stream.getvalue())["thread_id"] == "[card]"

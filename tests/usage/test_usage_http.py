@@ -10,6 +10,7 @@ import pytest
 from gateway import Agent, Runtime
 from gateway._usage import utc_day
 from gateway.stores import MemoryStore, UsageEntry
+from tools import Actor
 
 from .conftest import ADMIN, ALICE, BOB, GPT, PRICES, cost, model, new_thread, step, token_for, turn
 
@@ -74,6 +75,34 @@ async def test_an_admin_reads_one_actor_or_everyone_per_actor(make_client: Any) 
     assert sorted(everyone["actors"]) == ["alice", "bob"]
     assert everyone["actors"]["alice"]["tokens"] == 1980 and everyone["actors"]["bob"]["tokens"] == 11
     assert everyone["totals"]["tokens"] == 1991
+
+
+async def test_an_actor_whose_key_is_a_star_reads_only_with_the_admin_role(make_client: Any) -> None:
+    client = await make_client(await charged_runtime())
+    star = Actor(id="*", roles=["member"])
+    for params in ({}, {"actor": "*"}):
+        answer = await client.get("/agent/usage", params=params, headers=auth(star))
+        assert answer.status == 403, await answer.text()
+        assert (await answer.json())["code"] == "usage_forbidden"
+
+
+async def test_an_admin_of_a_tenant_reads_only_that_tenants_usage(make_client: Any) -> None:
+    notes = Agent(name="notes", model=model(*(step(tokens=(300, 30)) for _ in range(3)), name="demo"))
+    runtime = Runtime(agents=[notes], pricing=PRICES)
+    for actor in (ALICE, Actor(id="ana", tenant_ref="acme"), Actor(id="ana", tenant_ref="globex")):
+        run_id = await runtime.start_turn(turn(new_thread(), actor=actor))
+        assert await runtime.wait(run_id, timeout=5) == "completed"
+    client = await make_client(runtime)
+    admin = Actor(id="boss", roles=["admin"], tenant_ref="acme")
+    everyone = await (await client.get("/agent/usage", params={"actor": "*"}, headers=auth(admin))).json()
+    assert list(everyone["actors"]) == ["acme\x1fana"] and everyone["totals"]["tokens"] == 330
+    mine = await client.get("/agent/usage", params={"actor": "acme\x1fana"}, headers=auth(admin))
+    assert mine.status == 200 and (await mine.json())["totals"]["tokens"] == 330
+    for other in ("globex\x1fana", "alice", "acme\x1f\x1fx"):
+        answer = await client.get("/agent/usage", params={"actor": other}, headers=auth(admin))
+        assert answer.status == 403, other
+    platform = await (await client.get("/agent/usage", params={"actor": "*"}, headers=auth(ADMIN))).json()
+    assert sorted(platform["actors"]) == ["acme\x1fana", "alice", "globex\x1fana"]
 
 
 async def test_the_admin_role_is_a_setting(make_client: Any) -> None:

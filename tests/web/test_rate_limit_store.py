@@ -44,6 +44,23 @@ async def test_two_apps_on_one_store_take_from_one_bucket() -> None:
         await runtime.aclose()
 
 
+async def test_an_ipv6_visitor_draws_from_its_64s_bucket_not_one_per_address() -> None:
+    runtime = Runtime(tools=[], store=MemoryStore(), model=ScriptedModel(never))
+    try:
+        services = create_app(settings(turn_burst=2, turn_rate_per_minute=1), runtime=runtime)[SERVICES]
+        await services.limit(Actor(id="anon:a"), "2001:db8:1:2::1")
+        await services.limit(Actor(id="anon:b"), "2001:db8:1:2:ffff::9")
+        with pytest.raises(RateLimitedError):  # another address of the same /64, a new cookie
+            await services.limit(Actor(id="anon:c"), "2001:db8:1:2:dead:beef:0:1")
+        await services.limit(Actor(id="anon:d"), "2001:db8:1:3::1")  # another /64
+        await services.limit(Actor(id="anon:e"), "::ffff:198.51.100.7")  # IPv4-mapped: its IPv4 bucket
+        await services.limit(Actor(id="anon:f"), "198.51.100.7")
+        with pytest.raises(RateLimitedError):
+            await services.limit(Actor(id="anon:g"), "198.51.100.7")
+    finally:
+        await runtime.aclose()
+
+
 async def test_a_store_that_is_down_refuses_the_message_rather_than_let_it_through() -> None:
     store = RedisStore(f"redis://127.0.0.1:{free_port()}/0", prefix="down", timeout=2)
     runtime = Runtime(tools=[], store=store, model=ScriptedModel(never))
