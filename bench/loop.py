@@ -348,7 +348,7 @@ def tracing_mode(mode: str) -> Iterator[None]:
     """Trace as ``mode`` says inside the block (see the module docstring)."""
     from opentelemetry import trace
 
-    from gateway import _driver, _driver_actions, _runtime, _services, _tracing
+    from gateway import _driver, _driver_actions, _driver_model, _driver_tools, _runtime, _services, _tracing
 
     if mode == "api":
         yield
@@ -371,12 +371,18 @@ def tracing_mode(mode: str) -> Iterator[None]:
         async def no_parent(*args: Any) -> None:
             return None
 
-        for module, names in ((_driver, ("run_span", "chat_span", "tool_span")), (_driver_actions, ("tool_span",))):
+        spans = (
+            (_driver, ("run_span",)),
+            (_driver_model, ("chat_span",)),
+            (_driver_tools, ("tool_span",)),
+            (_driver_actions, ("tool_span",)),
+        )
+        for module, names in spans:
             for name in names:
                 patch(module, name, empty)
         patch(_services, "render_span", empty)
         patch(_services, "parent_of", no_parent)
-        patch(_driver, "set_usage", nothing)
+        patch(_driver_model, "set_usage", nothing)
         patch(_driver_actions, "approval_requested", nothing)
         patch(_driver_actions, "approval_settled", nothing)
         patch(_runtime, "begin_context", lambda run: run.trace_context)

@@ -1,6 +1,7 @@
 """What the parts of a run's driver share: its signals, and the driver as its parts see it.
 
-``RunDriver`` (``gateway._driver``) is one class in three modules: the loop and the tool calls,
+``RunDriver`` (``gateway._driver``) is one class in five modules: the loop, the journal and the
+run's end; ``ModelSteps`` (``gateway._driver_model``), ``ToolSteps`` (``gateway._driver_tools``),
 ``ActionSteps`` (``gateway._driver_actions``) and ``HandoffSteps`` (``gateway._driver_handoffs``).
 The parts' methods take ``self`` as ``Driver``, the members they use of the whole.
 """
@@ -12,13 +13,24 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from tools import AgoraError, PreflightPhase, PreflightReady, Tool, ToolContext
+from tools import (
+    AgentScope,
+    AgoraError,
+    AttachedFile,
+    PreflightPhase,
+    PreflightReady,
+    Tool,
+    ToolContext,
+    ToolDefinition,
+    UiComponent,
+)
 
 if TYPE_CHECKING:
     from ._agents import Agent, Handoff, Persona
     from ._driver_actions import Preflight
     from ._host import RunHost
-    from .events import RunEvent, ToolStartedEvent
+    from .events import RunEvent, ToolStartedEvent, UiEvent
+    from .models import AssistantMessage, Model, ToolMessage
     from .stores import (
         ApprovalRecord,
         Batch,
@@ -26,6 +38,7 @@ if TYPE_CHECKING:
         PlannedCall,
         PreflightEntry,
         RunRecord,
+        Store,
         ToolSettledEntry,
     )
 
@@ -38,16 +51,23 @@ class Driver(Protocol):
     """The members of ``RunDriver`` that its parts use."""
 
     host: RunHost
+    store: Store
     run: RunRecord
     agent: Agent
+    model: Model
     persona: Persona | None
+    scope: AgentScope
     cancel_requested: bool
+    _instructions: str | None
+    _offered: list[ToolDefinition] | None
+    _output_refusal: str | None
     _running: dict[str, PlannedCall]
     _steps: dict[int, ModelStepEntry]
     _settled: dict[str, ToolSettledEntry]
     _preflights: dict[tuple[str, str], PreflightEntry]
 
     def event(self, cls: type[Any], **fields: Any) -> Any: ...
+    def ui_event(self, item: UiComponent, call_id: str | None) -> UiEvent: ...
     async def write(self, batch: Batch) -> list[RunEvent]: ...
     async def _guarded(self, awaitable: Awaitable[T]) -> T: ...
     def _ctx(self, call: PlannedCall) -> ToolContext: ...
@@ -83,6 +103,15 @@ class Driver(Protocol):
     async def _run_action_traced(self, call: PlannedCall) -> bool: ...
     def _outcome(self, call_id: str) -> str | None: ...
     def _handoff_of(self, name: str) -> Handoff | None: ...
+    async def _run_with_handoffs(self, entry: ModelStepEntry, prefix: Batch) -> bool: ...
+    def _attached_files(self) -> tuple[AttachedFile, ...]: ...
+    async def _execute_all(self, admitted: list[tuple[PlannedCall, Tool, BaseModel, ToolContext]]) -> None: ...
+    async def _execute_traced(
+        self, call: PlannedCall, tool: Tool, validated: BaseModel, ctx: ToolContext, *, guarded: bool
+    ) -> None: ...
+    def _transcript(self) -> list[AssistantMessage | ToolMessage]: ...
+    def _run_instructions(self) -> str: ...
+    async def _definitions(self) -> list[ToolDefinition]: ...
 
 
 class _UserCancelled(AgoraError):

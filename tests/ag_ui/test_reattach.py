@@ -191,7 +191,7 @@ async def test_a_reattach_in_the_middle_of_a_message_stamps_every_frame(
     aiohttp_client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Every delta is written as it comes, so the log holds half a message while the model waits.
-    monkeypatch.setattr("gateway._driver.DELTA_FLUSH_SECONDS", 0.0)
+    monkeypatch.setattr("gateway._driver_model.DELTA_FLUSH_SECONDS", 0.0)
     model = HalfwayModel()
     runtime = Runtime(agents=[Agent(name="assistant")], model=model)
     try:
