@@ -348,7 +348,7 @@ def tracing_mode(mode: str) -> Iterator[None]:
     """Trace as ``mode`` says inside the block (see the module docstring)."""
     from opentelemetry import trace
 
-    from gateway import _driver, _driver_actions, _driver_model, _driver_tools, _runtime, _services, _tracing
+    from gateway import _driver, _driver_actions, _driver_model, _driver_tools, _runtime_turns, _services, _tracing
 
     if mode == "api":
         yield
@@ -385,7 +385,7 @@ def tracing_mode(mode: str) -> Iterator[None]:
         patch(_driver_model, "set_usage", nothing)
         patch(_driver_actions, "approval_requested", nothing)
         patch(_driver_actions, "approval_settled", nothing)
-        patch(_runtime, "begin_context", lambda run: run.trace_context)
+        patch(_runtime_turns, "begin_context", lambda run: run.trace_context)
     else:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor

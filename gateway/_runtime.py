@@ -1,119 +1,52 @@
-"""``Runtime``: turns in, governed tools, durable runs and approvals, events out."""
+"""``Runtime``: turns in, governed tools, durable runs and approvals, events out.
+
+Here: the assembly, the lifecycle, spawning and waiting for runs, approvals and stops. The rest of
+the class is in its parts (``gateway._runtime_parts`` lists them); ``RuntimeObserver`` lives in
+``gateway._observers`` and is importable from here as before.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import enum
-import json
 import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, Toolset, UiCapabilities, UserError
+from tools import Actor, RolesPolicy, ToolLike, ToolRegistry, Toolset, UserError
 
 from ._agents import Agent
 from ._approvals import ApprovalFlow, ApprovalPolicy
 from ._attachments import AttachmentReader
 from ._driver import RunDriver
-from ._errors import (
-    QueuedMessageNotFoundError,
-    RunNotActiveError,
-    RunNotFoundError,
-    StoreUnavailableError,
-    ThreadBusyError,
-    ThreadForbiddenError,
-    ThreadNotFoundError,
-    ThreadParkedError,
-    UnknownAgentError,
-)
-from ._guards import GuardDirection, GuardOutcome, ScreenedTurn, VerdictKind, screen_input
+from ._errors import RunNotActiveError, RunNotFoundError, StoreUnavailableError, ThreadForbiddenError, UnknownAgentError
 from ._handoffs import Handoffs, check_handoffs
-from ._json import within_depth
 from ._leases import Leases
 from ._logs import log_scope
+from ._observers import ObserverFanOut, RuntimeObserver
 from ._personas import PersonaPins
 from ._pricing import ModelPrice
-from ._queue import Accepted, ThreadQueue
+from ._queue import ThreadQueue
 from ._quotas import Quota
+from ._runtime_parts import _CANCEL_KEY, _State
+from ._runtime_reads import ThreadReads
+from ._runtime_sweeps import Sweeps
+from ._runtime_turns import TurnStarts
 from ._threads import Threads
-from ._tracing import begin_context, detached
-from ._unicode import valid_text, valid_tree
+from ._tracing import detached
 from ._usage import UsageMeter
-from .events import (
-    ENDED_STATUSES,
-    MessageDequeuedEvent,
-    QueueMode,
-    RunEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    RunStatus,
-    ToolOutcome,
-    Turn,
-    new_id,
-)
+from .events import ENDED_STATUSES, RunEvent, RunFinishedEvent, RunStatus
 from .models import AssistantMessage, Model, ToolMessage, UserMessage
-from .stores import (
-    ApprovalRecord,
-    Batch,
-    Begun,
-    MemoryStore,
-    ModelStepEntry,
-    PlannedCall,
-    RunRecord,
-    Store,
-    ThreadRecord,
-)
+from .stores import ApprovalRecord, Batch, MemoryStore, RunRecord, Store
 
 __all__ = ["Runtime", "RuntimeObserver"]
 
 logger = logging.getLogger("gateway.runtime")
 
 
-_CANCEL_KEY = "agora-run-cancel:{run_id}"
-
-
-class RuntimeObserver:
-    """Receives what the runtime does, for metrics and logs. Override what you need."""
-
-    def run_started(self, run: RunRecord) -> None:
-        """A run started or resumed on this process."""
-
-    def run_finished(self, run: RunRecord, status: RunStatus, seconds: float) -> None:
-        """A run ended or parked on this process after ``seconds`` of driving."""
-
-    def tool_settled(self, run: RunRecord, tool: str, status: ToolOutcome, seconds: float) -> None:
-        """A tool call settled (``completed``, ``failed``, ``denied`` or ``cancelled``)."""
-
-    def model_step(self, run: RunRecord, seconds: float) -> None:
-        """A model step finished."""
-
-    def guard_verdict(self, run: RunRecord, direction: GuardDirection, guard: str, verdict: VerdictKind) -> None:
-        """An input or output guard answered (``allow``, ``refuse``, ``rewrite`` or ``flag``)."""
-
-    def usage_charged(self, run: RunRecord, step: ModelStepEntry) -> None:
-        """A model step of ``run`` was charged to its actor's ledger (``step.usage``, ``step.cost_usd``)."""
-
-    def quota_crossed(self, agent: str, period: str, outcome: str) -> None:
-        """An actor of ``agent`` neared (``warning``) or used up (``exceeded``) a budget."""
-
-    def events_written(self, thread_id: str, events: list[RunEvent]) -> None:
-        """Events were written to the thread's log by this process (with their ``seq``).
-
-        Called on the process that drives the run (or decides its approval), once per write:
-        a channel that pushes to its clients (WhatsApp) delivers from here. Must not block:
-        schedule the work.
-        """
-
-
-class _State(enum.Enum):
-    OPEN = "open"
-    CLOSED = "closed"
-
-
-class Runtime:
+class Runtime(TurnStarts, ThreadReads, Sweeps, ObserverFanOut):
     """The agent loop with its tools, agents, model, store and approval policy.
 
     ``send`` begins a turn at once when its thread is free, or queues it behind the thread's
@@ -316,29 +249,6 @@ class Runtime:
         if self._state is _State.CLOSED:
             raise RuntimeError("Cannot use a closed Runtime")
 
-    # -- observers ----------------------------------------------------------------------------------
-
-    def observe_run_finished(self, run: RunRecord, status: RunStatus, seconds: float) -> None:
-        """Tell observers a run ended or parked."""
-        for observer in self.observers:
-            observer.run_finished(run, status, seconds)
-
-    def observe_tool(self, run: RunRecord, tool: str, status: ToolOutcome, seconds: float) -> None:
-        """Tell observers a tool call settled."""
-        for observer in self.observers:
-            observer.tool_settled(run, tool, status, seconds)
-
-    def observe_model_step(self, run: RunRecord, seconds: float) -> None:
-        """Tell observers a model step finished."""
-        for observer in self.observers:
-            observer.model_step(run, seconds)
-
-    def observe_guards(self, run: RunRecord, direction: GuardDirection, outcome: GuardOutcome | None) -> None:
-        """Tell observers what each guard of one text answered."""
-        for guard, verdict in outcome.verdicts if outcome is not None else ():
-            for observer in self.observers:
-                observer.guard_verdict(run, direction, guard, verdict)
-
     async def write(self, thread_id: str, batch: Batch) -> list[RunEvent]:
         """Write a batch to the store and tell observers about its events."""
         events = await self.store.write(thread_id, batch)
@@ -381,282 +291,6 @@ class Runtime:
     def usable_agents(self, actor: Actor) -> list[Agent]:
         """The agents ``actor`` may use, the default first when it is one of them."""
         return [agent for agent in self.agents.values() if agent.usable_by(actor)]
-
-    def _checked(self, turn: Turn) -> tuple[Turn, Agent]:
-        """The turn's agent (one its actor may use) and the turn with its persona's id (not an alias).
-
-        Raises:
-            UnknownAgentError: The agent is unknown, or not the actor's to use.
-            PersonaNotFoundError: The agent has no such persona.
-        """
-        agent = self.agent_for(turn.agent, turn.actor)
-        persona = agent.persona(turn.persona)
-        if persona is not None and persona.id != turn.persona:
-            turn = turn.model_copy(update={"persona": persona.id})
-        return turn, agent
-
-    async def send(self, turn: Turn, *, mode: QueueMode | None = None) -> Accepted:
-        """Begin ``turn`` now if its thread is free, or queue it behind the thread's active run.
-
-        ``mode`` (the agent's ``queue_mode`` when ``None``) says what a busy thread does:
-        ``queue`` puts the message last in the thread's queue; ``interrupt`` puts it first and
-        stops the active run at its next safe point, then it runs (a parked run ends as a cancel
-        ends it only when this send asks for ``interrupt``: the agent's default never settles an
-        approval by itself); ``reject`` raises ``ThreadBusyError``. A run parked for an approval is
-        busy too under ``ApprovalPolicy.on_new_message="queue"`` (the approval stays pending
-        and the message runs after the decision); under ``"supersede"`` the parked run is
-        superseded and the message begins at once. A queued message keeps its whole turn
-        (channel, actor, UI capabilities, attachments).
-
-        Raises:
-            UnknownAgentError: ``turn.agent`` names no agent its actor may use.
-            PersonaNotFoundError: ``turn.persona`` names no persona of the agent (nothing is written).
-            ThreadForbiddenError: The thread belongs to another actor.
-            ThreadBusyError: ``reject`` and the thread has an active run or a queue.
-            ThreadParkedError: ``reject`` and a run waits for an approval (policy ``queue``).
-            QueueFullError: The thread's queue holds ``Agent.queue_limit`` messages already.
-            QuotaExceededError: The actor used a token budget of the agent's quota (nothing is written).
-        """
-        self._ensure_open()
-        with log_scope(thread_id=turn.thread_id, channel=turn.channel, actor=turn.actor.id, run_id=None):
-            turn, agent = self._checked(turn)
-            await self.usage.admit(turn.actor, agent)  # not even queued past its budget
-            chosen, mode = mode, mode or agent.queue_mode
-            if mode == "reject":
-                return Accepted(run_id=await self._start_turn(turn))
-            try:
-                return Accepted(run_id=await self._start_turn(turn))
-            except (ThreadBusyError, ThreadParkedError):
-                pass  # the owner's (the store checked): it waits its turn
-            item, position = await self.queue.put(turn, limit=agent.queue_limit, first=mode == "interrupt")
-            # A parked run ends only for an interrupt this send asked for: the agent's default
-            # mode never settles an approval by itself (``on_new_message``).
-            end_parked = chosen == "interrupt" or self.approval_policy.on_new_message == "supersede"
-            interrupting = mode == "interrupt" and await self._stop_active(turn.thread_id, end_parked=end_parked)
-            began = await self._drain_head(turn.thread_id)  # the run may have ended meanwhile
-            if began is not None and began[0] == item.message_id:
-                return Accepted(run_id=began[1])  # it left the queue at once: answered as begun
-            return Accepted(queued=item, position=position, interrupting=interrupting)
-
-    async def start_turn(self, turn: Turn) -> str:
-        """Start a run for ``turn`` and return its id; the run proceeds in the background.
-
-        A busy thread is refused (``send`` queues instead). A run parked on the thread for an
-        approval follows ``ApprovalPolicy.on_new_message``: ``supersede`` rejects its pending
-        actions (the model is told the person moved on), ends it ``cancelled`` and begins the
-        new run; ``queue`` (the default) refuses with ``ThreadParkedError``, since a new message
-        never settles an approval by itself.
-
-        Raises:
-            UnknownAgentError: ``turn.agent`` names no agent its actor may use.
-            PersonaNotFoundError: ``turn.persona`` names no persona of the agent (nothing is written).
-            ThreadForbiddenError: The thread belongs to another actor.
-            ThreadBusyError: A run is already running on the thread, or messages wait in its queue.
-            ThreadParkedError: A run waits for an approval (policy ``queue``).
-            QuotaExceededError: The actor used a token budget of the agent's quota.
-        """
-        self._ensure_open()
-        with log_scope(thread_id=turn.thread_id, channel=turn.channel, actor=turn.actor.id, run_id=None):
-            await self.usage.admit(turn.actor, self._checked(turn)[1])
-            return await self._start_turn(turn)
-
-    async def call_tool(
-        self,
-        actor: Actor,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        thread_id: str,
-        channel: str = "mcp",
-        agent: str | None = None,
-        ui_capabilities: UiCapabilities | None = None,
-    ) -> str:
-        """Start a run that makes one tool call and no model step; return the run's id.
-
-        The call is the run's step 0 (journaled as a model step without text), and it goes
-        through everything a model's call goes through: the gates with ``agent``, validation,
-        timeouts, narration, ``ui`` events, an action parked for approval. The run ends once
-        the call settles; its events are the thread's, as any run's (``subscribe``). A busy or
-        parked thread is refused as ``start_turn`` refuses it (MCP gives each call a thread).
-
-        Raises:
-            UnknownAgentError: ``agent`` names no agent ``actor`` may use.
-            ThreadForbiddenError: The thread belongs to another actor.
-            ThreadBusyError: A run is already running on the thread.
-            ThreadParkedError: A run waits for an approval on the thread.
-        """
-        self._ensure_open()
-        chosen = self.agent_for(agent, actor)
-        turn = Turn(
-            thread_id=thread_id,
-            actor=actor,
-            text="",
-            ui_capabilities=ui_capabilities,
-            channel=channel,
-            agent=chosen.name,
-        )
-        # Journaled as a model's call is: nesting bounded (first: valid_tree recurses, and a client
-        # can send 900 levels), strings made valid (``RunDriver._plan``).
-        args = valid_tree(within_depth(dict(arguments)))
-        call = PlannedCall(
-            id=new_id("tc"),
-            name=valid_text(name),
-            arguments=json.dumps(args, separators=(",", ":"), ensure_ascii=False),
-            args=args,
-        )
-        with log_scope(thread_id=thread_id, channel=channel, actor=actor.id, run_id=None):
-            return await self._begin(turn, chosen, direct_call=call)
-
-    async def _start_turn(self, turn: Turn) -> str:
-        turn, agent = self._checked(turn)
-        for _ in range(3):
-            try:
-                return await self._begin(turn, agent)
-            except ThreadParkedError:
-                if self.approval_policy.on_new_message != "supersede":
-                    raise
-                # The owner (the store checked) moved on while a run waited for an approval.
-                await self.approvals.supersede_parked(turn.thread_id)
-        raise ThreadBusyError(f"Thread {turn.thread_id!r} keeps waiting for an approval")
-
-    async def _begin(
-        self, turn: Turn, agent: Agent, *, dequeue: str | None = None, direct_call: PlannedCall | None = None
-    ) -> str:
-        if direct_call is None and self.approval_policy.on_new_message == "queue":
-            if await self.handoffs.parked_on_child(turn.thread_id):
-                raise ThreadParkedError(f"A run on thread {turn.thread_id!r} waits for a sub-agent's approval")
-        # The persona, resolved once for the whole run (a resume reads it from the record). A
-        # direct call speaks to no one: the agent's tools as its caller listed them, no persona.
-        persona = None if direct_call else await self.persona_pins.resolve(agent, turn.thread_id, turn.persona)
-        persona_id = persona.id if persona is not None else None
-        run_id = new_id("run")
-        # The person's message as its agent's input guards leave it (``gateway._guards``).
-        screened = await screen_input(agent, turn, run_id) if direct_call is None else ScreenedTurn(turn=turn)
-        turn = screened.turn
-        run = RunRecord(
-            run_id=run_id,
-            thread_id=turn.thread_id,
-            agent=agent.name,
-            turn=turn,
-            persona=persona_id,
-            direct_call=direct_call,
-            input_refusal=screened.refusal,
-        )
-        run.trace_context = begin_context(run)
-        started = RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name, persona=persona_id)
-        events: list[RunEvent] = [started, *screened.events]
-        if dequeue is not None:
-            dequeued = MessageDequeuedEvent(
-                thread_id=turn.thread_id, run_id=run.run_id, message_id=dequeue, reason="started"
-            )
-            events.insert(0, dequeued)
-        # A direct call has no person's message: its call and result are the thread's history.
-        # A refused message is not kept either: no later turn's model reads it.
-        said: list[UserMessage | AssistantMessage | ToolMessage] = []
-        if direct_call is None and screened.refusal is None:
-            said.append(UserMessage(content=turn.text, attachments=list(turn.attachments)))
-        batch = Batch(events=events, messages=said)
-        record = ThreadRecord(
-            thread_id=turn.thread_id, owner_id=turn.actor.id, tenant_ref=turn.actor.tenant_ref, channel=turn.channel
-        )
-        # ``dequeue`` only when draining: a plain turn's call is the first wave's.
-        queued: dict[str, str] = {"dequeue": dequeue} if dequeue is not None else {}
-        begun = await self.store.begin_run(
-            run,
-            thread=record,
-            batch=batch,
-            lease_owner=self.instance_id,
-            lease_ttl=self.lease_ttl,
-            history_limit=agent.history_limit,
-            **queued,
-        )
-        run.first_seq = begun.events[0].seq if begun.events else 0
-        for observer in self.observers:
-            observer.events_written(turn.thread_id, begun.events)
-        self.observe_guards(run, "input", screened.outcome)
-        self._spawn(run, agent, resume=False, history=begun.history)
-        if turn.persona is not None and persona_id == turn.persona:
-            await self._pin(turn.thread_id, agent.name, persona_id)
-        return run.run_id
-
-    async def _pin(self, thread_id: str, agent: str, persona: str) -> None:
-        """Pin the persona a send named (after its run began: the store checked the thread is the sender's)."""
-        try:
-            await self.persona_pins.pin(thread_id, agent, persona)
-        except Exception as exc:  # the run goes on; the next turn without a persona may not find this pin
-            logger.warning("could not pin persona %r on thread %s: %s", persona, thread_id, exc)
-
-    async def begin_child(self, run: RunRecord) -> None:
-        """Begin a handoff's child run on its own thread and drive it here (``gateway._handoffs``)."""
-        agent, turn = self.agents[run.agent], run.turn
-        default = agent.persona(agent.default_persona)  # a sub-agent speaks as its default persona
-        run.persona = default.id if default is not None else None
-        started = RunStartedEvent(thread_id=turn.thread_id, run_id=run.run_id, agent=agent.name, persona=run.persona)
-        batch = Batch(
-            events=[started],
-            messages=[UserMessage(content=turn.text)],
-        )
-        record = ThreadRecord(
-            thread_id=turn.thread_id, owner_id=turn.actor.id, tenant_ref=turn.actor.tenant_ref, channel=turn.channel
-        )
-        begun = await self._begin_record(run, record, batch, agent.history_limit)
-        self._spawn(run, agent, resume=False, history=begun.history)
-
-    async def begin_prepared(self, run: RunRecord, *, thread: ThreadRecord, batch: Batch) -> None:
-        """Begin a run whose journal ``batch`` already holds, and drive it from there (a handoff's answer)."""
-        await self._begin_record(run, thread, batch, 1)
-        self._spawn(run, self._agent_of(run), resume=True)
-
-    async def _begin_record(
-        self, run: RunRecord, thread: ThreadRecord, batch: Batch, history_limit: int | None
-    ) -> Begun:
-        run.trace_context = begin_context(run)
-        begun = await self.store.begin_run(
-            run,
-            thread=thread,
-            batch=batch,
-            lease_owner=self.instance_id,
-            lease_ttl=self.lease_ttl,
-            history_limit=history_limit,
-        )
-        run.first_seq = begun.events[0].seq if begun.events else 0
-        for observer in self.observers:
-            observer.events_written(thread.thread_id, begun.events)
-        return begun
-
-    async def drain(self, thread_id: str) -> str | None:
-        """Begin the thread's first queued message if the thread is free; answer its run id.
-
-        ``None`` when the queue is empty or the thread is busy (a run running or parked, or
-        another process began the message first): whoever frees the thread drains it again.
-        """
-        began = await self._drain_head(thread_id)
-        return began[1] if began is not None else None
-
-    async def _drain_head(self, thread_id: str) -> tuple[str, str] | None:
-        """``drain``, answering which queued message began: ``(message_id, run_id)``."""
-        if self._state is _State.CLOSED:
-            return None
-        queue = await self.store.queued_messages(thread_id)
-        if not queue:
-            return None
-        head = queue[0]
-        agent = self.agents.get(head.turn.agent, self.default_agent) if head.turn.agent else self.default_agent
-        with log_scope(thread_id=thread_id, channel=head.turn.channel, actor=head.turn.actor.id, run_id=None):
-            try:
-                run_id = await self._begin(head.turn, agent, dequeue=head.message_id)
-            except (ThreadBusyError, ThreadParkedError, QueuedMessageNotFoundError):
-                return None
-            logger.info("queued message %s began as run %s", head.message_id, run_id)
-            return head.message_id, run_id
-
-    async def _drain_quietly(self, thread_id: str) -> None:
-        try:
-            await self.drain(thread_id)
-        except StoreUnavailableError:
-            logger.warning("store unavailable; the queue of thread %s drains on the next sweep", thread_id)
-        except Exception:
-            logger.exception("draining the queue of thread %s failed", thread_id)
 
     async def _stop_active(self, thread_id: str, *, end_parked: bool = True) -> bool:
         """Stop the thread's running run at its next safe point, or end its parked run now (``end_parked``)."""
@@ -761,80 +395,6 @@ class Runtime:
                 return event.status
         raise RunNotFoundError(f"No run {run_id!r}")  # pragma: no cover - the subscription never ends
 
-    async def events(self, thread_id: str, after_seq: int = 0, follow: bool = False) -> AsyncIterator[RunEvent]:
-        """The thread's events after ``after_seq``; with ``follow`` keep yielding live ones."""
-        if follow:
-            async for event in self.store.subscribe(thread_id, after_seq):
-                yield event
-            return
-        while True:
-            page = await self.store.read_events(thread_id, after_seq, limit=500)
-            for event in page:
-                yield event
-            if len(page) < 500:
-                return
-            after_seq = page[-1].seq
-
-    async def read_events(self, thread_id: str, after_seq: int = 0, limit: int | None = None) -> list[RunEvent]:
-        """The thread's events with ``seq > after_seq``, in order (at most ``limit``)."""
-        return await self.store.read_events(thread_id, after_seq, limit=limit)
-
-    async def last_seq(self, thread_id: str) -> int:
-        """The newest ``seq`` of the thread (0 when it has none)."""
-        return await self.store.last_seq(thread_id)
-
-    def subscribe(self, thread_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
-        """The thread's events after ``after_seq``, then its live ones as they are written."""
-        return self.store.subscribe(thread_id, after_seq)
-
-    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
-        """The thread record, or ``None`` (no access check: see ``check_thread_access``)."""
-        return await self.store.get_thread(thread_id)
-
-    async def ensure_thread(self, thread: ThreadRecord) -> ThreadRecord:
-        """Reserve ``thread`` unless one of its id exists; the stored one is answered."""
-        return await self.store.ensure_thread(thread)
-
-    async def thread_runs(self, thread_id: str) -> list[RunRecord]:
-        """The thread's runs, oldest first."""
-        return await self.store.thread_runs(thread_id)
-
-    async def get_approval(self, tool_call_id: str) -> ApprovalRecord | None:
-        """The approval record, or ``None``."""
-        return await self.store.get_approval(tool_call_id)
-
-    async def get_run(self, run_id: str) -> RunRecord:
-        """The run record.
-
-        Raises:
-            RunNotFoundError: No such run.
-        """
-        run = await self.store.get_run(run_id)
-        if run is None:
-            raise RunNotFoundError(f"No run {run_id!r}")
-        return run
-
-    async def check_thread_access(self, thread_id: str, actor: Actor) -> ThreadRecord:
-        """The thread, when ``actor`` may read it.
-
-        Its owner may (same id, same tenant); so may a member of a role that must decide one of
-        the thread's pending approvals, in the requester's tenant, for as long as it is pending.
-
-        Raises:
-            ThreadNotFoundError: No such thread.
-            ThreadForbiddenError: Someone else's thread.
-        """
-        thread = await self.store.get_thread(thread_id)
-        if thread is None:
-            raise ThreadNotFoundError(f"No thread {thread_id!r}")
-        if thread.owned_by(actor):
-            return thread
-        if not self.approval_policy.approver_roles().isdisjoint(actor.roles):
-            for approval in await self.store.pending_approvals(thread_id):
-                if self.approval_policy.can_decide(actor, approval):
-                    return thread
-        raise ThreadForbiddenError(f"Thread {thread_id!r} belongs to another actor")
-
     # -- approvals ----------------------------------------------------------------------------------
 
     async def decide(
@@ -928,65 +488,3 @@ class Runtime:
         else:
             # Driven by another process: it sees the flag on its next maintenance pass.
             await self.store.channel_set(_CANCEL_KEY.format(run_id=run.run_id), True, ttl=3600)
-
-    # -- background work ----------------------------------------------------------------------------
-
-    async def _maintain(self) -> None:
-        delay = self.maintenance_interval
-        while True:
-            await asyncio.sleep(delay)
-            delay = self.maintenance_interval
-            try:
-                await self.sweep()
-            except StoreUnavailableError:
-                # Soon again: once the store is back, the leases held here must be renewed
-                # before another process's takeover grace runs out.
-                delay = min(self.maintenance_interval, self.leases.retry_delay(1.0))
-                logger.warning("store unavailable; maintenance retries in %.2f s", delay)
-            except Exception:
-                logger.exception("maintenance pass failed")
-
-    async def sweep(self) -> None:
-        """Run one background pass.
-
-        It renews leases, honours remote Stops, resumes runs whose process died, expires
-        lapsed approvals, begins queued messages left behind an idle thread and, with
-        ``retention_days``, erases idle threads (at most once a minute). Runs every
-        ``maintenance_interval``; tests may call it directly.
-        """
-        try:
-            await self._sweep()
-        except BaseException:
-            self.leases.forget()  # a lapse seen before a failure gets the whole grace again
-            raise
-
-    async def _sweep(self) -> None:
-        drivers = list(self._drivers.items())
-        # One round trip for all: the store batches concurrent calls (a lease renewed late is a
-        # run another process may take over).
-        held = await asyncio.gather(*(self.leases.renew(driver.run) for _, driver in drivers))
-        flags = await asyncio.gather(
-            *(self.store.channel_get(_CANCEL_KEY.format(run_id=run_id)) for run_id, _ in drivers)
-        )
-        for (run_id, driver), still_held, cancel_flag in zip(drivers, held, flags, strict=True):
-            task = self._tasks.get(run_id)
-            if not still_held and task is not None and driver.run.status == "running":
-                if await self.leases.reclaim(driver.run):
-                    logger.info("took back the lease of run %s, which lapsed while the store was away", run_id)
-                else:
-                    logger.warning("lost the lease of run %s; stopping here", run_id)
-                    task.cancel()
-                    continue
-            if cancel_flag and not driver.cancel_requested:
-                driver.request_cancel()
-        for run_id in await self.leases.due(set(self._tasks)):
-            run = await self.leases.claim(run_id, expect=frozenset({"running"}))
-            if run is not None:
-                self._resume_claimed(run)
-                logger.info("resumed run %s whose process stopped", run_id)
-        await self.approvals.expire_lapsed()
-        await self.handoffs.sweep()  # parents whose child ended, answers not delivered, left by a stopped process
-        # A process stopped between a run's end and its drain leaves a queue behind an idle thread.
-        for thread_id in await self.store.queued_threads():
-            await self.drain(thread_id)
-        await self.threads.sweep()
