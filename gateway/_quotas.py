@@ -18,15 +18,20 @@ from tools import UserError
 from ._errors import QuotaExceededError
 from .stores import UsageTotals
 
-__all__ = ["Period", "Quota", "QuotaReading"]
+__all__ = ["EXCEEDED_TEXTS", "Period", "Quota", "QuotaReading", "used_percent"]
 
 Period = Literal["day", "month"]
 
-_EXCEEDED: dict[str, str] = {
+EXCEEDED_TEXTS: dict[str, str] = {
     "day": "You have used today's allowance of the assistant. Please come back tomorrow.",
     "month": "You have used this month's allowance of the assistant. Please come back next month.",
 }
-"""What a person is told (web, AG-UI, A2A show it as is; push channels have their own words)."""
+"""What a person is told (web, AG-UI, A2A show it as is; push channels' ``ChatTexts`` start from it)."""
+
+
+def used_percent(used: int, limit: int) -> int:
+    """The share of a budget ``used`` is, in whole percent (at most 100; 100 for no limit)."""
+    return min(100, int(100 * used / limit)) if limit else 100
 
 
 @dataclass(frozen=True)
@@ -94,4 +99,4 @@ class QuotaReading:
         """
         if self.exceeded is not None:
             period, used, limit = self.exceeded
-            raise QuotaExceededError(_EXCEEDED[period], period=period, used=used, limit=limit)
+            raise QuotaExceededError(EXCEEDED_TEXTS[period], period=period, used=used, limit=limit)

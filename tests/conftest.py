@@ -313,3 +313,15 @@ def serve(
         assert runtime is not None, "build the app's runtime (app.runtime(config)) so the test closes it"
         return assemble(config, app, runtime=runtime, owns_runtime=False, channels=channels)
     return create_app(config, runtime=runtime, channels=channels)
+
+
+@pytest.fixture
+def restore_root() -> Iterator[None]:
+    """The root logger's handlers and level as they were (for tests that call ``configure_logging``)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in root.handlers[:]:
+        if handler not in handlers:
+            root.removeHandler(handler)
+    root.setLevel(level)

@@ -10,24 +10,12 @@ import json
 import logging
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gateway._logs import actor_hash, bind_log, configure_logging, log_context, log_scope
 from tools import UserError
-
-
-@pytest.fixture
-def restore_root() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in root.handlers[:]:
-        if handler not in handlers:
-            root.removeHandler(handler)
-    root.setLevel(level)
 
 
 def json_lines(stream: io.StringIO) -> list[dict[str, object]]:

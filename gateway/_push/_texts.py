@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .._quotas import EXCEEDED_TEXTS, used_percent
+
 __all__ = ["CHAT_TEXTS", "ChatTexts", "parse_always", "parse_cancel", "parse_decision", "texts_for"]
 
 
@@ -48,9 +50,9 @@ class ChatTexts:
     media_unreachable: str = "I couldn't download that file: please send it again."
     too_long: str = "That message is too long: please keep it under {limit} characters."
     rate_limited: str = "You are sending messages too fast: try again in {seconds} seconds."
-    quota_day: str = "You have used today's allowance of the assistant. Please come back tomorrow."
+    quota_day: str = EXCEEDED_TEXTS["day"]
     """The actor's daily token budget (``Quota.day``) is used up: nothing more runs today (UTC)."""
-    quota_month: str = "You have used this month's allowance of the assistant. Please come back next month."
+    quota_month: str = EXCEEDED_TEXTS["month"]
     """The actor's monthly token budget (``Quota.month``) is used up."""
     quota_warning: str = "Heads-up: you have used {percent}% of your {period} allowance of the assistant."
     """A ``quota-warning``: ``{percent}`` of the budget used; ``{period}`` is ``period_day`` or ``period_month``."""
@@ -89,7 +91,7 @@ class ChatTexts:
     def quota_near(self, period: str, used: int, limit: int) -> str:
         """A ``quota-warning`` in these words."""
         name = self.period_month if period == "month" else self.period_day
-        return self.quota_warning.format(percent=min(100, int(100 * used / limit)) if limit else 100, period=name)
+        return self.quota_warning.format(percent=used_percent(used, limit), period=name)
 
     def via(self, via: str | None) -> str:
         """``via`` as people read it."""

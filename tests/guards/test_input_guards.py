@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gateway import Agent, GuardContext, GuardVerdict, Runtime
+from gateway.events import MessageDequeuedEvent
 from gateway.models import ScriptedModel, ScriptStep, UserMessage
 from tests.engine.conftest import ALICE, all_events, new_thread, turn, types
 
@@ -179,11 +180,13 @@ async def test_a_queued_message_is_screened_when_its_run_begins(make_runtime: Ma
     asked = len(guard.seen)  # the attempts to begin it on the busy thread asked too: only a begun run counts
     gate.set()
     assert first.run_id is not None and await runtime.wait(first.run_id) == "completed"
+    started: str | None = None
     async with asyncio.timeout(5):
-        while model.calls < 2:
-            await asyncio.sleep(0.01)
-    runs = await runtime.thread_runs(thread)
-    assert await runtime.wait(runs[-1].run_id) == "completed"
+        async for event in runtime.subscribe(thread):
+            if isinstance(event, MessageDequeuedEvent) and event.reason == "started":
+                started = event.run_id
+                break
+    assert started is not None and await runtime.wait(started) == "completed"
     assert [t for t, _ in guard.seen] == ["first"] + ["second"] * (len(guard.seen) - 1)
     assert len(guard.seen) == asked + 1  # screened again when its run began
     assert [m.content for m in model.requests[1].messages if isinstance(m, UserMessage)] == ["[screened]", "[screened]"]
