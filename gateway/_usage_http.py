@@ -23,7 +23,6 @@ inverted or too long range is 400 (``invalid_date``, ``invalid_range``) before a
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Any
 
 from aiohttp import web
@@ -33,13 +32,13 @@ from ._guard import BadRequestError
 from ._services import SERVICES
 from ._usage import utc_day
 from .stores import MAX_USAGE_DAYS, UsageRow
+from .stores._usage import parse_day
 
 __all__ = ["MAX_ROWS", "add_usage_routes"]
 
 MAX_ROWS = 5000
 """Ledger lines one answer holds at most."""
 MAX_ACTOR_KEY = 512
-_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 EVERYONE = "*"
 
 
@@ -48,9 +47,7 @@ def _day(request: web.Request, name: str) -> dt.date | None:
     if raw is None:
         return None
     try:
-        if not _DAY.fullmatch(raw):
-            raise ValueError
-        return dt.date.fromisoformat(raw)
+        return parse_day(raw, name)
     except ValueError:
         raise BadRequestError("invalid_date", f"{name} must be a day YYYY-MM-DD (UTC)") from None
 
@@ -58,7 +55,8 @@ def _day(request: web.Request, name: str) -> dt.date | None:
 def _range(request: web.Request) -> tuple[dt.date, dt.date]:
     start, end = _day(request, "from"), _day(request, "to")
     if end is None:
-        end = max(dt.date.fromisoformat(utc_day()), start) if start is not None else dt.date.fromisoformat(utc_day())
+        today = parse_day(utc_day())
+        end = today if start is None else max(today, start)
     if start is None:
         start = end.replace(day=1)
     if end < start:

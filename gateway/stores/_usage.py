@@ -20,6 +20,7 @@ __all__ = [
     "day_expiry",
     "month_expiry",
     "oldest_kept",
+    "parse_day",
     "usage_cost",
     "usage_days",
 ]
@@ -50,7 +51,12 @@ def usage_cost(nanos: int, priced_steps: int) -> float | None:
     return nanos / _NANOS if priced_steps else None
 
 
-def _parse(day: str, name: str) -> date:
+def parse_day(day: str, name: str = "day") -> date:
+    """``day`` as a date: exactly ``YYYY-MM-DD`` in ASCII digits, a day the calendar has.
+
+    Raises:
+        ValueError: Anything else (``name`` says which value it was).
+    """
     try:
         if len(day) != 10 or not day.isascii():
             raise ValueError(day)
@@ -65,7 +71,7 @@ def usage_days(start: str, end: str) -> list[str]:
     Raises:
         ValueError: A bound is no ``YYYY-MM-DD`` day, or the range spans more than ``MAX_USAGE_DAYS``.
     """
-    first, last = _parse(start, "start"), _parse(end, "end")
+    first, last = parse_day(start, "start"), parse_day(end, "end")
     span = (last - first).days + 1
     if span > MAX_USAGE_DAYS:
         raise ValueError(f"A usage range spans at most {MAX_USAGE_DAYS} days: {start}..{end} spans {span}")
