@@ -64,7 +64,7 @@ class Settings(BaseSettings):
     store_url: str | None = None
     """Where threads, runs, approvals and media live: ``memory://``, ``sqlite:///relative.db``
     (``sqlite:////absolute.db``), ``postgresql://...`` or ``redis://...`` (``rediss://``,
-    ``unix://``, ``redis+sentinel://``). Unset: ``serve`` uses ``sqlite:///.agora/agora.db``,
+    ``unix://``, ``redis+sentinel://``, ``redis+cluster://``). Unset: ``serve`` uses ``sqlite:///.agora/agora.db``,
     ``create_app`` in code an in-process memory store."""
     redis_url: str | None = None
     """A Redis URL: the older name of ``AGORA_STORE_URL`` (``store_url``), which wins when both are set."""

@@ -12,8 +12,8 @@ URL                                                        store
 ``postgresql://user:password@host:5432/db``                ``PostgresStore`` (``postgres://``
                                                            too; any libpq query parameter)
 ``redis://``, ``rediss://``, ``unix://``,                  ``RedisStore``; ``?prefix=name``
-``redis+sentinel://``, ``rediss+sentinel://``                names its keys (``agora``
-                                                           unless given)
+``redis+sentinel://``, ``rediss+sentinel://``,             names its keys (``agora``
+``redis+cluster://host:port,host:port``                    unless given)
 =========================================================  ================================
 
 The slash rule is SQLAlchemy's: after ``sqlite://`` comes an empty host, then ``/``, then the
@@ -60,7 +60,7 @@ SERVE_DEFAULT = "sqlite:///.agora/agora.db"
 """``agora-gateway serve``'s store when none is set: a SQLite file in ``./.agora/``.
 (``create_app(Settings())`` in code, without a store setting, keeps an in-process ``memory://``.)"""
 
-REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel")
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster")
 """The schemes ``RedisStore`` connects to (``gateway.stores._redis_client.connect``)."""
 
 _KINDS: dict[str, StoreKind] = {
@@ -72,7 +72,7 @@ _KINDS: dict[str, StoreKind] = {
 }
 
 ACCEPTED = (
-    "memory://, sqlite:///path.db, postgresql://... (postgres://), redis://... (rediss://, unix://, redis+sentinel://)"
+    "memory://, sqlite:///path.db, postgresql://... (postgres://), redis://... (rediss://, unix://, redis+sentinel://, redis+cluster://)"
 )
 """The schemes an error names when it refuses a URL."""
 

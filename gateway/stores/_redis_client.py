@@ -19,15 +19,20 @@ from urllib.parse import unquote, urlsplit
 
 import redis.asyncio
 from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import SSLConnection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import (
+    AskError,
     ClusterDownError,
     MasterDownError,
     OutOfMemoryError,
     ReadOnlyError,
+    RedisClusterException,
     ResponseError,
+    SlotNotCoveredError,
     TryAgainError,
 )
 from redis.exceptions import (
@@ -39,19 +44,41 @@ from redis.exceptions import (
 
 from .._errors import StoreUnavailableError
 
-__all__ = ["SENTINEL_SCHEMES", "UNAVAILABLE", "connect", "describe", "guarded", "redact", "unavailable"]
+__all__ = [
+    "CLUSTER_SCHEMES",
+    "SENTINEL_SCHEMES",
+    "UNAVAILABLE",
+    "AnyRedis",
+    "connect",
+    "connection_kwargs",
+    "describe",
+    "guarded",
+    "is_cluster",
+    "node_client",
+    "redact",
+    "unavailable",
+]
+
+AnyRedis = Redis | RedisCluster
+"""A client the stores, the media backend and the render cache accept: one server or a Cluster."""
 
 _QUERY_PASSWORD = re.compile(r"(?i)([?&][^=&#]*password=)[^&#]*")
 
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 """URL schemes that name a Sentinel-monitored master instead of a server."""
 
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+"""URL schemes that name some nodes of a Redis Cluster (the client discovers the others)."""
+
 UNAVAILABLE: tuple[type[BaseException], ...] = (
     RedisConnectionError,  # also BusyLoadingError, MaxConnectionsError, MasterNotFoundError
     RedisTimeoutError,
     ReadOnlyError,  # a write reached a replica during a failover
-    ClusterDownError,
-    TryAgainError,
+    ClusterDownError,  # also MasterDownError
+    TryAgainError,  # a multi-key command met a slot being migrated
+    AskError,  # also MovedError: redirections left over once the batcher's resends are spent
+    SlotNotCoveredError,  # no node serves the slot (a master died without a replica)
+    RedisClusterException,  # e.g. no startup node of a Cluster answers
     OutOfMemoryError,  # maxmemory reached: writes come back once memory is freed
     MasterDownError,
     OSError,
@@ -77,8 +104,23 @@ def redact(url: str) -> str:
     return _QUERY_PASSWORD.sub(r"\1***", url)
 
 
-def describe(client: Redis) -> str:
-    """A name for a client the caller built (its host and port, or socket path)."""
+def is_cluster(client: object) -> bool:
+    """Whether ``client`` is a Redis Cluster client."""
+    return isinstance(client, RedisCluster)
+
+
+def connection_kwargs(client: AnyRedis) -> dict[str, Any]:
+    """The options the client's connections are made with (a Cluster's: those of its nodes)."""
+    if isinstance(client, RedisCluster):
+        return dict(client.get_connection_kwargs())
+    return dict(client.connection_pool.connection_kwargs)
+
+
+def describe(client: AnyRedis) -> str:
+    """A name for a client the caller built (its host and port, or socket path; a Cluster's startup nodes)."""
+    if isinstance(client, RedisCluster):
+        nodes = client.nodes_manager.startup_nodes.values()
+        return "redis+cluster://" + ",".join(sorted(node.name for node in nodes))
     kwargs = client.connection_pool.connection_kwargs
     if "path" in kwargs:
         return f"unix://{kwargs['path']}"
@@ -116,13 +158,17 @@ def default_retry() -> Retry:
     return Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.2), retries=3)
 
 
-def connect(url: str, *, max_connections: int, options: dict[str, Any]) -> tuple[Redis, list[Redis]]:
-    """A client for ``url``: ``redis://``, ``rediss://``, ``unix://`` or a Sentinel URL.
+def connect(url: str, *, max_connections: int, options: dict[str, Any]) -> tuple[AnyRedis, list[Redis]]:
+    """A client for ``url``: ``redis://``, ``rediss://``, ``unix://``, a Sentinel or a Cluster URL.
 
     A Sentinel URL lists the sentinels and names the master service:
     ``redis+sentinel://[:password@]host1:26379,host2:26379/service_name[/db]``
     (``rediss+sentinel`` for TLS to the master). Connections then follow the master across
     failovers.
+
+    A Cluster URL lists some of its nodes: ``redis+cluster://[user:password@]host1:6379,host2:6379``
+    (``rediss+cluster`` for TLS); the client reads the slot map from the first that answers
+    and finds the others there. A Cluster has no databases: a path is refused.
 
     Returns:
         The client, and the clients of the sentinels (closed with it).
@@ -131,6 +177,8 @@ def connect(url: str, *, max_connections: int, options: dict[str, Any]) -> tuple
     scheme = urlsplit(url).scheme
     if scheme in SENTINEL_SCHEMES:
         return _sentinel_master(url, scheme, max_connections=max_connections, options=options)
+    if scheme in CLUSTER_SCHEMES:
+        return _cluster(url, scheme, max_connections=max_connections, options=options), []
     return redis.asyncio.from_url(url, max_connections=max_connections, **options), []
 
 
@@ -161,3 +209,80 @@ def _sentinel_master(
     )
     master = sentinel.master_for(service, max_connections=max_connections)
     return master, list(sentinel.sentinels)
+
+
+def _hosts(hostlist: str, default_port: int) -> list[tuple[str, int]]:
+    """``host:port,host:port`` (IPv6 in brackets) as pairs."""
+    hosts: list[tuple[str, int]] = []
+    for item in hostlist.split(","):
+        host, sep, port = item.rpartition(":")
+        if sep and not host.endswith("]") and ":" in host:  # a bare IPv6 address without a port
+            host, port, sep = item, "", ""
+        host = host if sep else item
+        hosts.append((host.strip("[]"), int(port) if sep and port else default_port))
+    return hosts
+
+
+def _cluster(url: str, scheme: str, *, max_connections: int, options: dict[str, Any]) -> RedisCluster:
+    parts = urlsplit(url)
+    userinfo, _, hostlist = parts.netloc.rpartition("@")
+    if not hostlist:
+        raise ValueError(f"A Cluster URL names at least one node: {redact(url)}")
+    if parts.path.strip("/"):
+        raise ValueError(f"A Redis Cluster has no databases: drop the path of {redact(url)}")
+    username, _, password = userinfo.partition(":")
+    auth = {"username": unquote(username) or None, "password": unquote(password) or None}
+    options = dict(options)
+    # The cluster client keeps its own retries (a slot map refresh between them); the batcher's
+    # per-node connections get the plain client's (see ``node_client``).
+    options.pop("retry", None)
+    return RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in _hosts(hostlist, 6379)],
+        ssl=scheme == "rediss+cluster",
+        max_connections=max_connections,
+        require_full_coverage=False,
+        **{key: value for key, value in auth.items() if value},
+        **options,
+    )
+
+
+_NODE_OPTIONS = frozenset(
+    {
+        "username",
+        "password",
+        "credential_provider",
+        "client_name",
+        "encoding",
+        "encoding_errors",
+        "decode_responses",
+        "socket_connect_timeout",
+        "socket_keepalive",
+        "socket_keepalive_options",
+        "health_check_interval",
+        "protocol",
+    }
+)
+"""Options of the cluster's connections that a node's plain client takes over (and ``ssl_*``)."""
+
+
+def node_client(cluster: RedisCluster, host: str, port: int, *, max_connections: int) -> Redis:
+    """A plain client for one node of ``cluster``, with the options of the cluster's connections.
+
+    The batcher and the pub/sub hub talk to each node through one of these (their own pool,
+    the quick retries of ``default_retry``), while the cluster client keeps the slot map.
+    """
+    source = connection_kwargs(cluster)
+    kwargs = {key: value for key, value in source.items() if key in _NODE_OPTIONS or key.startswith("ssl_")}
+    kwargs = {key: value for key, value in kwargs.items() if value is not None or key == "protocol"}
+    kwargs.pop("protocol", None)
+    connection_class = source.get("connection_class")
+    ssl = isinstance(connection_class, type) and issubclass(connection_class, SSLConnection)
+    return Redis(
+        host=host,
+        port=port,
+        max_connections=max_connections,
+        ssl=ssl,
+        retry=default_retry(),
+        socket_timeout=None,
+        **kwargs,
+    )

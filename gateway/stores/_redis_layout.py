@@ -24,15 +24,15 @@ Global keys (one per id, so they shard too), written in the same round trip as t
 
     P:run:<run id>          string: thread id (run ids are global)
     P:approval:<id>         string: thread id (tool call ids are global)
-    P:leases                sorted set: [thread, run] -> when to check the lease (ms)
-    P:approval-expiry       sorted set: [thread, tool call id] -> expiry (s)
+    P:leases:{b}            sorted set: [thread, run] -> when to check the lease (ms)
+    P:approval-expiry:{b}   sorted set: [thread, tool call id] -> expiry (s)
     P:owner:<sha256>        sorted set: thread id -> last activity (s), one per owner (the SHA-256
                             of the owner's ``Actor.key``): the owner's list of threads
-    P:activity              sorted set: thread id -> last activity (s): retention's index
+    P:activity:{b}          sorted set: thread id -> last activity (s): retention's index
     P:queued:<message id>   string: thread id (queued message ids are global)
-    P:queued-threads        sorted set: thread id -> when a message last queued there (s)
-    P:open-approvals        sorted set: [tool call id, thread] -> requested_ts (s), pending ones
-    P:recent-runs           sorted set: [run id, thread] -> created_at (s)
+    P:queued-threads:{b}    sorted set: thread id -> when a message last queued there (s)
+    P:open-approvals:{b}    sorted set: [tool call id, thread] -> requested_ts (s), pending ones
+    P:recent-runs:{b}       sorted set: [run id, thread] -> created_at (s)
     P:confirm:<hash>        claimed confirm token (expires with the token)
     P:channel:<key>         channel state (JSON)
 
@@ -74,21 +74,27 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast, get_args
 
 from pydantic import TypeAdapter
+from redis.crc import key_slot
 
 from ..events import RunEvent
 from ._records import ApprovalRecord, JournalEntry, RunRecord
 
 __all__ = [
+    "BUCKETS",
+    "BUCKET_TAGS",
     "EVENTS",
+    "INDEX_NAMES",
+    "IndexName",
     "JOURNAL",
     "NO_SEQ",
     "PENDING_HEAD",
     "RedisKeys",
     "approval_head",
     "approval_json",
+    "bucket_of",
     "json_array",
     "index_member",
     "millis",
@@ -96,6 +102,38 @@ __all__ = [
     "run_parts",
     "as_text",
 ]
+
+
+IndexName = Literal["leases", "approval-expiry", "activity", "queued-threads", "open-approvals", "recent-runs"]
+"""The global indexes, each bucketed over ``BUCKETS`` keys by thread."""
+
+INDEX_NAMES: tuple[IndexName, ...] = get_args(IndexName)
+
+BUCKETS = 16
+"""Keys each global index is spread over. On a Cluster each bucket's hash tag is picked so that
+the buckets' slots are evenly spaced over the 16,384 (a cluster's masters serve contiguous
+ranges), so every master holds its share of every index and of the sweeps that read them."""
+
+
+def _bucket_tags() -> tuple[str, ...]:
+    """For bucket ``k``, the first tag ``i<k>`` / ``i<k>.<n>`` whose slot lies in the k-th sixteenth."""
+    width = 16384 // BUCKETS
+    tags = []
+    for k in range(BUCKETS):
+        for n in range(100_000):
+            tag = f"i{k}" if n == 0 else f"i{k}.{n}"
+            if k * width <= key_slot(tag.encode()) < (k + 1) * width:
+                tags.append(tag)
+                break
+    return tuple(tags)
+
+
+BUCKET_TAGS = _bucket_tags()
+
+
+def bucket_of(thread_id: str) -> int:
+    """Which bucket of every global index holds a thread's entries (stable across processes)."""
+    return key_slot(thread_id.encode("utf-8", "surrogatepass")) % BUCKETS
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,43 +154,25 @@ class RedisKeys:
         """Which thread an approval belongs to."""
         return f"{self.prefix}:approval:{tool_call_id}"
 
-    @property
-    def leases(self) -> str:
-        """The lease index: when to check each running run's lease."""
-        return f"{self.prefix}:leases"
+    def index(self, name: IndexName, thread_id: str) -> str:
+        """The bucket of the global index ``name`` that holds the thread's entries."""
+        return f"{self.prefix}:{name}:{{{BUCKET_TAGS[bucket_of(thread_id)]}}}"
 
-    @property
-    def approval_expiry(self) -> str:
-        """The approval index: when each pending approval lapses."""
-        return f"{self.prefix}:approval-expiry"
+    def indexes(self, name: IndexName) -> list[str]:
+        """Every bucket of the global index ``name`` (a reader reads them all)."""
+        return [f"{self.prefix}:{name}:{{{tag}}}" for tag in BUCKET_TAGS]
+
+    def legacy_index(self, name: IndexName) -> str:
+        """The one key the global index ``name`` was before it was bucketed (read to migrate it)."""
+        return f"{self.prefix}:{name}"
 
     def owner_threads(self, owner_key: str) -> str:
         """The owner's threads by last activity (the key names a hash: an owner key may hold anything)."""
         return f"{self.prefix}:owner:{hashlib.sha256(owner_key.encode('utf-8', 'surrogatepass')).hexdigest()}"
 
-    @property
-    def activity(self) -> str:
-        """Every thread by last activity (retention)."""
-        return f"{self.prefix}:activity"
-
     def queued_index(self, message_id: str) -> str:
         """Which thread a queued message waits on."""
         return f"{self.prefix}:queued:{message_id}"
-
-    @property
-    def queued_threads(self) -> str:
-        """The queue index: threads a message was queued on, by when."""
-        return f"{self.prefix}:queued-threads"
-
-    @property
-    def open_approvals(self) -> str:
-        """Pending approvals of every thread, by request time."""
-        return f"{self.prefix}:open-approvals"
-
-    @property
-    def recent_runs(self) -> str:
-        """Runs of every thread, by creation time."""
-        return f"{self.prefix}:recent-runs"
 
     def confirm_token(self, token_hash: str) -> str:
         """A claimed confirm token."""

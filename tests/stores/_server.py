@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import shutil
 import socket
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import redis.asyncio as redis
@@ -18,16 +20,34 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_cluster_port() -> int:
+    """A free port ``p`` below 55536 whose cluster bus port ``p + 10000`` is free too."""
+    for _ in range(1000):
+        port = random.randrange(20000, 30000)
+        try:
+            for candidate in (port, port + 10000):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port pair for a cluster node")
+
+
 class RedisServer:
     """``redis-server`` on a free port in a temp dir, with an append-only file so data survives a restart.
 
     With ``replica_of`` it replicates that server, and ``start`` waits until the replica is in sync.
     """
 
-    def __init__(self, directory: Path, *, replica_of: RedisServer | None = None) -> None:
-        self.port = free_port()
+    def __init__(
+        self, directory: Path, *, replica_of: RedisServer | None = None, extra: Sequence[str] = ()
+    ) -> None:
+        self.port = free_cluster_port() if "--cluster-enabled" in extra else free_port()
         self.directory = directory
         self.replica_of = replica_of
+        self.extra = list(extra)
+        """More ``redis-server`` arguments (a Cluster node's)."""
         self.process: subprocess.Popen[bytes] | None = None
         executable = shutil.which("redis-server")
         if executable is None:
@@ -52,6 +72,7 @@ class RedisServer:
                 "--dir", str(self.directory),
                 "--repl-diskless-sync-delay", "0",  # a replica syncs at once, not after 5 s
                 *replication,
+                *self.extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
