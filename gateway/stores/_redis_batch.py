@@ -76,6 +76,23 @@ class CommandBatcher:
             raise result
         return result
 
+    async def send_ordered(self, first: Sequence[Command], then: Sequence[Command]) -> tuple[list[Any], list[Any]]:
+        """Send ``first``, then ``then`` only once every command of ``first`` succeeded.
+
+        Writes that cross slots on a Cluster (a thread's script and the global index entries
+        that find it) are ordered so that a failure between them leaves nothing a reader cannot
+        correct: the index entries go ``first``. On one server both go in one pipeline, in
+        order, on one connection (Redis runs them in that order; a connection lost midway runs
+        a prefix); a command of ``first`` that fails there still lets ``then`` run, which the
+        callers accept since Redis refuses the script too when it refused an index write
+        (out of memory, read-only replica) or the connection is gone for both.
+
+        Returns:
+            The replies of ``first`` and of ``then`` (each reply or error as a value).
+        """
+        results = await self.send([*first, *then])
+        return results[: len(first)], results[len(first) :]
+
     async def send(self, commands: Sequence[Command]) -> list[Any]:
         """Send commands together, in order; each reply or error (as a value) in order."""
         if self._closed:
