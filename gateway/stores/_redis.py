@@ -32,9 +32,10 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from .._errors import (
     QueuedMessageNotFoundError,
@@ -63,13 +64,15 @@ from ._records import (
     UsageTotals,
 )
 from ._redis_batch import Command, CommandBatcher
-from ._redis_client import connect, describe, guarded, redact
+from ._redis_client import AnyRedis, connect, describe, guarded, is_cluster, node_client, redact
+from ._redis_cluster_batch import ClusterBatcher
 from ._redis_hub import PubSubHub
 from ._redis_layout import (
     EVENTS,
     JOURNAL,
     NO_SEQ,
     PENDING_HEAD,
+    IndexName,
     RedisKeys,
     approval_head,
     approval_json,
@@ -79,6 +82,8 @@ from ._redis_layout import (
     millis,
     parse_events,
     run_parts,
+    score_pairs,
+    score_text,
 )
 from ._redis_queue import RedisQueues
 from ._redis_scripts import (
@@ -86,6 +91,7 @@ from ._redis_scripts import (
     APPROVALS,
     CHANNEL_IF,
     CLAIM,
+    ENSURE,
     LEASE_STATE,
     RECONCILE,
     RENEW,
@@ -126,7 +132,7 @@ class RedisStore:
 
     def __init__(
         self,
-        url_or_client: str | Redis,
+        url_or_client: str | AnyRedis,
         *,
         prefix: str = "agora",
         max_connections: int = 128,
@@ -139,8 +145,9 @@ class RedisStore:
 
         Args:
             url_or_client: A ``redis://``, ``rediss://`` or ``unix://`` URL, a Sentinel URL
-                (``redis+sentinel://host:26379,host2:26379/service[/db]``), or a ready
-                ``redis.asyncio.Redis`` client (the caller keeps closing it).
+                (``redis+sentinel://host:26379,host2:26379/service[/db]``), a Cluster URL
+                (``redis+cluster://host:6379,host2:6379``), or a ready ``redis.asyncio.Redis``
+                or ``redis.asyncio.cluster.RedisCluster`` client (the caller keeps closing it).
             prefix: The namespace of every key (no braces: they delimit the hash tag).
             max_connections: Connections in the pool of a URL-built client. Commands share
                 connections through batching, at most the pool's size less 16 sends in flight
@@ -170,9 +177,22 @@ class RedisStore:
             self._where = describe(url_or_client)
             self._client = url_or_client
             self._owns_client = False
-        pool_size = getattr(self._client.connection_pool, "max_connections", max_connections)
-        self._batcher = CommandBatcher(self._client, max_in_flight=max(1, pool_size - 16))
+        self._cluster = is_cluster(self._client)
+        self._batcher: CommandBatcher | ClusterBatcher
+        if isinstance(self._client, RedisCluster):
+            cluster = self._client
+            self._batcher = ClusterBatcher(
+                cluster,
+                node_client=functools.partial(node_client, cluster, max_connections=max_connections),
+                max_in_flight=max(1, max_connections - 16),
+            )
+        else:
+            pool_size = getattr(self._client.connection_pool, "max_connections", max_connections)
+            self._batcher = CommandBatcher(self._client, max_in_flight=max(1, pool_size - 16))
         self._call = self._batcher.call
+        self._publish = "SPUBLISH" if self._cluster else "PUBLISH"
+        """How a script publishes a thread's events: sharded on a Cluster (to the thread's node)."""
+        self._migrated = False
         self._hub = PubSubHub(
             self._client,
             where=self._where,
@@ -188,7 +208,7 @@ class RedisStore:
         return f"RedisStore({self._where!r}, prefix={self.prefix!r})"
 
     @property
-    def client(self) -> Redis:
+    def client(self) -> AnyRedis:
         """The redis-py client the store uses."""
         return self._client
 
@@ -215,14 +235,10 @@ class RedisStore:
         return ThreadRecord.model_validate_json(raw) if raw is not None else None
 
     async def ensure_thread(self, thread: ThreadRecord) -> ThreadRecord:
-        """Create ``thread`` unless it exists (two HSETNX in one MULTI); answer the stored one."""
+        """Create ``thread`` unless it exists (one script: two HSETNX); answer the stored one."""
         key = self._keys.thread(thread.thread_id, "thread")
         async with self._guard():
-            pipe = self._client.pipeline(transaction=True)
-            pipe.hsetnx(key, "owner", thread.owner_key)
-            pipe.hsetnx(key, "record", thread.model_dump_json())
-            pipe.hget(key, "record")
-            *_, raw = await pipe.execute()
+            raw = await ENSURE(self._call, [key], [thread.owner_key, thread.model_dump_json()])
             stored = ThreadRecord.model_validate_json(raw)
             await self._threads.index_ensured(thread, stored)
         return stored
@@ -244,6 +260,12 @@ class RedisStore:
         busy, and ``dequeue`` (its head) leaves it in the same script. A dequeued message's id
         index goes after, in a second round trip (only then).
 
+        The global entries that find the run (its id, its lease, the staff's recent runs, the
+        thread's activity) go first, the script after (in one pipeline on one server, in two
+        round trips on a Cluster, where they live on other nodes): a failure between them
+        leaves entries that name a run that does not exist, which their readers drop, never a
+        thread marked running that no sweep can find. A refused begin takes its entries back.
+
         Raises:
             ThreadForbiddenError: The thread exists and belongs to someone else.
             ThreadBusyError: Another run is running on the thread, or (without ``dequeue``)
@@ -257,24 +279,32 @@ class RedisStore:
         run_index = self._keys.run_index(run.run_id)
         recent = index_member(run.run_id, run.thread_id)
 
-        extra = [
-            ("ZADD", self._keys.leases, time.time() * 1000 + lease_ms, member),
+        leases = self._keys.index("leases", thread.thread_id)
+        recent_runs = self._keys.index("recent-runs", thread.thread_id)
+        before = [
             ("SET", run_index, run.thread_id),
-            ("ZADD", self._keys.recent_runs, _epoch(run.created_at), recent),
-            # After the script in the same pipeline: the history with the new message in it.
-            ("LRANGE", self._keys.thread(thread.thread_id, "messages"), -history_limit if history_limit else 0, -1),
+            ("ZADD", leases, time.time() * 1000 + lease_ms, member),
+            ("ZADD", recent_runs, _epoch(run.created_at), recent),
         ]
+        # After the script in the same pipeline (its slot): the history with the new message in it.
+        history = (
+            "LRANGE",
+            self._keys.thread(thread.thread_id, "messages"),
+            -history_limit if history_limit else 0,
+            -1,
+        )
 
         first, results = await self._apply_with(
             thread.thread_id,
             batch,
             run=run,
             begin=(thread.owner_key, thread.model_dump_json(), lease_owner, lease_ms),
-            extra=extra,
+            before=before,
+            after=[history],
             dequeue=dequeue or "",
         )
         if first < 0:
-            undo = [("ZREM", self._keys.leases, member), ("DEL", run_index), ("ZREM", self._keys.recent_runs, recent)]
+            undo = [("ZREM", leases, member), ("DEL", run_index), ("ZREM", recent_runs, recent)]
             if first == -2:  # someone else's thread: it does not go in this owner's list
                 undo.append(self._threads.refused_begin(thread.thread_id, thread.owner_key))
             async with self._guard():
@@ -304,7 +334,7 @@ class RedisStore:
         """
         first = await self._apply(thread_id, batch, run=batch.run)
         if first == -1:
-            if batch.approvals:  # their index entries went out beside the script: take them back
+            if batch.approvals:  # their index entries went out before the script: take them back
                 async with self._guard():
                     await run_scripts(
                         self._batcher.send,
@@ -313,8 +343,16 @@ class RedisStore:
                             for approval in batch.approvals
                             for command in (
                                 ("DEL", self._keys.approval_index(approval.tool_call_id)),
-                                ("ZREM", self._keys.approval_expiry, index_member(thread_id, approval.tool_call_id)),
-                                ("ZREM", self._keys.open_approvals, index_member(approval.tool_call_id, thread_id)),
+                                (
+                                    "ZREM",
+                                    self._keys.index("approval-expiry", thread_id),
+                                    index_member(thread_id, approval.tool_call_id),
+                                ),
+                                (
+                                    "ZREM",
+                                    self._keys.index("open-approvals", thread_id),
+                                    index_member(approval.tool_call_id, thread_id),
+                                ),
                             )
                         ],
                         [],
@@ -340,12 +378,18 @@ class RedisStore:
         *,
         run: RunRecord | None,
         begin: tuple[str, str, str, int] | None = None,
-        extra: Sequence[Command] = (),
+        before: Sequence[Command] = (),
+        after: Sequence[Command] = (),
         dequeue: str = "",
     ) -> tuple[int, list[Any]]:
-        """Run ``APPLY`` with ``extra`` commands after it in the same round trip.
+        """Run ``APPLY``, with index entries that find what it writes ``before`` it and ``after`` it.
 
-        Returns the first event's seq (or a negative refusal code) and every command's result.
+        ``before`` (with the entries of the batch's approvals) goes first, and the script only
+        once they are written (``send_ordered``); ``after`` rides beside the script (entries
+        that may lag: the activity indexes' moves; reads of the thread's slot).
+
+        Returns the first event's seq (or a negative refusal code) and the results of the
+        script and of ``after``, in order.
         """
         run_id = run.run_id if run is not None else ""
         head, rest = run_parts(run, begin=begin is not None) if run is not None else ("", "")
@@ -384,6 +428,7 @@ class RedisStore:
             batch.write_id or _name_write(batch),
             now,
             dequeue,
+            self._publish,
         ]
         if begin is not None:
             index = self._threads.index_begin(thread_id, owner, now)
@@ -391,23 +436,29 @@ class RedisStore:
             index = self._threads.index_write(thread_id, run.actor.key if run is not None else None, now)
         else:
             index = []
+        first: list[Command] = list(before)
+        for approval in batch.approvals:
+            first.append(("SET", self._keys.approval_index(approval.tool_call_id), thread_id))
+            member = index_member(thread_id, approval.tool_call_id)
+            first.append(("ZADD", self._keys.index("approval-expiry", thread_id), approval.expires_ts, member))
+            open_member = index_member(approval.tool_call_id, thread_id)
+            open_index = self._keys.index("open-approvals", thread_id)
+            if approval.status == "pending":
+                first.append(("ZADD", open_index, approval.requested_ts, open_member))
+            else:
+                first.append(("ZREM", open_index, open_member))
+        if begin is not None:
+            first.extend(index)  # a begin creates the thread's activity entries: before the script
+            index = []
         async with self._guard():
-            if not extra and not batch.approvals and not index:
+            if not first and not after and not index:
                 return int(await APPLY(self._call, keys, args)), []
-            commands: list[Command] = [APPLY.command(keys, args)]
-            for approval in batch.approvals:
-                commands.append(("SET", self._keys.approval_index(approval.tool_call_id), thread_id))
-                member = index_member(thread_id, approval.tool_call_id)
-                commands.append(("ZADD", self._keys.approval_expiry, approval.expires_ts, member))
-                open_member = index_member(approval.tool_call_id, thread_id)
-                if approval.status == "pending":
-                    commands.append(("ZADD", self._keys.open_approvals, approval.requested_ts, open_member))
-                else:
-                    commands.append(("ZREM", self._keys.open_approvals, open_member))
-            commands.extend(index)
-            commands.extend(extra)
-            results = await run_scripts(self._batcher.send, commands, [APPLY])
-            return int(results[0]), results
+            then: list[Command] = [APPLY.command(keys, args), *after, *index]
+            done, results = await self._batcher.send_ordered(first, then)
+            for result in (*done, *results):
+                if isinstance(result, Exception):
+                    raise result
+            return int(results[0]), results[: 1 + len(after)]
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""
@@ -562,9 +613,13 @@ class RedisStore:
             args = [run_id, owner, lease_ms, now_iso(), *sorted(expect)]
             member = index_member(thread_id, run_id)
 
-            # The index may now point at a run that did not become ours: a check corrects it.
-            commands = [CLAIM.command(keys, args), ("ZADD", self._keys.leases, time.time() * 1000 + lease_ms, member)]
-            raw = (await run_scripts(self._batcher.send, commands, [CLAIM]))[0]
+            # The lease entry first: a claim that then fails (or did not become ours) leaves an
+            # entry a check corrects, never a running run no sweep can find.
+            lease = ("ZADD", self._keys.index("leases", thread_id), time.time() * 1000 + lease_ms, member)
+            done, (raw,) = await self._batcher.send_ordered([lease], [CLAIM.command(keys, args)])
+            for result in (*done, raw):
+                if isinstance(result, Exception):
+                    raise result
         if raw is None:
             return None
         claimed = RunRecord.model_validate_json(raw)
@@ -580,35 +635,51 @@ class RedisStore:
             renewed = await RENEW(self._call, [self._keys.thread(thread_id, f"lease:{run_id}")], [owner, millis(ttl)])
         return bool(renewed)
 
+    async def _due(self, name: IndexName, until: float, limit: int) -> list[tuple[str, Any, float]]:
+        """The ``limit`` entries of every bucket of index ``name`` scored up to ``until``, lowest first.
+
+        One round trip reads every bucket (on a Cluster, every node at once); each entry comes
+        with the bucket it is in, for corrections.
+        """
+        keys = self._keys.indexes(name)
+        replies = await self._batcher.send(
+            [("ZRANGEBYSCORE", key, "-inf", repr(until), "WITHSCORES", "LIMIT", 0, limit) for key in keys]
+        )
+        entries: list[tuple[str, Any, float]] = []
+        for key, flat in zip(keys, replies, strict=True):
+            if isinstance(flat, Exception):
+                raise flat
+            entries.extend((key, member, float(score)) for member, score in score_pairs(flat))
+        entries.sort(key=lambda entry: entry[2])
+        return entries[:limit]
+
     async def expired_leases(self, limit: int = 100) -> list[tuple[str, str]]:
-        """Running runs whose lease lapsed: index candidates checked against their thread's keys."""
+        """Running runs whose lease lapsed: index candidates (from every bucket) checked against their thread's keys."""
         async with self._guard():
-            due = cast(
-                list[tuple[bytes | str, float]],
-                await self._client.zrangebyscore(
-                    self._keys.leases, "-inf", time.time() * 1000, start=0, num=limit, withscores=True
-                ),
-            )
+            due = await self._due("leases", time.time() * 1000, limit)
             if not due:
                 return []
-            candidates = [(json.loads(member), member, score) for member, score in due]
-
+            candidates = [(json.loads(member), key, member, score) for key, member, score in due]
             checks = [
                 LEASE_STATE.command(
                     [self._keys.thread(thread_id, "runs"), self._keys.thread(thread_id, f"lease:{run_id}")], [run_id]
                 )
-                for (thread_id, run_id), _, _ in candidates
+                for (thread_id, run_id), _, _, _ in candidates
             ]
             states = await run_scripts(self._batcher.send, checks, [LEASE_STATE])
             expired: list[tuple[str, str]] = []
-            corrections: list[Any] = []
-            for ((thread_id, run_id), member, score), state in zip(candidates, states, strict=True):
+            corrections: dict[str, list[Any]] = {}
+            for ((thread_id, run_id), key, member, score), state in zip(candidates, states, strict=True):
                 if state == 0:
                     expired.append((thread_id, run_id))
                 else:
-                    corrections.extend([member, score, "" if state < 0 else state])
+                    corrections.setdefault(key, []).extend([member, score_text(score), "" if state < 0 else state])
             if corrections:
-                await RECONCILE(self._call, [self._keys.leases], corrections)
+                await run_scripts(
+                    self._batcher.send,
+                    [RECONCILE.command([key], triplets) for key, triplets in corrections.items()],
+                    [],
+                )
         return expired
 
     # -- approvals ---------------------------------------------------------------------------------
@@ -655,8 +726,8 @@ class RedisStore:
             # Settled now or before, the approval is not pending: drop it from the expiry index.
             commands = [
                 SETTLE.command(keys, args),
-                ("ZREM", self._keys.approval_expiry, member),
-                ("ZREM", self._keys.open_approvals, index_member(tool_call_id, thread_id)),
+                ("ZREM", self._keys.index("approval-expiry", thread_id), member),
+                ("ZREM", self._keys.index("open-approvals", thread_id), index_member(tool_call_id, thread_id)),
             ]
             raw = (await run_scripts(self._batcher.send, commands, [SETTLE]))[0]
         return ApprovalRecord.model_validate_json(raw) if raw is not None else None
@@ -681,29 +752,30 @@ class RedisStore:
         return await self._queues.recent_runs(limit)
 
     async def expired_approvals(self, now: float, limit: int = 100) -> list[ApprovalRecord]:
-        """Pending approvals past their expiry; index entries of settled ones are dropped on the way."""
+        """Pending approvals past their expiry (every bucket); index entries of settled ones are dropped on the way."""
         lapsed: list[ApprovalRecord] = []
         async with self._guard():
             for _ in range(8):
-                due = cast(
-                    list[bytes | str],
-                    await self._client.zrangebyscore(self._keys.approval_expiry, "-inf", now, start=0, num=limit),
-                )
+                due = await self._due("approval-expiry", now, limit)
                 if not due:
                     break
-                pairs = [json.loads(member) for member in due]
-                pipe = self._client.pipeline(transaction=False)
-                for thread_id, tool_call_id in pairs:
-                    pipe.hget(self._keys.thread(thread_id, "approvals"), tool_call_id)
-                stale: list[Any] = []
-                for member, raw in zip(due, await pipe.execute(), strict=True):
+                pairs = [json.loads(member) for _, member, _ in due]
+                records = await run_scripts(
+                    self._batcher.send,
+                    [("HGET", self._keys.thread(thread_id, "approvals"), call_id) for thread_id, call_id in pairs],
+                    [],
+                )
+                stale: dict[str, list[Any]] = {}
+                for (key, member, _), raw in zip(due, records, strict=True):
                     approval = ApprovalRecord.model_validate_json(raw) if raw is not None else None
                     if approval is not None and approval.status == "pending" and approval.lapsed(now):
                         lapsed.append(approval)
                     else:
-                        stale.append(member)
+                        stale.setdefault(key, []).append(member)
                 if stale:
-                    await self._client.zrem(self._keys.approval_expiry, *stale)
+                    await run_scripts(
+                        self._batcher.send, [("ZREM", key, *members) for key, members in stale.items()], []
+                    )
                 if len(lapsed) >= limit or not stale or len(due) < limit:
                     break
         return lapsed[:limit]
@@ -802,7 +874,10 @@ class RedisStore:
         """
         try:
             async with self._guard():
-                await self._client.ping()
+                if isinstance(self._batcher, ClusterBatcher):
+                    await self._batcher.ping()  # every master: a thread may live on any of them
+                else:
+                    await self._client.ping()
         except StoreUnavailableError as exc:
             raise StoreUnavailableError(f"Cannot reach Redis at {self._where}: {exc.__cause__}") from exc.__cause__
 

@@ -29,14 +29,20 @@ from typing import Any
 import hiredis
 from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
-from redis.exceptions import DataError, ResponseError
+from redis.exceptions import DataError, NoScriptError, ResponseError
 
-__all__ = ["CommandBatcher"]
+__all__ = ["SCRIPT_SOURCES", "CommandBatcher"]
+
+SCRIPT_SOURCES: dict[str, str] = {}
+"""Every Lua script the stores call by SHA1 (``_redis_scripts.LuaScript`` registers itself), so
+a batcher that meets NOSCRIPT loads it on the server that answered and sends again."""
 
 Command = tuple[Any, ...]
 """``execute_command`` arguments: the command's name, then its arguments."""
 
-_Pending = tuple[Command, "asyncio.Future[Any]"]
+_Pending = tuple[Command, "asyncio.Future[Any]", int]
+"""A command waiting for a flush, its caller's future, and its send's number (a send's
+commands stay in one pipeline, in order)."""
 
 
 class CommandBatcher:
@@ -58,6 +64,7 @@ class CommandBatcher:
         self._max_in_flight = max_in_flight
         self._max_batch = max_batch
         self._pending: list[_Pending] = []
+        self._sends = 0
         self._scheduled = False
         self._busy = 0
         """Sends in flight (direct or flushes): while any is, new commands queue."""
@@ -94,7 +101,41 @@ class CommandBatcher:
         return results[: len(first)], results[len(first) :]
 
     async def send(self, commands: Sequence[Command]) -> list[Any]:
-        """Send commands together, in order; each reply or error (as a value) in order."""
+        """Send commands together, in order; each reply or error (as a value) in order.
+
+        A script Redis does not know (NOSCRIPT: it restarted, or failed over) is loaded and
+        every command from the first that met NOSCRIPT on is sent again, in order: a later
+        command may read what the script writes (``begin_run`` reads the history the script
+        appended to), so its first reply is stale. Commands that ride beside a script are
+        idempotent index writes and reads, and the scripts answer a write they already applied
+        as they did, so sending them twice is safe.
+        """
+        results = await self._send(commands)
+        first = next((i for i, result in enumerate(results) if isinstance(result, NoScriptError)), None)
+        if first is None:
+            return results
+        shas = {command[1] for command in commands[first:] if command[0] == "EVALSHA"}
+        loads = [("SCRIPT LOAD", SCRIPT_SOURCES[sha]) for sha in sorted(shas) if sha in SCRIPT_SOURCES]
+        loaded = await self._send(loads)
+        failed = next((result for result in loaded if isinstance(result, Exception)), None)
+        if failed is not None:
+            results[first:] = [failed] * (len(results) - first)
+            return results
+        results[first:] = await self._send(commands[first:])
+        return results
+
+    async def send_together(self, commands: Sequence[Command]) -> list[Any]:
+        """Send commands on one connection at once, never coalesced with others (``ASKING`` + its command)."""
+        if self._closed:
+            raise RuntimeError("Cannot use a closed RedisStore")
+        self._busy += 1
+        try:
+            return await self._execute(commands)
+        finally:
+            self._busy -= 1
+            self._kick()
+
+    async def _send(self, commands: Sequence[Command]) -> list[Any]:
         if self._closed:
             raise RuntimeError("Cannot use a closed RedisStore")
         if not self._pending and not self._busy:
@@ -106,9 +147,10 @@ class CommandBatcher:
                 self._kick()
         loop = asyncio.get_running_loop()
         futures = []
+        self._sends += 1
         for command in commands:
             future: asyncio.Future[Any] = loop.create_future()
-            self._pending.append((command, future))
+            self._pending.append((command, future, self._sends))
             futures.append(future)
         self._kick()
         return list(await asyncio.gather(*futures, return_exceptions=True))
@@ -163,7 +205,10 @@ class CommandBatcher:
     def _flush(self) -> None:
         self._scheduled = False
         while self._pending and self._busy < self._max_in_flight:
-            batch, self._pending = self._pending[: self._max_batch], self._pending[self._max_batch :]
+            cut = min(self._max_batch, len(self._pending))
+            while cut < len(self._pending) and self._pending[cut][2] == self._pending[cut - 1][2]:
+                cut += 1  # one send's commands never split over two pipelines (two connections)
+            batch, self._pending = self._pending[:cut], self._pending[cut:]
             live = [item for item in batch if not item[1].done()]  # callers may have given up
             if live:
                 self._busy += 1
@@ -178,12 +223,12 @@ class CommandBatcher:
 
     async def _deliver(self, batch: list[_Pending]) -> None:
         try:
-            results = await self._execute([command for command, _ in batch])
+            results = await self._execute([command for command, _, _ in batch])
         except BaseException:
-            for _, future in batch:
+            for _, future, _ in batch:
                 future.cancel()
             raise
-        for (_, future), result in zip(batch, results, strict=True):
+        for (_, future, _), result in zip(batch, results, strict=True):
             if future.done():
                 continue
             if isinstance(result, Exception):
@@ -194,7 +239,7 @@ class CommandBatcher:
     async def aclose(self) -> None:
         """Refuse new commands and cancel the flushes in flight."""
         self._closed = True
-        for _, future in self._pending:
+        for _, future, _ in self._pending:
             future.cancel()
         self._pending = []
         for task in list(self._flushes):

@@ -100,6 +100,7 @@ __all__ = [
     "millis",
     "parse_events",
     "run_parts",
+    "score_pairs",
     "as_text",
 ]
 
@@ -261,3 +262,10 @@ def parse_events(data: bytes | str) -> list[RunEvent]:
 def score_text(value: float) -> str:
     """A score as Redis reads it back: the shortest text of the float, so both sides agree."""
     return repr(float(value))
+
+
+def score_pairs(reply: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """A raw ``WITHSCORES`` reply as (member, score) pairs: redis-py 8 parses it into pairs, RESP2 is flat."""
+    if reply and isinstance(reply[0], (list, tuple)):
+        return [(member, score) for member, score in reply]
+    return list(zip(reply[::2], reply[1::2], strict=True))

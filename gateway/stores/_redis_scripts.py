@@ -22,7 +22,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from ._redis_batch import Command
+from ._redis_batch import SCRIPT_SOURCES, Command
 
 __all__ = [
     "APPLY",
@@ -31,6 +31,7 @@ __all__ = [
     "CLAIM",
     "CLEAR_QUEUE",
     "ENQUEUE",
+    "ENSURE",
     "ERASE",
     "LEASE_STATE",
     "QUEUED",
@@ -64,6 +65,7 @@ class LuaScript:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
+        SCRIPT_SOURCES[self.sha] = self.source
 
     def command(self, keys: Sequence[str], args: Sequence[Any]) -> Command:
         """The EVALSHA command that runs the script."""
@@ -130,7 +132,8 @@ APPLY = LuaScript(
 --       11 events (JSON without seq), 12 journal entries, 13 messages, 14 approvals, each a
 --       newline-joined list (compact JSON never holds a raw newline), 15 approval ids (JSON array),
 --       16 this write's id (32 hex digits), 17 now (UNIX seconds: the thread's last activity),
---       18 the queued message a begin dequeues ('' = none: then a queue that holds one is busy).
+--       18 the queued message a begin dequeues ('' = none: then a queue that holds one is busy),
+--       19 PUBLISH, or SPUBLISH on a Cluster (the channel shares the thread's slot).
 -- Returns the seq of the first event (last seq + 1 when there are none), or
 -- -1 no such thread, -2 someone else's thread, -3 a run is running, -4 a run waits for an approval,
 -- -5 messages wait in the queue, -6 the message to dequeue is not the queue's head.
@@ -249,9 +252,20 @@ if #recent > 640 then
 end
 redis.call('HSET', thread, 'recent', recent)
 if #bodies > 0 then
-  redis.call('PUBLISH', ARGV[1], '[' .. table.concat(bodies, ',') .. ']')
+  redis.call(ARGV[19], ARGV[1], '[' .. table.concat(bodies, ',') .. ']')
 end
 return first
+""",
+)
+
+ENSURE = LuaScript(
+    "ensure",
+    r"""
+-- Create a thread unless it exists; answer the stored record.
+-- KEYS: 1 thread hash. ARGV: 1 owner, 2 record.
+redis.call('HSETNX', KEYS[1], 'owner', ARGV[1])
+redis.call('HSETNX', KEYS[1], 'record', ARGV[2])
+return redis.call('HGET', KEYS[1], 'record')
 """,
 )
 

@@ -92,7 +92,7 @@ class RedisThreads(RedisPart):
     def index_begin(self, thread_id: str, owner_key: str, now: str) -> list[Command]:
         """The index writes of a run begun at ``now`` (they create the thread's entries)."""
         return [
-            ("ZADD", self._keys.activity, now, thread_id),
+            ("ZADD", self._keys.index("activity", thread_id), now, thread_id),
             ("ZADD", self._keys.owner_threads(owner_key), now, thread_id),
         ]
 
@@ -104,7 +104,7 @@ class RedisThreads(RedisPart):
         the run's next write that names it.
         """
         owner_key = owner_key or self._owners.get(thread_id)
-        commands: list[Command] = [("ZADD", self._keys.activity, "XX", now, thread_id)]
+        commands: list[Command] = [("ZADD", self._keys.index("activity", thread_id), "XX", now, thread_id)]
         if owner_key is not None:
             commands.append(("ZADD", self._keys.owner_threads(owner_key), "XX", now, thread_id))
         return commands
@@ -121,7 +121,7 @@ class RedisThreads(RedisPart):
         key = self._keys.thread(thread.thread_id, "thread")
         pipe = self._client.pipeline(transaction=False)
         pipe.hsetnx(key, "active", now)
-        pipe.zadd(self._keys.activity, {thread.thread_id: now}, nx=True)
+        pipe.zadd(self._keys.index("activity", thread.thread_id), {thread.thread_id: now}, nx=True)
         pipe.zadd(self._keys.owner_threads(thread.owner_key), {thread.thread_id: now}, nx=True)
         await pipe.execute()
 

@@ -1,0 +1,271 @@
+"""``ClusterBatcher``: the command batcher of a ``RedisStore`` on a Redis Cluster.
+
+Each command goes to the master that serves its key's slot (for ``EVALSHA``, its first key):
+the batcher keeps one ``CommandBatcher`` per master, on a plain client of that node
+(``_redis_client.node_client``), so commands that pile up for a node still leave as one
+pipeline packed by hiredis, and the commands of one ``send`` that belong to different nodes go
+out at the same time. The cluster client itself only keeps the slot map.
+
+Redirections are followed here, per command: ``MOVED`` updates the slot map (the cluster
+client's ``move_slot``) and sends the command again to the node it names; ``ASK`` sends it
+there once, after ``ASKING`` on the same connection; ``TRYAGAIN`` (a slot half migrated) waits
+a moment and sends again. After ``MAX_REDIRECTS`` the last error stays the command's answer,
+and the store's guard turns it into ``StoreUnavailableError``. A node that cannot be reached
+makes the batcher read the slot map again (at most every ``REFRESH_INTERVAL`` seconds), so
+once a replica is promoted the next call finds it. ``NOSCRIPT`` is handled by each node's
+batcher: the script is loaded on the node that answered it.
+
+Why a batcher per node rather than the cluster client's pipeline: the cluster pipeline packs
+and routes every command in Python and takes a connection per node per pipeline; the per-node
+batchers keep what a single server gets (see ``bench/cluster.py`` for the figures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
+from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
+
+from ._redis_batch import Command, CommandBatcher
+from ._redis_client import UNAVAILABLE
+
+__all__ = ["MAX_REDIRECTS", "ClusterBatcher", "command_slot"]
+
+logger = logging.getLogger("gateway.stores.redis")
+
+MAX_REDIRECTS = 5
+"""Times one command follows MOVED / ASK / TRYAGAIN before its error stands."""
+
+REFRESH_INTERVAL = 0.25
+"""Seconds between two readings of the slot map that a failure asks for."""
+
+_TRYAGAIN_PAUSE = 0.02
+
+_KEYLESS = frozenset({"PING", "SCRIPT", "SCRIPT LOAD", "ASKING"})
+
+
+def _encode(key: Any) -> bytes:
+    if isinstance(key, bytes):
+        return key
+    if isinstance(key, str):
+        return key.encode("utf-8", "surrogatepass")
+    return str(key).encode()
+
+
+def command_slot(command: Command) -> int | None:
+    """The slot a command is routed by: its first key (``EVALSHA``: the first of its keys), or ``None``."""
+    name = command[0]
+    if isinstance(name, bytes):
+        name = name.decode()
+    upper = name.upper()
+    if upper in ("EVALSHA", "EVAL"):
+        return key_slot(_encode(command[3])) if int(command[2]) > 0 else None
+    if upper in _KEYLESS or len(command) < 2:
+        return None
+    return key_slot(_encode(command[1]))
+
+
+class ClusterBatcher:
+    """Routes commands to per-node batchers by slot and follows the cluster's redirections."""
+
+    def __init__(
+        self,
+        cluster: RedisCluster,
+        *,
+        node_client: Callable[[str, int], Redis],
+        max_in_flight: int = 48,
+        max_batch: int = 512,
+    ) -> None:
+        """Batch commands for the masters of ``cluster``.
+
+        Args:
+            cluster: The cluster client (its slot map is the batcher's).
+            node_client: Makes a plain client for a node's host and port (closed by ``aclose``).
+            max_in_flight: Sends in flight at most per node.
+            max_batch: Commands per pipeline at most.
+        """
+        self._cluster = cluster
+        self._node_client = node_client
+        self._max_in_flight = max_in_flight
+        self._max_batch = max_batch
+        self._nodes: dict[str, CommandBatcher] = {}
+        self._clients: dict[str, Redis] = {}
+        self._ready = False
+        self._init_lock = asyncio.Lock()
+        self._refreshing: asyncio.Task[None] | None = None
+        self._refreshed_at = 0.0
+        self._closed = False
+        self.redirects = 0
+        """Commands sent again after MOVED, ASK or TRYAGAIN (for tests and metrics)."""
+
+    @property
+    def pipelines(self) -> int:
+        """Pipelines sent, over every node."""
+        return sum(batcher.pipelines for batcher in self._nodes.values())
+
+    def node_batchers(self) -> dict[str, CommandBatcher]:
+        """The per-node batchers made so far, by node name (``host:port``)."""
+        return dict(self._nodes)
+
+    # -- routing -------------------------------------------------------------------------------------
+
+    async def _initialize(self) -> None:
+        if self._ready:
+            return
+        async with self._init_lock:
+            if not self._ready:
+                await self._cluster.initialize()
+                self._ready = True
+
+    def _node(self, host: str, port: int) -> CommandBatcher:
+        name = f"{host}:{port}"
+        batcher = self._nodes.get(name)
+        if batcher is None:
+            client = self._node_client(host, port)
+            self._clients[name] = client
+            batcher = CommandBatcher(client, max_in_flight=self._max_in_flight, max_batch=self._max_batch)
+            self._nodes[name] = batcher
+        return batcher
+
+    def _route(self, command: Command) -> CommandBatcher:
+        slot = command_slot(command)
+        manager = self._cluster.nodes_manager
+        node = manager.get_node_from_slot(slot) if slot is not None else self._cluster.get_random_node()
+        return self._node(node.host, int(node.port))
+
+    def _refresh_soon(self) -> None:
+        """Read the slot map again in the background (a node failed: a replica may have taken over)."""
+        if self._closed or (self._refreshing is not None and not self._refreshing.done()):
+            return
+        if time.monotonic() - self._refreshed_at < REFRESH_INTERVAL:
+            return
+        self._refreshed_at = time.monotonic()
+        self._refreshing = asyncio.get_running_loop().create_task(self._refresh(), name="agora-redis-slots")
+
+    async def _refresh(self) -> None:
+        try:
+            await self._cluster.nodes_manager.initialize()
+        except Exception as exc:  # the cluster is converging: the next failure asks again
+            logger.warning("reading the Redis Cluster's slot map failed: %s", exc)
+
+    # -- sending -------------------------------------------------------------------------------------
+
+    async def call(self, *command: Any) -> Any:
+        """Send one command and return its reply (or raise its error)."""
+        (result,) = await self.send([command])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def send_ordered(self, first: Sequence[Command], then: Sequence[Command]) -> tuple[list[Any], list[Any]]:
+        """Send ``first``; once every one of them succeeded, ``then`` (see ``CommandBatcher.send_ordered``).
+
+        When a command of ``first`` failed, ``then`` is not sent: its commands answer that error.
+        """
+        done = await self.send(first) if first else []
+        failed = next((result for result in done if isinstance(result, Exception)), None)
+        if failed is not None:
+            return done, [failed] * len(then)
+        return done, await self.send(then) if then else []
+
+    async def send(self, commands: Sequence[Command]) -> list[Any]:
+        """Send commands, each to its slot's node (nodes in parallel); each reply or error, in order."""
+        if self._closed:
+            raise RuntimeError("Cannot use a closed RedisStore")
+        if not commands:
+            return []
+        await self._initialize()
+        results: list[Any] = [None] * len(commands)
+        todo = list(range(len(commands)))
+        asking: dict[int, tuple[str, int]] = {}
+        for attempt in range(MAX_REDIRECTS + 1):
+            await self._send_round(commands, todo, asking, results)
+            again: list[int] = []
+            asking = {}
+            pause = False
+            for index in todo:
+                result = results[index]
+                if not isinstance(result, Exception) or attempt == MAX_REDIRECTS:
+                    if isinstance(result, UNAVAILABLE) and not isinstance(result, (AskError, TryAgainError)):
+                        self._refresh_soon()
+                    continue
+                if isinstance(result, MovedError):
+                    await self._cluster.nodes_manager.move_slot(result)
+                    again.append(index)
+                elif isinstance(result, AskError):
+                    asking[index] = (result.host, int(result.port))
+                    again.append(index)
+                elif isinstance(result, TryAgainError):
+                    pause = True
+                    again.append(index)
+                elif isinstance(result, ClusterDownError) or isinstance(result, UNAVAILABLE):
+                    self._refresh_soon()
+            if not again:
+                break
+            self.redirects += len(again)
+            if pause:
+                await asyncio.sleep(_TRYAGAIN_PAUSE)
+            todo = again
+        return results
+
+    async def _send_round(
+        self, commands: Sequence[Command], todo: list[int], asking: dict[int, tuple[str, int]], results: list[Any]
+    ) -> None:
+        """Send the commands ``todo`` (indexes), grouped by node, and put each answer in ``results``."""
+        groups: dict[int, tuple[CommandBatcher, list[int]]] = {}
+        asks: list[tuple[CommandBatcher, int]] = []
+        for index in todo:
+            try:
+                if index in asking:
+                    asks.append((self._node(*asking[index]), index))
+                    continue
+                batcher = self._route(commands[index])
+            except Exception as exc:  # no node serves the slot (SlotNotCoveredError)
+                results[index] = exc
+                self._refresh_soon()
+                continue
+            groups.setdefault(id(batcher), (batcher, []))[1].append(index)
+        if len(groups) == 1 and not asks:
+            ((batcher, indexes),) = groups.values()
+            for index, result in zip(indexes, await batcher.send([commands[i] for i in indexes]), strict=True):
+                results[index] = result
+            return
+
+        async def group(batcher: CommandBatcher, indexes: list[int]) -> None:
+            for index, result in zip(indexes, await batcher.send([commands[i] for i in indexes]), strict=True):
+                results[index] = result
+
+        async def ask(batcher: CommandBatcher, index: int) -> None:
+            # ASKING holds for the next command on its connection: both in one direct pipeline.
+            _, results[index] = await batcher.send_together([("ASKING",), commands[index]])
+
+        await asyncio.gather(
+            *(group(batcher, indexes) for batcher, indexes in groups.values()),
+            *(ask(batcher, index) for batcher, index in asks),
+        )
+
+    async def ping(self) -> None:
+        """Ping every master (raises the first failure)."""
+        await self._initialize()
+        for node in self._cluster.get_primaries():
+            await self._node(node.host, int(node.port)).call("PING")
+
+    async def aclose(self) -> None:
+        """Close every node's batcher and client; refuse new commands."""
+        self._closed = True
+        if self._refreshing is not None:
+            self._refreshing.cancel()
+            await asyncio.gather(self._refreshing, return_exceptions=True)
+        for batcher in self._nodes.values():
+            await batcher.aclose()
+        for client in self._clients.values():
+            await client.aclose()
+        self._nodes.clear()
+        self._clients.clear()
