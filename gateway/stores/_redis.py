@@ -200,9 +200,10 @@ class RedisStore:
             heartbeat=heartbeat,
             subscribe_timeout=subscribe_timeout,
         )
-        self._threads = RedisThreads(self._client, self._batcher.send, self._keys, self._guard)
-        self._queues = RedisQueues(self._client, self._batcher.send, self._keys, self._guard)
-        self._usage = RedisUsage(self._client, self._batcher.send, self._keys, self._guard)
+        parts = (self._client, self._batcher.send, self._keys, self._guard, self._batcher.send_ordered)
+        self._threads = RedisThreads(*parts)
+        self._queues = RedisQueues(*parts)
+        self._usage = RedisUsage(*parts)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r}, prefix={self.prefix!r})"

@@ -44,6 +44,7 @@ __all__ = [
     "Call",
     "LuaScript",
     "Send",
+    "SendOrdered",
     "run_scripts",
 ]
 
@@ -53,6 +54,9 @@ Call = Callable[..., Awaitable[Any]]
 
 Send = Callable[[Sequence[Command]], Awaitable[list[Any]]]
 """Sends commands together and returns each reply or error, in order."""
+
+SendOrdered = Callable[[Sequence[Command], Sequence[Command]], Awaitable[tuple[list[Any], list[Any]]]]
+"""Sends the first commands, then the others once the first succeeded (``CommandBatcher.send_ordered``)."""
 
 
 @dataclass(frozen=True)

@@ -24,19 +24,17 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
-
-from redis.asyncio import Redis
 
 from .._errors import ThreadBusyError
 from ..models import MESSAGE_ADAPTER, UserMessage
 from ._records import TITLE_CHARS, ApprovalRecord, ThreadRecord, ThreadSummary
 from ._redis_batch import Command
-from ._redis_client import guarded
+from ._redis_client import AnyRedis, guarded
 from ._redis_layout import RedisKeys, as_text, index_member, json_array, score_text
-from ._redis_scripts import ERASE, RECONCILE, RENAME, Send, run_scripts
+from ._redis_scripts import ERASE, RECONCILE, RENAME, Send, SendOrdered, run_scripts
 
 __all__ = ["RedisPart", "RedisThreads"]
 
@@ -60,11 +58,27 @@ class RedisPart:
         guard: Makes a call's ``guarded`` scope (Redis failures as ``StoreUnavailableError``).
     """
 
-    def __init__(self, client: Redis, send: Send, keys: RedisKeys, guard: Callable[[], guarded]) -> None:
+    def __init__(
+        self,
+        client: AnyRedis,
+        send: Send,
+        keys: RedisKeys,
+        guard: Callable[[], guarded],
+        send_ordered: SendOrdered | None = None,
+    ) -> None:
         self._client = client
         self._send = send
         self._keys = keys
         self._guard = guard
+        self._send_ordered: SendOrdered = send_ordered or self._one_then_other
+
+    async def _one_then_other(self, first: Sequence[Command], then: Sequence[Command]) -> tuple[list[Any], list[Any]]:
+        """``send_ordered`` over ``send`` alone: ``first``, then ``then`` once ``first`` succeeded."""
+        done = await self._send(first)
+        failed = next((result for result in done if isinstance(result, Exception)), None)
+        if failed is not None:
+            return done, [failed] * len(then)
+        return done, await self._send(then)
 
     async def _send_one(self, *command: Any) -> Any:
         (result,) = await self._send([command])
@@ -76,8 +90,8 @@ class RedisPart:
 class RedisThreads(RedisPart):
     """The thread-administration part of ``RedisStore``."""
 
-    def __init__(self, client: Redis, send: Send, keys: RedisKeys, guard: Callable[[], guarded]) -> None:
-        super().__init__(client, send, keys, guard)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._owners: OrderedDict[str, str] = OrderedDict()
 
     # -- index entries written beside the store's scripts -----------------------------------------

@@ -42,6 +42,9 @@ within the call's retries)."""
 _KEYED_WRITE_TTL_MS = USAGE_WRITE_DAYS * 86_400_000
 """How long an ``add_usage`` remembers its entry's write id."""
 
+_INDEXED_KEPT = 4096
+"""(day, actor) pairs a process remembers having put in the day's index (later steps skip it)."""
+
 _CHUNK = 256
 """Day hashes one pipeline of ``usage_rows`` reads."""
 
@@ -116,6 +119,11 @@ _LONGEST_BUCKET_MS = 86_400_000
 class RedisUsage(RedisPart):
     """The usage part of ``RedisStore``: the ledger, its totals, and the rate-limit buckets."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._indexed: dict[tuple[str, str], None] = {}
+        """(day, actor) pairs this process put in the day's index, oldest first."""
+
     async def add_usage(self, entry: UsageEntry) -> UsageTotals:
         """Add one step to its actor's ledger line and totals (one script, once per write id)."""
         now = time.time()
@@ -135,13 +143,22 @@ class RedisUsage(RedisPart):
         expires = day_expiry(entry.day, now)
         args = [line, entry.input_tokens, entry.output_tokens, tokens, cost, expires, month_expiry(entry.day, now)]
         index = self._keys.usage_day(entry.day)
-        commands = [
-            USAGE_ADD.command(keys, [*args, actor, ttl]),
-            ("SADD", index, actor),
-            ("EXPIREAT", index, expires),
-        ]
+        script = USAGE_ADD.command(keys, [*args, actor, ttl])
         async with self._guard():
-            day_tokens, month_tokens = (await run_scripts(self._send, commands, [USAGE_ADD]))[0]
+            if (entry.day, actor) in self._indexed:
+                day_tokens, month_tokens = (await run_scripts(self._send, [script], []))[0]
+            else:
+                # The day's index first (its own slot on a Cluster): a failure after it leaves an
+                # actor listed with nothing that day, never a line ``usage_rows`` cannot find.
+                first = [("SADD", index, actor), ("EXPIREAT", index, expires)]
+                done, (totals,) = await self._send_ordered(first, [script])
+                for result in (*done, totals):
+                    if isinstance(result, Exception):
+                        raise result
+                day_tokens, month_tokens = totals
+                self._indexed[(entry.day, actor)] = None
+                while len(self._indexed) > _INDEXED_KEPT:
+                    self._indexed.pop(next(iter(self._indexed)))
         return UsageTotals(day_tokens=int(day_tokens), month_tokens=int(month_tokens))
 
     async def usage_totals(self, actor_key: str, day: str) -> UsageTotals:
