@@ -288,7 +288,7 @@ class RedisStore:
             ("ZADD", recent_runs, _epoch(run.created_at), recent),
         ]
         # After the script in the same pipeline (its slot): the history with the new message in it.
-        history = (
+        read_history: Command = (
             "LRANGE",
             self._keys.thread(thread.thread_id, "messages"),
             -history_limit if history_limit else 0,
@@ -301,7 +301,7 @@ class RedisStore:
             run=run,
             begin=(thread.owner_key, thread.model_dump_json(), lease_owner, lease_ms),
             before=before,
-            after=[history],
+            after=[read_history],
             dequeue=dequeue or "",
         )
         if first < 0:

@@ -236,12 +236,12 @@ def _cluster(url: str, scheme: str, *, max_connections: int, options: dict[str, 
     # The cluster client keeps its own retries (a slot map refresh between them); the batcher's
     # per-node connections get the plain client's (see ``node_client``).
     options.pop("retry", None)
+    options.update({key: value for key, value in auth.items() if value})
     return RedisCluster(
         startup_nodes=[ClusterNode(host, port) for host, port in _hosts(hostlist, 6379)],
         ssl=scheme == "rediss+cluster",
         max_connections=max_connections,
         require_full_coverage=False,
-        **{key: value for key, value in auth.items() if value},
         **options,
     )
 
