@@ -149,6 +149,11 @@ class guarded:  # noqa: N801 - used like a function: ``async with guarded(...)``
             raise StoreUnavailableError(
                 f"Redis at {self._where} did not answer within {self._timeout:g} s"
             ) from expired
+        if isinstance(exc, AskError):  # also MovedError
+            raise StoreUnavailableError(
+                f"Redis at {self._where} is unavailable: slot {exc.slot_id} is served by {exc.host}:{exc.port}"
+                " (a Redis Cluster: connect with a redis+cluster:// URL)"
+            ) from exc
         if unavailable(exc):
             raise StoreUnavailableError(f"Redis at {self._where} is unavailable: {exc}") from exc
 
