@@ -1,4 +1,4 @@
-"""``RedisStore``: the store that many gateway processes share, on one Redis.
+"""``RedisStore``: the store that many gateway processes share, on one Redis, a Sentinel-managed one or a Cluster.
 
 The key layout and record encodings are in ``_redis_layout``; the Lua scripts in
 ``_redis_scripts``; the pub/sub hub of live tails in ``_redis_hub``; the batching of concurrent
@@ -12,15 +12,21 @@ Sentinel: a ``redis+sentinel://`` URL (see ``_redis_client.connect``) gives a cl
 the master across failovers (redis-py asks the sentinels again when a connection fails or meets a
 demoted master); the call that meets the failover raises ``StoreUnavailableError``.
 
-Cluster: every script touches the keys of one thread, which share the ``{thread_id}`` hash tag,
-and global index updates are separate commands beside the script, so the layout shards by
-thread. What crosses slots is only ever those index commands (one key each): the run, approval
-and queued message ids, the lease and expiry indexes, an owner's list of threads, the activity
-and queue indexes and the staff's lists (open approvals, recent runs); erasing a thread is one
-script on its slot, then its index entries (``_redis_threads``). A thread's queue is two keys
-under its tag (``_redis_queue``), and ``APPLY`` reads and dequeues its head as it begins a run. Live events use
-classic PUBLISH, which a cluster delivers on every node. Passing a cluster client is not
-supported yet: redis-py's asyncio cluster client has no pub/sub.
+Cluster: a ``redis+cluster://`` URL or a ``RedisCluster`` client. Every script touches the keys
+of one thread, which share the ``{thread_id}`` hash tag (or of one actor's usage, under
+``{usage:<sha256>}``), so the layout shards by thread; ``_redis_cluster_batch`` sends each
+command to its slot's master. What crosses slots is only the global index entries beside a
+script (one key each): the run, approval and queued message ids, the bucketed lease, expiry,
+activity, queue, open-approval and recent-run indexes (``_redis_layout``), an owner's list
+of threads and the day's index of usage. They cannot be one atomic step with the script, so
+the entries that FIND a record are written before the script that makes it (``send_ordered``):
+a failure between them leaves an entry naming nothing, which its reader drops, never a thread
+marked running (or holding a queued message) that no sweep can find. Entries that may lag
+(activity moves, the removal of settled approvals) ride beside the script. Erasing a thread
+is one script on its slot, then its index entries (``_redis_threads``). Live events are
+``SPUBLISH``ed from the thread's script to its ``{thread}`` channel (sharded pub/sub: only the
+thread's node carries them) and the hub subscribes per node (``_redis_cluster_hub``); on one
+server they use classic ``PUBLISH``.
 """
 
 from __future__ import annotations
@@ -123,7 +129,7 @@ def _name_write(batch: Batch) -> str:
 
 
 class RedisStore:
-    """The store of many processes: everything in one Redis (or a Sentinel-managed one).
+    """The store of many processes: everything in one Redis (a Sentinel-managed one, or a Cluster).
 
     Writes are one round trip each (a Lua script over the thread's keys, with global index updates
     pipelined beside it). Live tails share one pub/sub connection per store. Redis failures raise
