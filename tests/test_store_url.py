@@ -32,6 +32,8 @@ CWD = Path("/srv/shop")
         ("unix:///run/redis.sock", "redis", None),
         ("redis+sentinel://s1:26379,s2:26379/mymaster", "redis", None),
         ("rediss+sentinel://s1:26379/mymaster", "redis", None),
+        ("redis+cluster://a:7000,b:7000", "redis", None),
+        ("rediss+cluster://user:pw@a:7000", "redis", None),
     ],
 )
 def test_a_store_url_names_its_kind_and_a_sqlite_file(url: str, kind: str, path: str | None) -> None:
@@ -46,7 +48,7 @@ def test_a_store_url_names_its_kind_and_a_sqlite_file(url: str, kind: str, path:
             "mysql://root:hunter2@db/agora",
             "unknown store scheme 'mysql'; use memory://, sqlite:///path.db, postgresql://",
         ),
-        ("redis+cluster://root:hunter2@a:7000,b:7000", "unknown store scheme 'redis+cluster'"),
+        ("redis+clustr://root:hunter2@a:7000,b:7000", "unknown store scheme 'redis+clustr'"),
         ("hunter2@localhost:6379", "not a store URL (scheme://...)"),
         ("memory://hunter2", "memory:// takes nothing after the scheme"),
         ("sqlite://", "a SQLite URL names a file"),
@@ -152,3 +154,39 @@ async def test_a_redis_url_names_its_key_prefix() -> None:
     for bad in ("prefix=", "prefix={a}", "prefix=a&prefix=b"):
         with pytest.raises(ValueError, match="prefix= names the keys' prefix once"):
             parse_store_url(f"redis://127.0.0.1:1/0?{bad}")
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("redis+cluster://", "names at least one node"),
+        ("redis+cluster://:hunter2@", "names at least one node"),
+        ("redis+cluster://a:7000,b:7000/1", "has no databases"),
+    ],
+)
+def test_a_bad_cluster_url_is_refused_before_connecting(url: str, said: str) -> None:
+    from gateway.stores._redis_client import connect
+
+    with pytest.raises(ValueError) as refused:
+        connect(url, max_connections=4, options={})
+    assert said in str(refused.value) and "hunter2" not in str(refused.value)
+
+
+def test_a_cluster_url_lists_its_nodes_and_credentials() -> None:
+    from gateway.stores._redis_client import connect, describe
+
+    client, extra = connect(
+        "rediss+cluster://ops:s%40cret@a.example:7000,[::1]:7001,b.example", max_connections=8, options={}
+    )
+    assert extra == []
+    kwargs = client.get_connection_kwargs()  # type: ignore[union-attr]
+    assert (kwargs["username"], kwargs["password"]) == ("ops", "s@cret")
+    assert describe(client) == "redis+cluster://::1:7001,a.example:7000,b.example:6379"
+    from redis.asyncio.connection import SSLConnection
+
+    from gateway.stores._redis_client import node_client
+
+    assert kwargs["connection_class"] is SSLConnection
+    node = node_client(client, "a.example", 7000, max_connections=4)  # type: ignore[arg-type]
+    assert node.connection_pool.connection_class is SSLConnection
+    assert node.connection_pool.connection_kwargs["password"] == "s@cret"
