@@ -443,6 +443,40 @@ async def test_the_batcher_keeps_to_its_connection_budget(redis_store: RedisStor
         await batcher.call("PING")
 
 
+async def test_one_sends_commands_stay_in_one_pipeline_past_the_batch_size(redis_store: RedisStore) -> None:
+    # Two pipelines in flight at once run in any order: a send's later read must see its writes.
+    batcher = CommandBatcher(redis_store.client, max_in_flight=4, max_batch=2)
+    try:
+        key = f"{redis_store.prefix}:ordered"
+        blocker = asyncio.ensure_future(batcher.call("PING"))  # makes the sends below queue up
+        sends = [
+            batcher.send([("RPUSH", f"{key}:{n}", "a"), ("RPUSH", f"{key}:{n}", "b"), ("LRANGE", f"{key}:{n}", 0, -1)])
+            for n in range(20)
+        ]
+        replies = await asyncio.gather(*sends)
+        await blocker
+        assert all(reply[2] == [b"a", b"b"] for reply in replies)
+        assert batcher.pipelines >= 10
+    finally:
+        await batcher.aclose()
+
+
+async def test_a_script_redis_forgot_is_loaded_by_the_batcher_and_sent_again(server: RedisServer) -> None:
+    from gateway.stores._redis_scripts import RENEW
+
+    await server.start()  # a private server: its script cache is flushed, never the shared one's
+    client = redis.Redis.from_url(server.url)
+    batcher = CommandBatcher(client)
+    try:
+        await batcher.call("SET", "lease", "me")
+        await client.script_flush()
+        replies = await batcher.send([RENEW.command(["lease"], ["me", 5000]), ("PTTL", "lease")])
+        assert replies[0] == 1 and 0 < replies[1] <= 5000, replies
+    finally:
+        await batcher.aclose()
+        await client.aclose()
+
+
 async def test_a_call_given_up_mid_reply_leaves_the_connection_in_step(redis_store: RedisStore) -> None:
     key = f"{redis_store.prefix}:blocked"
     batcher = CommandBatcher(redis_store.client, max_in_flight=1)
