@@ -110,7 +110,10 @@ class CommandBatcher:
         idempotent index writes and reads, and the scripts answer a write they already applied
         as they did, so sending them twice is safe.
         """
-        results = await self._send(commands)
+        return await self.recover_scripts(commands, await self._send(commands))
+
+    async def recover_scripts(self, commands: Sequence[Command], results: list[Any]) -> list[Any]:
+        """``results`` of ``commands``, with those from the first NOSCRIPT on sent again once the scripts are loaded."""
         first = next((i for i, result in enumerate(results) if isinstance(result, NoScriptError)), None)
         if first is None:
             return results
@@ -145,6 +148,16 @@ class CommandBatcher:
             finally:
                 self._busy -= 1
                 self._kick()
+        return list(await asyncio.gather(*self.submit(commands), return_exceptions=True))
+
+    def submit(self, commands: Sequence[Command]) -> list[asyncio.Future[Any]]:
+        """Queue commands for the next flush (in one pipeline, in order); a future per reply.
+
+        No task of its own: a caller sending to several batchers at once (a Cluster's nodes)
+        waits on the futures together. NOSCRIPT is the caller's (``recover_scripts``).
+        """
+        if self._closed:
+            raise RuntimeError("Cannot use a closed RedisStore")
         loop = asyncio.get_running_loop()
         futures = []
         self._sends += 1
@@ -153,7 +166,7 @@ class CommandBatcher:
             self._pending.append((command, future, self._sends))
             futures.append(future)
         self._kick()
-        return list(await asyncio.gather(*futures, return_exceptions=True))
+        return futures
 
     def _kick(self) -> None:
         """Flush at the end of this loop turn if commands wait and a send may start."""

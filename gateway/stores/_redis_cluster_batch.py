@@ -136,9 +136,13 @@ class ClusterBatcher:
 
     def _route(self, command: Command) -> CommandBatcher:
         slot = command_slot(command)
-        manager = self._cluster.nodes_manager
-        node = manager.get_node_from_slot(slot) if slot is not None else self._cluster.get_random_node()
-        return self._node(node.host, int(node.port))
+        node = (
+            self._cluster.nodes_manager.get_node_from_slot(slot)
+            if slot is not None
+            else self._cluster.get_random_node()
+        )
+        batcher = self._nodes.get(node.name)
+        return batcher if batcher is not None else self._node(node.host, int(node.port))
 
     def _refresh_soon(self) -> None:
         """Read the slot map again in the background (a node failed: a replica may have taken over)."""
@@ -169,11 +173,34 @@ class ClusterBatcher:
 
         When a command of ``first`` failed, ``then`` is not sent: its commands answer that error.
         """
-        done = await self.send(first) if first else []
-        failed = next((result for result in done if isinstance(result, Exception)), None)
-        if failed is not None:
-            return done, [failed] * len(then)
-        return done, await self.send(then) if then else []
+        if not self._ready:
+            await self._initialize()
+        # Commands of ``first`` on the node of ``then``'s first command go in its pipeline, ahead
+        # of ``then`` (one connection runs them in order, as on one server); only the others
+        # cost a round trip before.
+        try:
+            home = self._route(then[0]) if then else None
+        except Exception:
+            home = None
+        local = [i for i, command in enumerate(first) if home is not None and self._routes_to(command, home)]
+        remote = [i for i in range(len(first)) if i not in set(local)]
+        done: list[Any] = [None] * len(first)
+        if remote:
+            for index, result in zip(remote, await self.send([first[i] for i in remote]), strict=True):
+                done[index] = result
+            failed = next((result for result in done if isinstance(result, Exception)), None)
+            if failed is not None:
+                return done, [failed] * len(then)
+        replies = await self.send([*(first[i] for i in local), *then])
+        for index, result in zip(local, replies, strict=False):
+            done[index] = result
+        return done, replies[len(local) :]
+
+    def _routes_to(self, command: Command, batcher: CommandBatcher) -> bool:
+        try:
+            return self._route(command) is batcher
+        except Exception:
+            return False
 
     async def send(self, commands: Sequence[Command]) -> list[Any]:
         """Send commands, each to its slot's node (nodes in parallel); each reply or error, in order."""
@@ -181,7 +208,8 @@ class ClusterBatcher:
             raise RuntimeError("Cannot use a closed RedisStore")
         if not commands:
             return []
-        await self._initialize()
+        if not self._ready:
+            await self._initialize()
         results: list[Any] = [None] * len(commands)
         todo = list(range(len(commands)))
         asking: dict[int, tuple[str, int]] = {}
@@ -219,7 +247,7 @@ class ClusterBatcher:
         self, commands: Sequence[Command], todo: list[int], asking: dict[int, tuple[str, int]], results: list[Any]
     ) -> None:
         """Send the commands ``todo`` (indexes), grouped by node, and put each answer in ``results``."""
-        groups: dict[int, tuple[CommandBatcher, list[int]]] = {}
+        groups: dict[CommandBatcher, list[int]] = {}
         asks: list[tuple[CommandBatcher, int]] = []
         for index in todo:
             try:
@@ -231,25 +259,38 @@ class ClusterBatcher:
                 results[index] = exc
                 self._refresh_soon()
                 continue
-            groups.setdefault(id(batcher), (batcher, []))[1].append(index)
+            group = groups.get(batcher)
+            if group is None:
+                groups[batcher] = [index]
+            else:
+                group.append(index)
         if len(groups) == 1 and not asks:
-            ((batcher, indexes),) = groups.values()
-            for index, result in zip(indexes, await batcher.send([commands[i] for i in indexes]), strict=True):
+            ((batcher, indexes),) = groups.items()
+            replies = await batcher.send([commands[i] for i in indexes])
+            for index, result in zip(indexes, replies, strict=True):
                 results[index] = result
             return
-
-        async def group(batcher: CommandBatcher, indexes: list[int]) -> None:
-            for index, result in zip(indexes, await batcher.send([commands[i] for i in indexes]), strict=True):
+        # Several nodes at once, without a task each: every node's batcher queues its commands
+        # for its next flush, and this call waits on all their replies together.
+        queued = [
+            (batcher, indexes, batcher.submit([commands[i] for i in indexes])) for batcher, indexes in groups.items()
+        ]
+        asked = [
+            (index, asyncio.ensure_future(batcher.send_together([("ASKING",), commands[index]])))
+            for batcher, index in asks
+        ]
+        waiting = [future for _, _, futures in queued for future in futures]
+        waiting.extend(future for _, future in asked)
+        await asyncio.gather(*waiting, return_exceptions=True)
+        for batcher, indexes, futures in queued:
+            sent = [commands[i] for i in indexes]
+            replies = [future.exception() or future.result() for future in futures]
+            replies = await batcher.recover_scripts(sent, replies)  # NOSCRIPT: loaded on that node
+            for index, result in zip(indexes, replies, strict=True):
                 results[index] = result
-
-        async def ask(batcher: CommandBatcher, index: int) -> None:
-            # ASKING holds for the next command on its connection: both in one direct pipeline.
-            _, results[index] = await batcher.send_together([("ASKING",), commands[index]])
-
-        await asyncio.gather(
-            *(group(batcher, indexes) for batcher, indexes in groups.values()),
-            *(ask(batcher, index) for batcher, index in asks),
-        )
+        for index, future in asked:
+            exc = future.exception()
+            results[index] = exc if exc is not None else future.result()[1]
 
     async def ping(self) -> None:
         """Ping every master (raises the first failure)."""

@@ -133,8 +133,14 @@ BUCKET_TAGS = _bucket_tags()
 
 
 def bucket_of(thread_id: str) -> int:
-    """Which bucket of every global index holds a thread's entries (stable across processes)."""
-    return key_slot(thread_id.encode("utf-8", "surrogatepass")) % BUCKETS
+    """Which bucket of every global index holds a thread's entries (stable across processes).
+
+    The bucket whose tag lies in the same sixteenth of the slots as the thread's own tag: a
+    Cluster's masters serve contiguous slot ranges, so a thread's index entries are on its own
+    node (but where a range ends inside that sixteenth), and a write beside its script goes in
+    the same pipeline.
+    """
+    return key_slot(thread_id.encode("utf-8", "surrogatepass")) * BUCKETS // 16384
 
 
 @dataclass(frozen=True, slots=True)
