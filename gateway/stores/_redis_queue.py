@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, cast
+from typing import Any
 
 from .._errors import QueueFullError, StoreUnavailableError, ThreadNotFoundError
 from ..events import Turn
 from ._records import ApprovalRecord, QueuedMessage, RunRecord
 from ._redis_batch import Command
 from ._redis_layout import as_text, score_text
-from ._redis_scripts import CLEAR_QUEUE, ENQUEUE, QUEUED, RECONCILE, REMOVE_QUEUED, UPDATE_QUEUED, run_scripts
-from ._redis_threads import RedisPart
+from ._redis_scripts import CLEAR_QUEUE, ENQUEUE, QUEUED, REMOVE_QUEUED, UPDATE_QUEUED, run_scripts
+from ._redis_threads import RedisPart, Row, Verdict
 
 __all__ = ["RedisQueues"]
 
@@ -45,19 +45,29 @@ class RedisQueues(RedisPart):
     # -- the queue ----------------------------------------------------------------------------------
 
     async def enqueue(self, item: QueuedMessage, *, limit: int, first: bool) -> int:
-        """Queue ``item`` in one round trip: the script, its id's index and the queue index beside it."""
+        """Queue ``item``: its id's index and the thread's queue-index entry first, then the script.
+
+        The script and the index entries are on different slots on a Cluster, so they cannot be
+        one atomic step; the entries go first (``send_ordered``), so a message queued is always
+        found by a drainer (an entry naming an empty queue is dropped by ``queued_threads``). A
+        refused message (no thread, queue full) takes its id's index back; the queue entry stays
+        for the reader to drop: the thread may hold other messages.
+        """
         thread_id = item.thread_id
         keys = [self._keys.thread(thread_id, "thread"), *self._thread_keys(thread_id)]
         args = [item.message_id, item.model_dump_json(), limit, "1" if first else "0"]
         index = self._keys.queued_index(item.message_id)
-        commands: list[Command] = [
-            ENQUEUE.command(keys, args),
+        entries: list[Command] = [
             ("SET", index, thread_id),
             # A new score every time: a reader that found the queue empty meanwhile leaves it (see the layout).
-            ("ZADD", self._keys.queued_threads, score_text(time.time()), thread_id),
+            ("ZADD", self._keys.index("queued-threads", thread_id), score_text(time.time()), thread_id),
         ]
         async with self._guard():
-            position = int((await run_scripts(self._send, commands, [ENQUEUE]))[0])
+            written, (reply,) = await self._send_ordered(entries, [ENQUEUE.command(keys, args)])
+            for result in [*written, reply]:
+                if isinstance(result, Exception):
+                    raise result
+            position = int(reply)
             if position < 0:
                 await self._send_one("DEL", index)
         if position == -1:
@@ -122,119 +132,121 @@ class RedisQueues(RedisPart):
         async with self._guard():
             items = await CLEAR_QUEUE(self._send_one, self._thread_keys(thread_id), [])
             held = [QueuedMessage.model_validate_json(raw) for raw in items if raw is not None]
-            if held:
-                await self._send_one("DEL", *[self._keys.queued_index(item.message_id) for item in held])
+            # One DEL per id: on a Cluster the ids' keys are on different slots.
+            await self._send_all([("DEL", self._keys.queued_index(item.message_id)) for item in held])
         return held
 
     async def queued_threads(self, limit: int) -> list[str]:
-        """Threads whose queue holds a message, by when one was last queued; empty ones leave the index."""
+        """Threads whose queue holds a message, by when one was last queued (every bucket merged).
+
+        Threads busy (running, or waiting on an approval) stay in the index but are not listed;
+        entries naming an empty queue leave it, unless a message was queued since they were read.
+        """
         if limit <= 0:
             return []
-        found: list[str] = []
-        seen = 0
-        page = max(limit, 100)
+
+        def read(key: str, offset: int, count: int) -> Command:
+            return ("ZRANGE", key, offset, offset + count - 1, "WITHSCORES")
+
+        async def judge(rows: list[Row]) -> list[Verdict]:
+            commands: list[Command] = []
+            for _, thread_id, _ in rows:
+                commands.append(("LLEN", self._keys.thread(thread_id, "queue")))
+                commands.append(("HEXISTS", self._keys.thread(thread_id, "thread"), "running"))
+                commands.append(("ZCARD", self._keys.thread(thread_id, "pending")))
+            replies = await self._send_all(commands)
+            verdicts: list[Verdict] = []
+            stale: dict[str, list[Any]] = {}
+            for at, (key, thread_id, score) in enumerate(rows):
+                length, running, pending = replies[3 * at : 3 * at + 3]
+                if not length:
+                    stale.setdefault(key, []).extend([thread_id, score_text(score), ""])
+                    verdicts.append((False, None))
+                elif running or pending:  # busy: stays, and a later pass finds it idle
+                    verdicts.append((True, None))
+                else:
+                    verdicts.append((True, ((score, thread_id), thread_id)))
+            await self._reconcile(stale)
+            return verdicts
+
         async with self._guard():
-            for _ in range(_QUEUED_PAGES):
-                rows = cast(
-                    list[tuple[bytes | str, float]],
-                    await self._client.zrange(self._keys.queued_threads, seen, seen + page - 1, withscores=True),
-                )
-                if not rows:
-                    break
-                pipe = self._client.pipeline(transaction=False)
-                for member, _ in rows:
-                    thread_id = as_text(member)
-                    pipe.llen(self._keys.thread(thread_id, "queue"))
-                    pipe.hexists(self._keys.thread(thread_id, "thread"), "running")
-                    pipe.zcard(self._keys.thread(thread_id, "pending"))
-                replies = await pipe.execute()
-                stale: list[Any] = []
-                kept = 0
-                for index, (member, score) in enumerate(rows):
-                    length, running, pending = replies[3 * index : 3 * index + 3]
-                    if not length:
-                        stale.extend([as_text(member), score_text(score), ""])
-                        continue
-                    kept += 1  # busy ones stay in the index: a later pass finds them idle
-                    if not running and not pending:
-                        found.append(as_text(member))
-                seen += kept  # the stale ones leave (or moved, queued again meanwhile)
-                if stale:
-                    await RECONCILE(self._send_one, [self._keys.queued_threads], stale)
-                if len(found) >= limit or len(rows) < page:
-                    break
-        return found[:limit]
+            return await self._merged(
+                "queued-threads",
+                read,
+                judge,
+                limit=limit,
+                page=max(limit, 100),
+                descending=False,
+                rounds=_QUEUED_PAGES,
+            )
 
     # -- the staff's lists ------------------------------------------------------------------------
 
     async def open_approvals(self, before: tuple[float, str] | None, limit: int) -> list[ApprovalRecord]:
-        """Pending approvals by ``(requested_ts, tool_call_id)`` descending; settled ones leave the index."""
+        """Pending approvals by ``(requested_ts, tool_call_id)`` descending over every bucket, after ``before``.
+
+        Entries naming an approval that is settled or gone leave the bucket they are in.
+        """
         if limit <= 0:
             return []
         top = score_text(before[0]) if before is not None else "+inf"
-        found: list[ApprovalRecord] = []
-        offset = 0
+
+        def read(key: str, offset: int, count: int) -> Command:
+            return ("ZREVRANGEBYSCORE", key, top, "-inf", "WITHSCORES", "LIMIT", offset, count)
+
+        async def judge(rows: list[Row]) -> list[Verdict]:
+            verdicts: list[Verdict] = [(True, None)] * len(rows)
+            checked: list[tuple[int, str, str]] = []
+            for at, (_, member, score) in enumerate(rows):
+                call_id, thread_id = json.loads(member)
+                # At the cursor's own time, only the ids below its id: the others stay, unread.
+                if before is None or (score, call_id) < before:
+                    checked.append((at, call_id, thread_id))
+            replies = await self._send_all(
+                [("HGET", self._keys.thread(thread_id, "approvals"), call_id) for _, call_id, thread_id in checked]
+            )
+            stale: dict[str, list[str]] = {}
+            for (at, call_id, _), raw in zip(checked, replies, strict=True):
+                key, member, score = rows[at]
+                approval = ApprovalRecord.model_validate_json(raw) if raw is not None else None
+                if approval is not None and approval.status == "pending":
+                    verdicts[at] = (True, ((score, call_id), approval))
+                else:
+                    stale.setdefault(key, []).append(member)
+                    verdicts[at] = (False, None)
+            if stale:
+                await self._send_all([("ZREM", key, *members) for key, members in stale.items()])
+            return verdicts
+
         async with self._guard():
-            for _ in range(16):
-                want = limit - len(found) + 8
-                rows = cast(
-                    list[tuple[bytes | str, float]],
-                    await self._client.zrevrangebyscore(
-                        self._keys.open_approvals, top, "-inf", start=offset, num=want, withscores=True
-                    ),
-                )
-                offset += len(rows)
-                candidates = [(json.loads(member), member, score) for member, score in rows]
-                if before is not None:  # at the cursor's own time, only the ids below its id
-                    candidates = [c for c in candidates if (c[2], c[0][0]) < before]
-                candidates.sort(key=lambda c: (c[2], c[0][0]), reverse=True)
-                if candidates:
-                    pipe = self._client.pipeline(transaction=False)
-                    for (call_id, thread_id), _, _ in candidates:
-                        pipe.hget(self._keys.thread(thread_id, "approvals"), call_id)
-                    stale: list[Any] = []
-                    for (_, member, _), raw in zip(candidates, await pipe.execute(), strict=True):
-                        approval = ApprovalRecord.model_validate_json(raw) if raw is not None else None
-                        if approval is not None and approval.status == "pending":
-                            found.append(approval)
-                        else:
-                            stale.append(member)
-                    if stale:
-                        offset -= len(stale)
-                        await self._client.zrem(self._keys.open_approvals, *stale)
-                if len(found) >= limit or len(rows) < want:
-                    break
-        return found[:limit]
+            return await self._merged(
+                "open-approvals", read, judge, limit=limit, page=limit + 8, descending=True, rounds=16
+            )
 
     async def recent_runs(self, limit: int) -> list[RunRecord]:
-        """The newest created runs; entries naming an erased run leave the index."""
+        """The newest created runs over every bucket; entries naming an erased run leave their bucket."""
         if limit <= 0:
             return []
-        found: list[RunRecord] = []
-        offset = 0
+
+        def read(key: str, offset: int, count: int) -> Command:
+            return ("ZREVRANGE", key, offset, offset + count - 1, "WITHSCORES")
+
+        async def judge(rows: list[Row]) -> list[Verdict]:
+            pairs = [json.loads(member) for _, member, _ in rows]
+            replies = await self._send_all(
+                [("HGET", self._keys.thread(thread_id, "runs"), run_id) for run_id, thread_id in pairs]
+            )
+            verdicts: list[Verdict] = []
+            stale: dict[str, list[str]] = {}
+            for (key, member, score), raw in zip(rows, replies, strict=True):
+                if raw is not None:
+                    verdicts.append((True, ((score, member), RunRecord.model_validate_json(raw))))
+                else:
+                    stale.setdefault(key, []).append(member)
+                    verdicts.append((False, None))
+            if stale:
+                await self._send_all([("ZREM", key, *members) for key, members in stale.items()])
+            return verdicts
+
         async with self._guard():
-            for _ in range(16):
-                want = limit - len(found)
-                rows = cast(
-                    list[bytes | str],
-                    await self._client.zrevrange(self._keys.recent_runs, offset, offset + want - 1),
-                )
-                offset += len(rows)
-                if not rows:
-                    break
-                pairs = [json.loads(member) for member in rows]
-                pipe = self._client.pipeline(transaction=False)
-                for run_id, thread_id in pairs:
-                    pipe.hget(self._keys.thread(thread_id, "runs"), run_id)
-                stale: list[Any] = []
-                for member, raw in zip(rows, await pipe.execute(), strict=True):
-                    if raw is not None:
-                        found.append(RunRecord.model_validate_json(raw))
-                    else:
-                        stale.append(member)
-                if stale:
-                    offset -= len(stale)
-                    await self._client.zrem(self._keys.recent_runs, *stale)
-                if len(found) >= limit or len(rows) < want:
-                    break
-        return found[:limit]
+            return await self._merged("recent-runs", read, judge, limit=limit, page=limit, descending=True, rounds=16)

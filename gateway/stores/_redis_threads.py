@@ -22,9 +22,11 @@ as they meet them, and the run and approval index keys point at records that are
 
 from __future__ import annotations
 
+import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -33,7 +35,16 @@ from ..models import MESSAGE_ADAPTER, UserMessage
 from ._records import TITLE_CHARS, ApprovalRecord, ThreadRecord, ThreadSummary
 from ._redis_batch import Command
 from ._redis_client import AnyRedis, guarded
-from ._redis_layout import RedisKeys, as_text, index_member, json_array, score_text
+from ._redis_layout import (
+    INDEX_NAMES,
+    IndexName,
+    RedisKeys,
+    as_text,
+    index_member,
+    json_array,
+    score_pairs,
+    score_text,
+)
 from ._redis_scripts import ERASE, RECONCILE, RENAME, Send, SendOrdered, run_scripts
 
 __all__ = ["RedisPart", "RedisThreads"]
@@ -44,8 +55,72 @@ _OWNERS_KEPT = 4096
 _ERASE_TRIES = 8
 
 
+_MIGRATE_PAGE = 1000
+"""Entries of an old single-key index moved per round trip."""
+
+_THREAD_AT: dict[str, int | None] = {
+    "activity": None,
+    "queued-threads": None,
+    "leases": 0,
+    "approval-expiry": 0,
+    "open-approvals": 1,
+    "recent-runs": 1,
+}
+"""Where an index's member names its thread: the member itself, or that item of its JSON array."""
+
+
+def _legacy_thread(name: IndexName, member: str) -> str | None:
+    """The thread an old index's member belongs to, or ``None`` when it names none."""
+    at = _THREAD_AT[name]
+    if at is None:
+        return member
+    try:
+        item = json.loads(member)[at]
+    except (ValueError, TypeError, IndexError, KeyError):
+        return None
+    return item if isinstance(item, str) else None
+
+
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+
+
+Row = tuple[str, str, float]
+"""A row read from a global index's bucket: the bucket's key, the member, its score."""
+
+Verdict = tuple[bool, "tuple[Any, Any] | None"]
+"""What a reader made of a row: whether the entry stays in place, and its hit (sort key, item) or ``None``."""
+
+
+@dataclass(kw_only=True)
+class _Cursor:
+    """How far a merged read went in one bucket."""
+
+    offset: int = 0
+    """Entries passed over that stay in place (the next page starts after them)."""
+    full: bool = False
+    """The last page read was full: the bucket may hold more."""
+    bound: float | None = None
+    """The score every entry not judged yet is at or beyond; ``None`` before the first read."""
+    last: float | None = None
+    """The score of the last row judged in the last round."""
+    done: bool = False
+    """Every entry of the bucket in range was judged."""
+
+    def settle(self) -> None:
+        """After a round: bound what is left, or call the bucket done."""
+        if self.bound is None:  # every row read was judged
+            self.done = not self.full
+            self.bound = self.last
+        self.last = None
+
+    def open(self, kth: float | None, descending: bool) -> bool:
+        """Whether the bucket may still hold one of the first hits (``kth``: the last one's score so far)."""
+        if self.done:
+            return False
+        if kth is None or self.bound is None:
+            return True
+        return self.bound >= kth if descending else self.bound <= kth
 
 
 class RedisPart:
@@ -85,6 +160,81 @@ class RedisPart:
         if isinstance(result, Exception):
             raise result
         return result
+
+    async def _send_all(self, commands: Sequence[Command]) -> list[Any]:
+        """Send commands together (one round trip, each on its own slot's node); raise the first error."""
+        if not commands:
+            return []
+        results = await self._send(commands)
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return results
+
+    async def _merged(
+        self,
+        name: IndexName,
+        read: Callable[[str, int, int], Command],
+        judge: Callable[[list[Row]], Awaitable[list[Verdict]]],
+        *,
+        limit: int,
+        page: int,
+        descending: bool,
+        rounds: int,
+    ) -> list[Any]:
+        """The first ``limit`` hits over every bucket of index ``name``, merged in index order.
+
+        Each round reads a page of every bucket that could still hold one of the first ``limit``
+        (all of them in one round trip), merges the rows in order and has ``judge`` check the first
+        ``page`` of them against the threads' keys (it corrects the entries that lag). The rest
+        are read again next round: a bucket's offset counts only its entries that stay in place.
+
+        Args:
+            name: The index.
+            read: The command reading ``(bucket key, offset, count)`` rows ``WITHSCORES``.
+            judge: For each row, whether its entry stays in the index (else ``judge`` moved or
+                removed it) and its hit (``(sort key, item)``) or ``None``.
+            limit: Hits wanted.
+            page: Rows read per bucket, and judged, per round.
+            descending: Newest (highest score) first.
+            rounds: Round trips at most.
+        """
+        cursors = {key: _Cursor() for key in self._keys.indexes(name)}
+        hits: list[tuple[Any, Any]] = []
+        for _ in range(rounds):
+            kth = None
+            if len(hits) >= limit:
+                kth = sorted(key for key, _ in hits)[-limit if descending else limit - 1][0]
+            wanted = [key for key, cursor in cursors.items() if cursor.open(kth, descending)]
+            if not wanted:
+                break
+            replies = await self._send_all([read(key, cursors[key].offset, page) for key in wanted])
+            rows: list[Row] = []
+            for key, reply in zip(wanted, replies, strict=True):
+                pairs = score_pairs(reply)
+                cursors[key].full = len(pairs) == page
+                rows.extend((key, as_text(member), float(score)) for member, score in pairs)
+            rows.sort(key=lambda row: (row[2], row[1]), reverse=descending)
+            judged, unjudged = rows[:page], rows[page:]
+            for key in wanted:
+                cursors[key].bound = None
+            for key, _, score in reversed(unjudged):  # a bucket's first row left unjudged bounds the rest
+                cursors[key].bound = score
+            for (key, _, score), (stays, hit) in zip(judged, await judge(judged), strict=True):
+                cursors[key].offset += stays
+                cursors[key].last = score
+                if hit is not None:
+                    hits.append(hit)
+            for key in wanted:
+                cursors[key].settle()
+        hits.sort(key=lambda hit: hit[0], reverse=descending)
+        return [item for _, item in hits[:limit]]
+
+    async def _reconcile(self, corrections: dict[str, list[Any]]) -> None:
+        """``RECONCILE`` each bucket's triplets (one key per script), all in one round trip."""
+        if corrections:
+            commands = [RECONCILE.command([key], triplets) for key, triplets in corrections.items()]
+            await run_scripts(self._send, commands, [RECONCILE])
 
 
 class RedisThreads(RedisPart):
@@ -202,43 +352,36 @@ class RedisThreads(RedisPart):
         return lines
 
     async def idle_threads(self, before_ts: float, limit: int) -> list[str]:
-        """Threads last written to before ``before_ts``, oldest first, each checked against its keys.
+        """Threads last written to before ``before_ts``, oldest first (every bucket merged), each checked.
 
         An entry naming no thread is dropped; one behind the thread's own time is moved to it.
         """
         if limit <= 0:
             return []
-        idle: list[str] = []
-        seen = 0
+
+        def read(key: str, offset: int, count: int) -> Command:
+            return ("ZRANGEBYSCORE", key, "-inf", f"({score_text(before_ts)}", "WITHSCORES", "LIMIT", offset, count)
+
+        async def judge(rows: list[Row]) -> list[Verdict]:
+            states = await self._send_all(
+                [("HMGET", self._keys.thread(thread_id, "thread"), "owner", "active") for _, thread_id, _ in rows]
+            )
+            verdicts: list[Verdict] = []
+            corrections: dict[str, list[Any]] = {}
+            for (key, thread_id, score), (owner, active) in zip(rows, states, strict=True):
+                if owner is None:
+                    corrections.setdefault(key, []).extend([thread_id, score_text(score), ""])
+                    verdicts.append((False, None))
+                elif active is not None and float(active) >= before_ts:
+                    corrections.setdefault(key, []).extend([thread_id, score_text(score), as_text(active)])
+                    verdicts.append((False, None))
+                else:  # idle ones stay in place: the next page starts after them
+                    verdicts.append((True, ((score, thread_id), thread_id)))
+            await self._reconcile(corrections)
+            return verdicts
+
         async with self._guard():
-            for _ in range(8):
-                rows = cast(
-                    list[tuple[bytes | str, float]],
-                    await self._client.zrangebyscore(
-                        self._keys.activity, "-inf", f"({score_text(before_ts)}", start=seen, num=limit, withscores=True
-                    ),
-                )
-                if not rows:
-                    break
-                pipe = self._client.pipeline(transaction=False)
-                for member, _ in rows:
-                    pipe.hmget(self._keys.thread(as_text(member), "thread"), ["owner", "active"])
-                corrections: list[Any] = []
-                for (member, score), (owner, active) in zip(rows, await pipe.execute(), strict=True):
-                    thread_id = as_text(member)
-                    if owner is None:
-                        corrections.extend([thread_id, score_text(score), ""])
-                    elif active is not None and float(active) >= before_ts:
-                        corrections.extend([thread_id, score_text(score), as_text(active)])
-                    else:
-                        idle.append(thread_id)
-                # Entries that stay (idle ones) are passed over next time round; the others moved.
-                seen = len(idle)
-                if corrections:
-                    await RECONCILE(self._send_one, [self._keys.activity], corrections)
-                if len(idle) >= limit or len(rows) < limit:
-                    break
-        return idle[:limit]
+            return await self._merged("activity", read, judge, limit=limit, page=limit, descending=False, rounds=8)
 
     async def thread_approvals(self, thread_id: str) -> list[ApprovalRecord]:
         """Every approval of the thread in the order written (those older than the order, by request time)."""
@@ -251,6 +394,57 @@ class RedisThreads(RedisPart):
         ordered = [by_id.pop(as_text(call_id)) for call_id in order if as_text(call_id) in by_id]
         older = sorted(by_id.values(), key=lambda a: (a.requested_at, a.tool_call_id))
         return older + ordered
+
+    # -- the indexes before they were bucketed -----------------------------------------------------
+
+    async def migrate_legacy_indexes(self) -> int:
+        """Move the entries of each global index's old single key into their threads' buckets.
+
+        In pages of ``_MIGRATE_PAGE``: each entry is added to its bucket first (``ZADD GT``: an
+        entry the bucket has already keeps the later score, which is the newer one for every
+        index: activity, queue and lease-check times only grow, and the others never change),
+        then leaves the old key only if its score there is still the one read (``RECONCILE``),
+        so a process of the old layout still writing there loses nothing: its entry is read
+        again and moved with its new score. Two processes migrating at once move each entry once; run again, it finds
+        nothing. An entry whose member names no thread stays where it is.
+
+        Returns:
+            The entries this call moved.
+        """
+        moved = 0
+        async with self._guard():
+            for name in INDEX_NAMES:
+                moved += await self._migrate(name)
+        return moved
+
+    async def _migrate(self, name: IndexName) -> int:
+        legacy = self._keys.legacy_index(name)
+        moved = offset = 0
+        while True:
+            reply = await self._send_one("ZRANGE", legacy, offset, offset + _MIGRATE_PAGE - 1, "WITHSCORES")
+            pairs = [(as_text(member), as_text(score)) for member, score in score_pairs(reply)]
+            buckets: dict[str, list[Any]] = {}
+            triplets: list[Any] = []
+            for member, score in pairs:
+                thread_id = _legacy_thread(name, member)
+                if thread_id is None:
+                    offset += 1
+                    continue
+                buckets.setdefault(self._keys.index(name, thread_id), []).extend([score, member])
+                triplets.extend([member, score, ""])
+            if buckets:
+                added, (removed,) = await self._send_ordered(
+                    [("ZADD", key, "GT", *entries) for key, entries in buckets.items()],
+                    [RECONCILE.command([legacy], triplets)],
+                )
+                for result in [*added, removed]:
+                    if isinstance(result, Exception):
+                        raise result
+                moved += int(removed)
+                if not removed:  # every one changed meanwhile: pass over them (the next call moves them)
+                    offset += len(triplets) // 3
+            if len(pairs) < _MIGRATE_PAGE:
+                return moved
 
     # -- writes -----------------------------------------------------------------------------------
 
@@ -268,8 +462,8 @@ class RedisThreads(RedisPart):
                 pipe = self._client.pipeline(transaction=False)
                 pipe.hget(self._keys.thread(thread_id, "thread"), "owner")
                 pipe.lrange(self._keys.thread(thread_id, "run-order"), 0, -1)
-                pipe.zscore(self._keys.activity, thread_id)
-                pipe.zscore(self._keys.queued_threads, thread_id)
+                pipe.zscore(self._keys.index("activity", thread_id), thread_id)
+                pipe.zscore(self._keys.index("queued-threads", thread_id), thread_id)
                 owner, order, activity, queued = await pipe.execute()
                 runs = [as_text(run_id) for run_id in order]
                 owner_index = self._keys.owner_threads(as_text(owner)) if owner is not None else None
@@ -308,22 +502,25 @@ class RedisThreads(RedisPart):
     ) -> None:
         """The global entries of an erased thread: ids, leases, expiries, the staff's lists, activity, queue."""
         commands: list[Command] = []
+        index = self._keys.index  # every entry of the thread is in the thread's bucket
         for run_id in runs:
             commands.append(("DEL", self._keys.run_index(run_id)))
-            commands.append(("ZREM", self._keys.leases, index_member(thread_id, run_id)))
-            commands.append(("ZREM", self._keys.recent_runs, index_member(run_id, thread_id)))
+            commands.append(("ZREM", index("leases", thread_id), index_member(thread_id, run_id)))
+            commands.append(("ZREM", index("recent-runs", thread_id), index_member(run_id, thread_id)))
         for call_id in approvals:
             commands.append(("DEL", self._keys.approval_index(call_id)))
-            commands.append(("ZREM", self._keys.approval_expiry, index_member(thread_id, call_id)))
-            commands.append(("ZREM", self._keys.open_approvals, index_member(call_id, thread_id)))
+            commands.append(("ZREM", index("approval-expiry", thread_id), index_member(thread_id, call_id)))
+            commands.append(("ZREM", index("open-approvals", thread_id), index_member(call_id, thread_id)))
         for message_id in messages:
             commands.append(("DEL", self._keys.queued_index(message_id)))
         # Only entries nobody moved since they were read: a thread begun again meanwhile keeps its own.
         activity, queued = scores
         if activity is not None:
-            commands.append(RECONCILE.command([self._keys.activity], [thread_id, score_text(activity), ""]))
+            commands.append(RECONCILE.command([index("activity", thread_id)], [thread_id, score_text(activity), ""]))
         if queued is not None:
-            commands.append(RECONCILE.command([self._keys.queued_threads], [thread_id, score_text(queued), ""]))
+            commands.append(
+                RECONCILE.command([index("queued-threads", thread_id)], [thread_id, score_text(queued), ""])
+            )
         if owner_index is not None and listed and listed[0] is not None:
             commands.append(RECONCILE.command([owner_index], [thread_id, as_text(listed[0]), ""]))
         if commands:

@@ -22,7 +22,7 @@ from gateway.models import UserMessage
 from gateway.stores import Batch, ModelStepEntry, RedisStore
 from gateway.stores._redis_batch import CommandBatcher
 from gateway.stores._redis_client import redact
-from gateway.stores._redis_layout import PENDING_HEAD, approval_head
+from gateway.stores._redis_layout import PENDING_HEAD, IndexName, RedisKeys, approval_head
 from gateway.stores._redis_scripts import ERASE, SETTLE
 
 from ._helpers import approval, begin, collect, delta, eventually, finish, new_run, thread_of
@@ -57,16 +57,17 @@ async def test_a_threads_keys_share_its_hash_tag(redis_store: RedisStore, redis_
     assert all(key.startswith(f"{prefix}:{{{thread_id}}}:") for key in thread_keys)
     assert len({key_slot(key.encode()) for key in thread_keys}) == 1
     owner = hashlib.sha256(b"u1").hexdigest()
+    bucket = RedisKeys(prefix).index  # the thread's bucket of each global index
     assert set(keys) - set(thread_keys) == {
         f"{prefix}:run:{run.run_id}",
         f"{prefix}:approval:{record.tool_call_id}",
-        f"{prefix}:leases",
+        bucket("leases", thread_id),
         f"{prefix}:channel:k",
-        f"{prefix}:activity",
+        bucket("activity", thread_id),
         f"{prefix}:owner:{owner}",
-        f"{prefix}:recent-runs",
+        bucket("recent-runs", thread_id),
         f"{prefix}:queued:{item.message_id}",
-        f"{prefix}:queued-threads",
+        bucket("queued-threads", thread_id),
     }
 
 
@@ -509,6 +510,11 @@ async def _members(client: redis.Redis, key: str) -> set[str]:
     return {member.decode() for member in await client.zrange(key, 0, -1)}
 
 
+async def _index_members(client: redis.Redis, prefix: str, name: IndexName) -> set[str]:
+    """The members of every bucket of a global index."""
+    return {member for key in RedisKeys(prefix).indexes(name) for member in await _members(client, key)}
+
+
 async def test_erasure_leaves_no_key_of_the_thread_behind(redis_store: RedisStore, redis_url: str, prefix: str) -> None:
     run, _ = await begin(redis_store, "gone")
     record, lapsed = approval(run), approval(run, expires_in=-1)
@@ -525,10 +531,15 @@ async def test_erasure_leaves_no_key_of_the_thread_behind(redis_store: RedisStor
         keys = {key.decode() async for key in client.scan_iter(match=f"{prefix}:*")}
         assert not [key for key in keys if "gone" in key or run.run_id in key or record.tool_call_id in key]
         assert not [key for key in keys if lapsed.tool_call_id in key]
-        assert await _members(client, f"{prefix}:activity") == {"kept"}
+        assert await _index_members(client, prefix, "activity") == {"kept"}
         assert await _members(client, f"{prefix}:owner:{hashlib.sha256(b'u1').hexdigest()}") == {"kept"}
-        assert await _members(client, f"{prefix}:leases") == {json.dumps(["kept", kept.run_id], separators=(",", ":"))}
-        assert await client.zcard(f"{prefix}:approval-expiry") == 0
+        leases = await _index_members(client, prefix, "leases")
+        assert leases == {json.dumps(["kept", kept.run_id], separators=(",", ":"))}
+        assert await _index_members(client, prefix, "approval-expiry") == set()
+        assert await _index_members(client, prefix, "open-approvals") == set()
+        assert await _index_members(client, prefix, "recent-runs") == {
+            json.dumps([kept.run_id, "kept"], separators=(",", ":"))
+        }
     finally:
         await client.aclose()
 
@@ -540,15 +551,16 @@ async def test_index_entries_that_name_no_thread_are_dropped_by_their_readers(
     await begin(redis_store, "alive")
     owner_index = f"{prefix}:owner:{hashlib.sha256(b'u1').hexdigest()}"
     await redis_store.client.zadd(owner_index, {"ghost": time.time() + 5})
-    await redis_store.client.zadd(f"{prefix}:activity", {"ghost": 1.0})
+    activity = RedisKeys(prefix).index
+    await redis_store.client.zadd(activity("activity", "ghost"), {"ghost": 1.0})
     # An activity entry behind the thread's own time (its index write was lost) is moved, not taken.
-    await redis_store.client.zadd(f"{prefix}:activity", {"alive": 2.0})
+    await redis_store.client.zadd(activity("activity", "alive"), {"alive": 2.0})
 
     assert [line.thread_id for line in await redis_store.list_threads("u1")] == ["alive"]
     assert await redis_store.client.zscore(owner_index, "ghost") is None
     assert await redis_store.idle_threads(time.time() - 60) == []
-    assert await redis_store.client.zscore(f"{prefix}:activity", "ghost") is None
-    assert (await redis_store.client.zscore(f"{prefix}:activity", "alive") or 0) > time.time() - 60
+    assert await redis_store.client.zscore(activity("activity", "ghost"), "ghost") is None
+    assert (await redis_store.client.zscore(activity("activity", "alive"), "alive") or 0) > time.time() - 60
     assert await redis_store.idle_threads(time.time() + 60) == ["alive"]
 
 
