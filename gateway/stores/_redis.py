@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import time
 import uuid
@@ -112,6 +113,8 @@ _MAX_SEQ = 2**53
 """No thread gets this far: a larger ``after_seq`` reads nothing (and is no stream id)."""
 
 __all__ = ["RedisStore"]
+
+logger = logging.getLogger("gateway.stores.redis")
 
 Entry = ModelStepEntry | ToolSettledEntry | PreflightEntry
 Message = UserMessage | AssistantMessage | ToolMessage
@@ -874,7 +877,7 @@ class RedisStore:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def ping(self) -> None:
-        """Check that Redis answers.
+        """Check that Redis answers (every master of a Cluster); the first time, migrate the old indexes.
 
         Raises:
             StoreUnavailableError: It does not; the message names the URL (password redacted).
@@ -887,6 +890,12 @@ class RedisStore:
                     await self._client.ping()
         except StoreUnavailableError as exc:
             raise StoreUnavailableError(f"Cannot reach Redis at {self._where}: {exc.__cause__}") from exc.__cause__
+        if not self._migrated:
+            # Once per store: the single-key indexes of an earlier version move into their buckets.
+            moved = await self._threads.migrate_legacy_indexes()
+            self._migrated = True
+            if moved:
+                logger.info("moved %d entries of the old single-key indexes into their buckets", moved)
 
     async def aclose(self) -> None:
         """Stop the pub/sub hub and close the connections (those of a client the store built); idempotent."""

@@ -32,6 +32,7 @@ from gateway.stores._redis_layout import (
 
 from ._cluster import ClusterServers
 from ._helpers import approval, begin, finish, new_run
+from .conftest import drop_prefix
 from .test_queue import queued
 
 pytestmark = pytest.mark.redis
@@ -375,3 +376,23 @@ async def test_many_pages_of_every_bucket_merge_exactly(redis_store: RedisStore,
         assert seen == newest, size
     left = sum([await client.zcard(key) for key in keys.indexes("open-approvals")])
     assert left == len(pending)
+
+
+async def test_a_store_migrates_the_old_indexes_when_it_is_first_pinged(redis_url: str, prefix: str) -> None:
+    writer = RedisStore(redis_url, prefix=prefix)
+    try:
+        thread_id = spread(1, "ping")[0]
+        run, _ = await begin(writer, thread_id, ttl=0.05)
+        await to_legacy(writer.client, prefix)
+        await asyncio.sleep(0.1)
+        assert await writer.expired_leases() == []  # the bucket is empty: the entry sits in the old key
+    finally:
+        await writer.aclose()
+    upgraded = RedisStore(redis_url, prefix=prefix)
+    try:
+        await upgraded.ping()
+        assert await upgraded.expired_leases() == [(thread_id, run.run_id)]
+        assert not await upgraded.client.exists(RedisKeys(prefix).legacy_index("leases"))
+    finally:
+        await upgraded.aclose()
+        await drop_prefix(redis_url, prefix)
