@@ -289,8 +289,8 @@ class ClusterBatcher:
             for index, result in zip(indexes, replies, strict=True):
                 results[index] = result
         for index, future in asked:
-            exc = future.exception()
-            results[index] = exc if exc is not None else future.result()[1]
+            failure = future.exception()
+            results[index] = failure if failure is not None else future.result()[1]
 
     async def ping(self) -> None:
         """Ping every master (raises the first failure)."""
