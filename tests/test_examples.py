@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import socket
@@ -17,6 +18,7 @@ import redis.asyncio as redis
 
 from gateway import Runtime, Turn
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
+from gateway.stores._redis_layout import INDEX_NAMES, RedisKeys
 from tools import Actor, discover_tools
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,6 +69,17 @@ async def next_frame(ws: aiohttp.ClientWebSocketResponse, wanted: str, **fields:
                 return frame
 
 
+def _names(member: str, thread_id: str) -> bool:
+    """Whether a global index's member is the thread's (the thread id, or a JSON pair holding it)."""
+    if member == thread_id:
+        return True
+    try:
+        pair = json.loads(member)
+    except ValueError:
+        return False
+    return isinstance(pair, list) and thread_id in pair
+
+
 async def drop_thread(url: str, thread_id: str) -> None:
     """Delete what a demo thread left under the gateway's default prefix (never others' keys)."""
     client = redis.Redis.from_url(url)
@@ -78,8 +91,9 @@ async def drop_thread(url: str, thread_id: str) -> None:
         keys += [f"agora:approval:{approval.decode()}" for approval in approvals]
         if keys:
             await client.delete(*keys)
-        for index in ("agora:leases", "agora:approval-expiry"):
-            members = [m async for m, _ in client.zscan_iter(index, match=f'\\["{thread_id}",*')]  # [ is a glob class
+        for name in INDEX_NAMES:  # the thread's entries are in its bucket of each global index
+            index = RedisKeys("agora").index(name, thread_id)
+            members = [m async for m, _ in client.zscan_iter(index) if _names(m.decode(), thread_id)]
             if members:
                 await client.zrem(index, *members)
     finally:

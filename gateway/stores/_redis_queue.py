@@ -3,9 +3,10 @@
 A thread's queue is two keys under its hash tag (``P:{t}:queue``, the ids in order, and
 ``P:{t}:queued``, each message's JSON), changed by one script each; ``APPLY`` reads the head and
 dequeues it in the same script that begins the run (``RedisStore.begin_run``). The global keys
-(``P:queued:<id>``, ``P:queued-threads``, ``P:open-approvals``, ``P:recent-runs``; see
-``_redis_layout``) are written beside the scripts and read as candidates, each checked against
-the thread's keys.
+(``P:queued:<id>``, ``P:queued-threads:{b}``, ``P:open-approvals:{b}``, ``P:recent-runs:{b}``;
+see ``_redis_layout``) are written before or beside the scripts and read as candidates, each
+checked against the thread's keys; the cross-thread lists read every bucket at once and merge
+them (``RedisPart._merged``).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from ..events import Turn
 from ._records import ApprovalRecord, QueuedMessage, RunRecord
 from ._redis_batch import Command
 from ._redis_layout import as_text, score_text
+from ._redis_part import RedisPart, Row, Verdict
 from ._redis_scripts import CLEAR_QUEUE, ENQUEUE, QUEUED, REMOVE_QUEUED, UPDATE_QUEUED, run_scripts
-from ._redis_threads import RedisPart, Row, Verdict
 
 __all__ = ["RedisQueues"]
 

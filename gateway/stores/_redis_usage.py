@@ -29,8 +29,8 @@ from typing import Any
 
 from ._records import UsageEntry, UsageRow, UsageTotals
 from ._redis_layout import as_text
+from ._redis_part import RedisPart
 from ._redis_scripts import LuaScript, run_scripts
-from ._redis_threads import RedisPart
 from ._usage import USAGE_WRITE_DAYS, check_bucket, cost_nanos, day_expiry, month_expiry, usage_cost, usage_days
 
 __all__ = ["TAKE_TOKEN", "USAGE_ADD", "RedisUsage"]

@@ -385,7 +385,9 @@ async def test_a_refused_write_leaves_no_index_behind(redis_store: RedisStore, r
     finally:
         await client.aclose()
     assert not any("nowhere" in key or orphan.tool_call_id in key for key in keys)
-    assert await redis_store.client.zcard(f"{prefix}:approval-expiry") == 0
+    client = redis_store.client
+    for name in ("approval-expiry", "open-approvals"):
+        assert await client.zcard(RedisKeys(prefix).index(name, "nowhere")) == 0, name
 
 
 async def test_a_write_sent_twice_is_applied_once(redis_store: RedisStore, monkeypatch: pytest.MonkeyPatch) -> None:
