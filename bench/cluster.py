@@ -1,16 +1,20 @@
 """Turns per second on a 3-master Redis Cluster beside one Redis node, in one run; and each node's share.
 
-    python bench/cluster.py [--turns 2000] [--concurrency 50] [--masters 3] [--single-only]
+    python bench/cluster.py [--turns 2000] [--concurrency 50] [--masters 3] [--actors 100] [--rounds 3]
+                            [--single-only]
 
 Starts its own servers on free ports (never the shared 6379): one plain ``redis-server`` and
 ``--masters`` nodes with ``--cluster-enabled yes`` (joined by ``redis-cli --cluster create
 --cluster-yes``, ``cluster-require-full-coverage no``), all alike: no persistence, so the disk is
 not what is measured. Runs ``bench/loop.py``'s tool+text turn (``run_case``) at 1 and
-``--concurrency`` threads on a ``RedisStore`` of each, the two side by side with the ratio
+``--concurrency`` threads on a ``RedisStore`` of each, in ``--rounds`` rounds where the two take
+turns (the median of each), side by side with the ratio
 cluster / single (target: >= 80%, the nodes sharing this machine's cores); then, per node, the
 keys under the run's prefix (SCAN) and the commands it processed during the run
 (``total_commands_processed``, before and after), with its share: a node above half is flagged.
-Every server is killed by its pid at the end. Figures, not a test.
+The turns' actors are ``--actors`` (default 100) taken in turn: an actor's usage ledger is
+one hash slot (``{usage:<actor>}``), so with ``--actors 1`` its node takes every turn's usage
+writes. Every server is killed by its pid at the end. Figures, not a test.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import argparse
 import asyncio
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -151,40 +156,55 @@ async def keys(port: int, prefix: str) -> int:
 
 
 @dataclass(kw_only=True)
-class Result:
-    rates: dict[int, float] = field(default_factory=dict)
-    """Turns/s by concurrency."""
+class Target:
+    """One store under test: its URL, its nodes, and what it measured."""
+
+    url: str
+    ports: list[int]
+    prefix: str = field(default_factory=lambda: f"bench_{uuid.uuid4().hex[:8]}")
+    rates: dict[int, list[float]] = field(default_factory=dict)
+    """Turns/s by concurrency, one per round."""
     keys: dict[int, int] = field(default_factory=dict)
     commands: dict[int, int] = field(default_factory=dict)
     error: str | None = None
 
+    def rate(self, clients: int) -> float | None:
+        """The median of the rounds at ``clients``."""
+        rates = self.rates.get(clients)
+        return statistics.median(rates) if rates else None
 
-async def measure(url: str, ports: list[int], *, turns: int, levels: list[int]) -> Result:
-    """Every level on a fresh prefix of ``url``'s store; the nodes' keys and commands over the whole run."""
-    from gateway.stores import RedisStore
+    async def run(self, *, turns: int, clients: int, actors: int) -> None:
+        """One round at ``clients`` on a fresh ``RedisStore`` (same prefix); a failure is kept, not raised."""
+        from gateway.stores import RedisStore
 
-    result = Result()
-    prefix = f"bench_{uuid.uuid4().hex[:8]}"
-    before = {port: await commands(port) for port in ports}
-    for clients in levels:
+        if self.error:
+            return
         store: Any = None
         try:
-            store = RedisStore(url, prefix=prefix)
-            rate, _, _ = await run_case(store, with_ui=False, turns=turns, concurrency=clients)
-            result.rates[clients] = rate
+            store = RedisStore(self.url, prefix=self.prefix)
+            rate, _, _ = await run_case(store, with_ui=False, turns=turns, concurrency=clients, actors=actors)
+            self.rates.setdefault(clients, []).append(rate)
         except Exception as exc:  # a figure missing, with why: the run goes on
-            result.error = f"{type(exc).__name__}: {str(exc)[:200]}"
-            break
+            self.error = f"{type(exc).__name__}: {str(exc)[:200]}"
         finally:
             if store is not None:
                 await store.aclose()
-    after = {port: await commands(port) for port in ports}
-    result.commands = {port: after[port] - before[port] - 1 for port in ports}  # less the INFO of ``before``
-    result.keys = {port: await keys(port, prefix) for port in ports}
-    return result
 
 
-def print_nodes(name: str, result: Result) -> list[str]:
+async def measure(targets: list[Target], *, turns: int, levels: list[int], actors: int, rounds: int) -> None:
+    """Rounds of every level, the targets taking turns (a drifting load falls on both); then each node's figures."""
+    before = {port: await commands(port) for target in targets for port in target.ports}
+    for round_ in range(rounds):
+        for clients in levels:
+            for target in targets if round_ % 2 == 0 else targets[::-1]:
+                await target.run(turns=turns, clients=clients, actors=actors)
+    for target in targets:
+        # Less the INFO of ``before``; the SCANs come after.
+        target.commands = {port: await commands(port) - before[port] - 1 for port in target.ports}
+        target.keys = {port: await keys(port, target.prefix) for port in target.ports}
+
+
+def print_nodes(name: str, result: Target) -> list[str]:
     """One line per node: keys and commands with their shares; answer what went above ``MAX_SHARE``."""
     flagged = []
     total_keys, total_commands = sum(result.keys.values()) or 1, sum(result.commands.values()) or 1
@@ -208,23 +228,28 @@ async def main(args: argparse.Namespace) -> None:
     set_gc("tuned")
     try:
         single_port = await servers.start(cluster=False)
-        results = {"single": await measure(f"redis://127.0.0.1:{single_port}/0", [single_port], **vars_of(args))}
+        results = {"single": Target(url=f"redis://127.0.0.1:{single_port}/0", ports=[single_port])}
         if not args.single_only:
             ports = await servers.cluster(args.masters)
             url = "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in ports)
-            results["cluster"] = await measure(url, ports, **vars_of(args))
+            results["cluster"] = Target(url=url, ports=ports)
+        options = {"turns": args.turns, "levels": levels, "actors": args.actors, "rounds": args.rounds}
+        await measure(list(results.values()), **options)
     finally:
         set_gc("default")
         servers.stop()
         shutil.rmtree(folder, ignore_errors=True)
-    print(f"tool+text turns, {args.turns} per level; cluster: {args.masters} masters on this machine")
+    print(
+        f"tool+text turns, {args.turns} per level and round, median of {args.rounds} rounds,"
+        f" {args.actors} actor(s) in turn; cluster: {args.masters} masters on this machine"
+    )
     print(f"{'clients':>7} {'single turns/s':>15} {'cluster turns/s':>16} {'cluster/single':>15}")
     single, cluster = results["single"], results.get("cluster")
     for clients in levels:
-        one = single.rates.get(clients)
-        many = cluster.rates.get(clients) if cluster else None
+        one, many = single.rate(clients), cluster.rate(clients) if cluster else None
         ratio = f"{many / one:>14.0%}" + (" " if many / one >= TARGET else "!") if one and many else f"{'-':>15}"
-        print(f"{clients:>7} {one or 0:>15,.0f} {many or 0:>16,.0f} {ratio}")
+        cells = [f"{rate:>{width},.0f}" if rate else f"{'-':>{width}}" for rate, width in ((one, 15), (many, 16))]
+        print(f"{clients:>7} {cells[0]} {cells[1]} {ratio}")
     print(f"(target: cluster >= {TARGET:.0%} of one node; '!' marks a miss)")
     for name, result in results.items():
         if result.error:
@@ -235,18 +260,18 @@ async def main(args: argparse.Namespace) -> None:
     print(f"nodes above {MAX_SHARE:.0%}: " + ("; ".join(flagged) if flagged else "none"))
 
 
-def vars_of(args: argparse.Namespace) -> dict[str, Any]:
-    return {"turns": args.turns, "levels": [1, args.concurrency]}
-
-
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--masters", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per level, the stores alternating (median)")
+    parser.add_argument(
+        "--actors", type=int, default=100, help="actors the turns take in turn (an actor's usage ledger is one slot)"
+    )
     parser.add_argument("--single-only", action="store_true", help="only the single node (a dry run of the harness)")
     args = parser.parse_args()
-    if args.turns < 1 or args.concurrency < 2 or args.masters < 3:
+    if args.turns < 1 or args.concurrency < 2 or args.masters < 3 or args.actors < 1 or args.rounds < 1:
         parser.error("--turns >= 1, --concurrency >= 2, --masters >= 3 (a Redis Cluster needs three masters)")
     return args
 

@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import itertools
 import shutil
 import statistics
 import sys
@@ -100,27 +101,36 @@ async def measure_bare(n: int = 20_000) -> float:
     return (time.perf_counter() - started) / n * 2  # two model calls per turn
 
 
-async def one_turn(runtime: Runtime) -> float:
+async def one_turn(runtime: Runtime, actor: Actor = ACTOR) -> float:
     started = time.perf_counter()
-    run_id = await runtime.start_turn(Turn(thread_id=f"b-{uuid.uuid4().hex}", actor=ACTOR, text="Weather in Lisbon?"))
+    run_id = await runtime.start_turn(Turn(thread_id=f"b-{uuid.uuid4().hex}", actor=actor, text="Weather in Lisbon?"))
     status = await runtime.wait(run_id)
     if status != "completed":
         raise RuntimeError(f"turn ended {status}")
     return time.perf_counter() - started
 
 
-async def run_case(store: Any, *, with_ui: bool, turns: int, concurrency: int) -> tuple[float, list[float], float]:
+async def run_case(
+    store: Any, *, with_ui: bool, turns: int, concurrency: int, actors: int = 1
+) -> tuple[float, list[float], float]:
+    """Turns/s, each turn's latency and CPU per turn; the turns' actors taken in turn from ``actors``."""
     runtime = Runtime(tools=make_tools(with_ui), model=ScriptedModel(script), store=store)
+    people = [ACTOR] if actors == 1 else [Actor(id=f"bench-{index}", roles=["member"]) for index in range(actors)]
+    turn_of = itertools.count()
+
+    def next_actor() -> Actor:
+        return people[next(turn_of) % len(people)]
+
     try:
         for _ in range(min(200, turns)):  # warm up
-            await one_turn(runtime)
+            await one_turn(runtime, next_actor())
         gc.collect()
         latencies: list[float] = []
         cpu_started = time.process_time()
         started = time.perf_counter()
         if concurrency == 1:
             for _ in range(turns):
-                latencies.append(await one_turn(runtime))
+                latencies.append(await one_turn(runtime, next_actor()))
         else:
             remaining = turns
 
@@ -128,7 +138,7 @@ async def run_case(store: Any, *, with_ui: bool, turns: int, concurrency: int) -
                 nonlocal remaining
                 while remaining > 0:
                     remaining -= 1
-                    latencies.append(await one_turn(runtime))
+                    latencies.append(await one_turn(runtime, next_actor()))
 
             async with asyncio.TaskGroup() as group:
                 for _ in range(concurrency):
