@@ -26,8 +26,8 @@ Global keys (one per id, so they shard too), written in the same round trip as t
     P:approval:<id>         string: thread id (tool call ids are global)
     P:leases:{b}            sorted set: [thread, run] -> when to check the lease (ms)
     P:approval-expiry:{b}   sorted set: [thread, tool call id] -> expiry (s)
-    P:owner:<sha256>        sorted set: thread id -> last activity (s), one per owner (the SHA-256
-                            of the owner's ``Actor.key``): the owner's list of threads
+    P:owner:<sha256>:{b}    sorted set: thread id -> last activity (s), per owner (the SHA-256
+                            of the owner's ``Actor.key``) and bucket: the owner's list of threads
     P:activity:{b}          sorted set: thread id -> last activity (s): retention's index
     P:queued:<message id>   string: thread id (queued message ids are global)
     P:queued-threads:{b}    sorted set: thread id -> when a message last queued there (s)
@@ -173,9 +173,20 @@ class RedisKeys:
         """The one key the global index ``name`` was before it was bucketed (read to migrate it)."""
         return f"{self.prefix}:{name}"
 
-    def owner_threads(self, owner_key: str) -> str:
-        """The owner's threads by last activity (the key names a hash: an owner key may hold anything)."""
-        return f"{self.prefix}:owner:{hashlib.sha256(owner_key.encode('utf-8', 'surrogatepass')).hexdigest()}"
+    def owner_threads(self, owner_key: str, thread_id: str) -> str:
+        """The bucket of the owner's list of threads that holds ``thread_id`` (beside the thread's keys).
+
+        The key names a hash of the owner key (which may hold anything).
+        """
+        return f"{self.prefix}:owner:{_digest(owner_key)}:{{{BUCKET_TAGS[bucket_of(thread_id)]}}}"
+
+    def owner_lists(self, owner_key: str) -> list[str]:
+        """Every bucket of the owner's list of threads (``list_threads`` merges them)."""
+        return [f"{self.prefix}:owner:{_digest(owner_key)}:{{{tag}}}" for tag in BUCKET_TAGS]
+
+    def legacy_owner_threads(self, owner_key: str) -> str:
+        """The one key the owner's list was before it was bucketed (read to migrate it)."""
+        return f"{self.prefix}:owner:{_digest(owner_key)}"
 
     def queued_index(self, message_id: str) -> str:
         """Which thread a queued message waits on."""

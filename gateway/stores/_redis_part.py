@@ -108,7 +108,7 @@ class RedisPart:
 
     async def _merged(
         self,
-        name: IndexName,
+        name: IndexName | Sequence[str],
         read: Callable[[str, int, int], Command],
         judge: Callable[[list[Row]], Awaitable[list[Verdict]]],
         *,
@@ -125,7 +125,7 @@ class RedisPart:
         are read again next round: a bucket's offset counts only its entries that stay in place.
 
         Args:
-            name: The index.
+            name: The index, or the keys of the buckets to merge (an owner's list of threads).
             read: The command reading ``(bucket key, offset, count)`` rows ``WITHSCORES``.
             judge: For each row, whether its entry stays in the index (else ``judge`` moved or
                 removed it) and its hit (``(sort key, item)``) or ``None``.
@@ -134,7 +134,8 @@ class RedisPart:
             descending: Newest (highest score) first.
             rounds: Round trips at most.
         """
-        cursors = {key: _Cursor() for key in self._keys.indexes(name)}
+        keys = self._keys.indexes(name) if isinstance(name, str) else list(name)
+        cursors = {key: _Cursor() for key in keys}
         hits: list[tuple[Any, Any]] = []
         for _ in range(rounds):
             kth = None

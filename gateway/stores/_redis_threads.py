@@ -32,7 +32,7 @@ import json
 import time
 from collections import OrderedDict
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from .._errors import ThreadBusyError
 from ..models import MESSAGE_ADAPTER, UserMessage
@@ -53,6 +53,9 @@ from ._redis_scripts import ERASE, RECONCILE, RENAME, run_scripts
 __all__ = ["RedisPart", "RedisThreads"]  # RedisPart re-exported: its home was here
 
 _OWNERS_KEPT = 4096
+
+_OWNER_PAGE = 1000
+"""Entries of an owner's old list moved per round trip."""
 """Threads whose owner a process remembers (those it began or claimed a run of)."""
 
 _ERASE_TRIES = 8
@@ -94,6 +97,8 @@ class RedisThreads(RedisPart):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._owners: OrderedDict[str, str] = OrderedDict()
+        self._owners_migrated: dict[str, None] = {}
+        """Owners whose old single-key list this process moved into buckets (or found empty)."""
 
     # -- index entries written beside the store's scripts -----------------------------------------
 
@@ -108,7 +113,7 @@ class RedisThreads(RedisPart):
         """The index writes of a run begun at ``now`` (they create the thread's entries)."""
         return [
             ("ZADD", self._keys.index("activity", thread_id), now, thread_id),
-            ("ZADD", self._keys.owner_threads(owner_key), now, thread_id),
+            ("ZADD", self._keys.owner_threads(owner_key, thread_id), now, thread_id),
         ]
 
     def index_write(self, thread_id: str, owner_key: str | None, now: str) -> list[Command]:
@@ -121,12 +126,12 @@ class RedisThreads(RedisPart):
         owner_key = owner_key or self._owners.get(thread_id)
         commands: list[Command] = [("ZADD", self._keys.index("activity", thread_id), "XX", now, thread_id)]
         if owner_key is not None:
-            commands.append(("ZADD", self._keys.owner_threads(owner_key), "XX", now, thread_id))
+            commands.append(("ZADD", self._keys.owner_threads(owner_key, thread_id), "XX", now, thread_id))
         return commands
 
     def refused_begin(self, thread_id: str, owner_key: str) -> Command:
         """Take back the entry a begin refused as someone else's thread put in the caller's list."""
-        return ("ZREM", self._keys.owner_threads(owner_key), thread_id)
+        return ("ZREM", self._keys.owner_threads(owner_key, thread_id), thread_id)
 
     async def index_ensured(self, thread: ThreadRecord, stored: ThreadRecord) -> None:
         """Give a thread ``ensure_thread`` answered its entries, if it is the caller's (``NX``: kept if there)."""
@@ -137,51 +142,72 @@ class RedisThreads(RedisPart):
         pipe = self._client.pipeline(transaction=False)
         pipe.hsetnx(key, "active", now)
         pipe.zadd(self._keys.index("activity", thread.thread_id), {thread.thread_id: now}, nx=True)
-        pipe.zadd(self._keys.owner_threads(thread.owner_key), {thread.thread_id: now}, nx=True)
+        pipe.zadd(self._keys.owner_threads(thread.owner_key, thread.thread_id), {thread.thread_id: now}, nx=True)
         await pipe.execute()
 
     # -- reads ------------------------------------------------------------------------------------
 
     async def list_threads(self, owner_key: str, before: tuple[float, str] | None, limit: int) -> list[ThreadSummary]:
-        """The owner's threads by ``(last activity, thread id)`` descending, after ``before``."""
+        """The owner's threads by ``(last activity, thread id)`` descending, after ``before`` (every bucket merged)."""
         if limit <= 0:
             return []
-        index = self._keys.owner_threads(owner_key)
         top = score_text(before[0]) if before is not None else "+inf"
-        lines: list[ThreadSummary] = []
-        offset = 0
-        async with self._guard():
-            for _ in range(16):
-                want = limit - len(lines) + 8
-                rows = cast(
-                    list[tuple[bytes | str, float]],
-                    await self._client.zrevrangebyscore(index, top, "-inf", start=offset, num=want, withscores=True),
-                )
-                offset += len(rows)
-                candidates = [(as_text(member), score) for member, score in rows]
-                if before is not None:  # at the cursor's own time, only the ids below its id
-                    candidates = [(t, score) for t, score in candidates if (score, t) < before]
-                lines.extend(await self._summaries(index, owner_key, candidates))
-                if len(lines) >= limit or len(rows) < want:
-                    break
-        return lines[:limit]
 
-    async def _summaries(self, index: str, owner_key: str, candidates: list[tuple[str, float]]) -> list[ThreadSummary]:
-        """The candidates that are the owner's threads, as lines; entries naming no such thread are dropped."""
-        if not candidates:
+        def read(key: str, offset: int, count: int) -> Command:
+            return ("ZREVRANGEBYSCORE", key, top, "-inf", "WITHSCORES", "LIMIT", offset, count)
+
+        async def judge(rows: list[Row]) -> list[Verdict]:
+            verdicts: list[Verdict] = [(True, None)] * len(rows)
+            # At the cursor's own time, only the ids below its id: the others stay, unread.
+            checked = [
+                at for at, (_, thread_id, score) in enumerate(rows) if before is None or (score, thread_id) < before
+            ]
+            for at, line in zip(checked, await self._summaries(owner_key, [rows[at] for at in checked]), strict=True):
+                verdicts[at] = (line is not None, ((line.last_activity_ts, line.thread_id), line) if line else None)
+            return verdicts
+
+        async with self._guard():
+            await self._migrate_owner(owner_key)
+            return await self._merged(
+                self._keys.owner_lists(owner_key), read, judge, limit=limit, page=limit + 8, descending=True, rounds=16
+            )
+
+    async def _migrate_owner(self, owner_key: str) -> None:
+        """Once per owner and process: move the entries of the owner's old single-key list into its buckets."""
+        if owner_key in self._owners_migrated:
+            return
+        legacy = self._keys.legacy_owner_threads(owner_key)
+        for _ in range(1000):
+            rows = score_pairs(await self._send_one("ZRANGE", legacy, 0, _OWNER_PAGE - 1, "WITHSCORES"))
+            if not rows:
+                break
+            members = [(as_text(member), as_text(score)) for member, score in rows]
+            await self._send_all(
+                [
+                    ("ZADD", self._keys.owner_threads(owner_key, thread_id), "GT", score, thread_id)
+                    for thread_id, score in members
+                ]
+            )
+            await self._reconcile({legacy: [item for thread_id, score in members for item in (thread_id, score, "")]})
+        self._owners_migrated[owner_key] = None
+        while len(self._owners_migrated) > _OWNERS_KEPT:
+            self._owners_migrated.pop(next(iter(self._owners_migrated)))
+
+    async def _summaries(self, owner_key: str, rows: list[Row]) -> list[ThreadSummary | None]:
+        """Each row's thread as a line if it is the owner's; entries naming no such thread leave their bucket."""
+        if not rows:
             return []
-        pipe = self._client.pipeline(transaction=False)
-        for thread_id, _ in candidates:
-            pipe.hmget(self._keys.thread(thread_id, "thread"), ["owner", "record", "title"])
-            pipe.lrange(self._keys.thread(thread_id, "messages"), 0, 0)
-        replies = await pipe.execute()
-        lines: list[ThreadSummary] = []
-        stale: list[Any] = []
-        for (thread_id, score), (owner, raw, title), first in zip(
-            candidates, replies[0::2], replies[1::2], strict=True
-        ):
+        commands: list[Command] = []
+        for _, thread_id, _ in rows:
+            commands.append(("HMGET", self._keys.thread(thread_id, "thread"), "owner", "record", "title"))
+            commands.append(("LRANGE", self._keys.thread(thread_id, "messages"), 0, 0))
+        replies = await self._send_all(commands)
+        lines: list[ThreadSummary | None] = []
+        stale: dict[str, list[Any]] = {}
+        for (key, thread_id, score), (owner, raw, title), first in zip(rows, replies[0::2], replies[1::2], strict=True):
             if owner is None or raw is None or as_text(owner) != owner_key:
-                stale.extend([thread_id, score_text(score), ""])
+                stale.setdefault(key, []).extend([thread_id, score_text(score), ""])
+                lines.append(None)
                 continue
             record = ThreadRecord.model_validate_json(raw)
             if title is None and first:
@@ -198,8 +224,7 @@ class RedisThreads(RedisPart):
                     last_activity_ts=score,
                 )
             )
-        if stale:
-            await RECONCILE(self._send_one, [index], stale)
+        await self._reconcile(stale)
         return lines
 
     async def idle_threads(self, before_ts: float, limit: int) -> list[str]:
@@ -317,7 +342,7 @@ class RedisThreads(RedisPart):
                 pipe.zscore(self._keys.index("queued-threads", thread_id), thread_id)
                 owner, order, activity, queued = await pipe.execute()
                 runs = [as_text(run_id) for run_id in order]
-                owner_index = self._keys.owner_threads(as_text(owner)) if owner is not None else None
+                owner_index = self._keys.owner_threads(as_text(owner), thread_id) if owner is not None else None
                 commands: list[Command] = []
                 if owner_index is not None:
                     commands.append(("ZSCORE", owner_index, thread_id))

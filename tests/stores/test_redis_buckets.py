@@ -396,3 +396,27 @@ async def test_a_store_migrates_the_old_indexes_when_it_is_first_pinged(redis_ur
     finally:
         await upgraded.aclose()
         await drop_prefix(redis_url, prefix)
+
+
+async def test_an_owners_old_single_key_list_moves_into_its_buckets_when_first_listed(
+    redis_store: RedisStore, prefix: str
+) -> None:
+    threads = spread(12, "own")
+    for thread_id in threads:
+        await begin(redis_store, thread_id)
+    keys, client = RedisKeys(prefix), redis_store.client
+    entries: dict[str, float] = {}
+    for key in keys.owner_lists("u1"):
+        entries.update(await members(client, key))
+        await client.delete(key)
+    assert set(entries) == set(threads)
+    await client.zadd(keys.legacy_owner_threads("u1"), entries)  # as an earlier version kept it
+
+    fresh = RedisStore(redis_store.client, prefix=prefix)  # a process that has not listed this owner yet
+    try:
+        listed = await fresh.list_threads("u1", limit=100)
+    finally:
+        await fresh.aclose()
+    assert [line.thread_id for line in listed] == sorted(threads, key=lambda t: (entries[t], t), reverse=True)
+    assert not await client.exists(keys.legacy_owner_threads("u1"))
+    assert {m for key in keys.owner_lists("u1") for m in await members(client, key)} == set(threads)

@@ -57,6 +57,7 @@ async def test_a_threads_keys_share_its_hash_tag(redis_store: RedisStore, redis_
     assert all(key.startswith(f"{prefix}:{{{thread_id}}}:") for key in thread_keys)
     assert len({key_slot(key.encode()) for key in thread_keys}) == 1
     owner = hashlib.sha256(b"u1").hexdigest()
+    assert RedisKeys(prefix).owner_threads("u1", thread_id).startswith(f"{prefix}:owner:{owner}:{{")
     bucket = RedisKeys(prefix).index  # the thread's bucket of each global index
     assert set(keys) - set(thread_keys) == {
         f"{prefix}:run:{run.run_id}",
@@ -64,7 +65,7 @@ async def test_a_threads_keys_share_its_hash_tag(redis_store: RedisStore, redis_
         bucket("leases", thread_id),
         f"{prefix}:channel:k",
         bucket("activity", thread_id),
-        f"{prefix}:owner:{owner}",
+        RedisKeys(prefix).owner_threads("u1", thread_id),
         bucket("recent-runs", thread_id),
         f"{prefix}:queued:{item.message_id}",
         bucket("queued-threads", thread_id),
@@ -534,7 +535,8 @@ async def test_erasure_leaves_no_key_of_the_thread_behind(redis_store: RedisStor
         assert not [key for key in keys if "gone" in key or run.run_id in key or record.tool_call_id in key]
         assert not [key for key in keys if lapsed.tool_call_id in key]
         assert await _index_members(client, prefix, "activity") == {"kept"}
-        assert await _members(client, f"{prefix}:owner:{hashlib.sha256(b'u1').hexdigest()}") == {"kept"}
+        owner_lists = RedisKeys(prefix).owner_lists("u1")
+        assert {member for key in owner_lists for member in await _members(client, key)} == {"kept"}
         leases = await _index_members(client, prefix, "leases")
         assert leases == {json.dumps(["kept", kept.run_id], separators=(",", ":"))}
         assert await _index_members(client, prefix, "approval-expiry") == set()
@@ -551,7 +553,7 @@ async def test_index_entries_that_name_no_thread_are_dropped_by_their_readers(
 ) -> None:
     """What a process that died between erasing a thread's keys and its index entries leaves."""
     await begin(redis_store, "alive")
-    owner_index = f"{prefix}:owner:{hashlib.sha256(b'u1').hexdigest()}"
+    owner_index = RedisKeys(prefix).owner_threads("u1", "ghost")
     await redis_store.client.zadd(owner_index, {"ghost": time.time() + 5})
     activity = RedisKeys(prefix).index
     await redis_store.client.zadd(activity("activity", "ghost"), {"ghost": 1.0})
