@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as redis
 from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
 
 from gateway import StoreUnavailableError
 from gateway.stores._redis_client import connect, node_client
@@ -50,6 +52,18 @@ async def _received(subscriber: Subscriber, payload: bytes, timeout: float = 5) 
                 return
             subscriber.overflowed = False
             await subscriber.wait()
+
+
+async def _delivered(port: int, channel: bytes, subscriber: Subscriber, payload: bytes) -> None:
+    """Publish until ``payload`` reaches ``subscriber`` (while it settles, it may be told to re-read the log)."""
+    async with asyncio.timeout(10):
+        while True:
+            subscriber.overflowed = False  # as ``follow`` does once it re-read the log
+            if await _publish(port, channel, payload) == 1:
+                with contextlib.suppress(TimeoutError):
+                    await _received(subscriber, payload, timeout=1)
+                    return
+            await asyncio.sleep(0.02)
 
 
 def _hub(client: RedisCluster, **options: float) -> ClusterHub:
@@ -122,13 +136,8 @@ async def test_many_slots_on_one_node_and_a_dropped_connection(cluster: ClusterS
     finally:
         await admin.aclose()
     await _eventually(lambda: all(s.overflowed for s in subscribers))
-    for subscriber in subscribers:
-        subscriber.overflowed = False  # as ``follow`` does once it re-read the log
     for channel, subscriber in zip(channels, subscribers, strict=True):
-        async with asyncio.timeout(5):
-            while await _publish(port, channel, b"two") != 1:
-                await asyncio.sleep(0.02)
-        await _received(subscriber, b"two")
+        await _delivered(port, channel, subscriber, b"two")
 
 
 async def test_last_detach_unsubscribes_and_aclose_leaves_no_task(cluster: ClusterServers) -> None:
@@ -182,10 +191,8 @@ async def test_node_killed_without_replica_then_restarted(cluster: ClusterServer
     await cluster.wait_ok()
     await _eventually(lambda: hub.connected, timeout=15)
     assert subscribers[victim].overflowed  # it re-reads the log after the outage
-    subscribers[victim].overflowed = False
     assert hub.node_of(_channel(threads[victim])) == f"127.0.0.1:{victim}"
-    assert await _publish(victim, _channel(threads[victim]), b"after") == 1
-    await _received(subscribers[victim], b"after")
+    await _delivered(victim, _channel(threads[victim]), subscribers[victim], b"after")
     assert hub.reconnections >= 1
 
 
@@ -212,12 +219,8 @@ async def test_failover_rehomes_channels_on_the_promoted_replica(tmp_path: Path)
             await _eventually(lambda: hub.node_of(channel) == f"127.0.0.1:{promoted}")
             await _eventually(lambda: hub.subscribers(channel) == 1 and hub.connected)
             assert subscribers[victim].overflowed
-            subscribers[victim].overflowed = False
             assert hub.rehomed >= 1
-            async with asyncio.timeout(10):
-                while await _publish(promoted, channel, b"after") != 1:
-                    await asyncio.sleep(0.02)
-            await _received(subscribers[victim], b"after")
+            await _delivered(promoted, channel, subscribers[victim], b"after")
             for port in others:
                 assert await _publish(port, _channel(threads[port]), b"still") == 1
                 await _received(subscribers[port], b"still")
@@ -230,3 +233,41 @@ async def test_failover_rehomes_channels_on_the_promoted_replica(tmp_path: Path)
             await client.aclose()
     finally:
         servers.stop()
+
+
+async def _move_slot(ports: list[int], target: int, slot: int) -> None:
+    """Give the (keyless) ``slot`` to ``target``, telling the new owner first."""
+    admin = redis.Redis(port=target, decode_responses=True)
+    try:
+        target_id = str(await admin.execute_command("CLUSTER MYID"))
+    finally:
+        await admin.aclose()
+    for port in [target, *[p for p in ports if p != target]]:
+        client = redis.Redis(port=port)
+        try:
+            await client.execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
+        finally:
+            await client.aclose()
+
+
+async def test_a_moved_slot_is_followed_to_its_new_node(cluster: ClusterServers, hub: ClusterHub) -> None:
+    source, target, _ = await cluster.master_ports()
+    followed = _channel(await cluster.thread_on(source, stem="followed"))
+    subscriber = Subscriber()
+    await hub.attach(followed, subscriber)
+    assert hub.node_of(followed) == f"127.0.0.1:{source}"
+
+    # The slot leaves the node: Redis tells its shard subscribers (sunsubscribe), the hub re-homes.
+    await _move_slot(await cluster.master_ports(), target, key_slot(followed))
+    await _eventually(lambda: hub.node_of(followed) == f"127.0.0.1:{target}" and hub.connected)
+    await _eventually(lambda: subscriber.overflowed)
+    await _delivered(target, followed, subscriber, b"moved")
+
+    # A slot moved behind the hub's back: SSUBSCRIBE answers MOVED, attach follows it.
+    stale = _channel(await cluster.thread_on(source, stem="stale"))
+    await _move_slot(await cluster.master_ports(), target, key_slot(stale))
+    late = Subscriber()
+    await hub.attach(stale, late)
+    assert hub.node_of(stale) == f"127.0.0.1:{target}"
+    assert await _publish(target, stale, b"late") == 1
+    await _received(late, b"late")
