@@ -222,11 +222,16 @@ class ClusterHub:
     async def _supervise(self) -> None:
         while True:
             await self._stale.wait()
+            self._stale.clear()  # news arriving during the refresh asks for another one
             await self._refresh()
-            self._stale.clear()
             self._refreshed.set()
-            self._rehome()
-            await self._retire_idle()
+            try:
+                self._rehome()
+                await self._retire_idle()
+            except Exception:
+                logger.exception("re-homing live tails on Redis at %s failed; retrying", self._where)
+                self._stale.set()
+                await asyncio.sleep(_MAX_REFRESH_DELAY)
 
     async def _refresh(self) -> None:
         delay = 0.05
