@@ -73,6 +73,7 @@ from ._records import (
 from ._redis_batch import Command, CommandBatcher
 from ._redis_client import AnyRedis, connect, describe, guarded, is_cluster, node_client, redact
 from ._redis_cluster_batch import ClusterBatcher
+from ._redis_cluster_hub import ClusterHub
 from ._redis_hub import PubSubHub
 from ._redis_layout import (
     EVENTS,
@@ -202,13 +203,24 @@ class RedisStore:
         self._publish = "SPUBLISH" if self._cluster else "PUBLISH"
         """How a script publishes a thread's events: sharded on a Cluster (to the thread's node)."""
         self._migrated = False
-        self._hub = PubSubHub(
-            self._client,
-            where=self._where,
-            parse=parse_events,
-            heartbeat=heartbeat,
-            subscribe_timeout=subscribe_timeout,
-        )
+        self._hub: PubSubHub | ClusterHub
+        if isinstance(self._client, RedisCluster):
+            self._hub = ClusterHub(
+                self._client,
+                node_client=functools.partial(node_client, self._client, max_connections=4),
+                where=self._where,
+                parse=parse_events,
+                heartbeat=heartbeat,
+                subscribe_timeout=subscribe_timeout,
+            )
+        else:
+            self._hub = PubSubHub(
+                self._client,
+                where=self._where,
+                parse=parse_events,
+                heartbeat=heartbeat,
+                subscribe_timeout=subscribe_timeout,
+            )
         parts = (self._client, self._batcher.send, self._keys, self._guard, self._batcher.send_ordered)
         self._threads = RedisThreads(*parts)
         self._queues = RedisQueues(*parts)
@@ -223,7 +235,7 @@ class RedisStore:
         return self._client
 
     @property
-    def hub(self) -> PubSubHub:
+    def hub(self) -> PubSubHub | ClusterHub:
         """The pub/sub hub that feeds live tails."""
         return self._hub
 

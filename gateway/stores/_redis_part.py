@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ._redis_batch import Command
 from ._redis_client import AnyRedis, guarded
@@ -134,7 +134,7 @@ class RedisPart:
             descending: Newest (highest score) first.
             rounds: Round trips at most.
         """
-        keys = self._keys.indexes(name) if isinstance(name, str) else list(name)
+        keys = self._keys.indexes(cast(IndexName, name)) if isinstance(name, str) else list(name)
         cursors = {key: _Cursor() for key in keys}
         hits: list[tuple[Any, Any]] = []
         for _ in range(rounds):
