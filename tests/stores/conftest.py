@@ -33,9 +33,9 @@ def prefix() -> str:
     ]
 )
 async def store(request: pytest.FixtureRequest, prefix: str, tmp_path: Path) -> AsyncIterator[Store]:
-    """Each store under test; ``redis-text-client`` is a caller's client that decodes replies; ``redis-cluster`` the session's
-    3-master cluster; ``sqlite`` a
-    file in ``tmp_path``; ``postgres`` a schema of its own in the session's database."""
+    """Each store under test; ``redis-text-client`` is a caller's client that decodes replies;
+    ``redis-cluster`` the session's 3-master cluster; ``sqlite`` a file in ``tmp_path``;
+    ``postgres`` a schema of its own in the session's database."""
     if request.param == "memory":
         memory = MemoryStore()
         yield memory
