@@ -21,12 +21,11 @@ import os
 import signal
 from pathlib import Path
 from typing import Literal
-
-from gateway.stores import PostgresStore, RedisStore, Store
-
 from urllib.parse import urlsplit
 
 import redis.asyncio as redis
+
+from gateway.stores import PostgresStore, RedisStore, Store
 
 from ..conftest import drop_cluster_prefix, drop_prefix, drop_schema
 from ._cluster import ClusterServers

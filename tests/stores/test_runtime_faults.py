@@ -2,7 +2,8 @@
 a gateway process killed mid-run, and the store going away and coming back under running runs.
 
 Each test runs once per shared store (``backend``). Redis goes away by stopping a private
-``redis-server``, a Redis Cluster by stopping every node of a private one; PostgreSQL by cutting the network to the machine's server (``_backends.Outage``).
+``redis-server``, a Redis Cluster by stopping every node of a private one; PostgreSQL by
+cutting the network to the machine's server (``_backends.Outage``).
 """
 
 from __future__ import annotations
