@@ -2,8 +2,9 @@
 
 Both run ``AGORA_STORE_URL=redis+cluster://...?prefix=<the test's>`` on the session's cluster.
 The first is asked for refunds (on its web socket) until it holds a parked thread on each
-master; the second approves each one (``POST /agent/tool-call/approve``), and the refund runs once. The first's open sockets see the decision made
-on the second (live events cross processes through the cluster's sharded pub/sub).
+master; the second approves each one (``POST /agent/tool-call/approve``), and the refund runs
+once. The first's open sockets see the decision made on the second (live events cross
+processes through the cluster's sharded pub/sub).
 """
 
 from __future__ import annotations
