@@ -5,7 +5,7 @@ reply, with a ScriptedModel; then the same with one ui component pushed by the t
 writes its events, journal and history to the store and fills the tool's narration.
 
     python bench/loop.py [--turns 3000] [--concurrency 50] [--gc default|tuned|both] [--loop asyncio|uvloop]
-                         [--store memory|sqlite|postgres|redis | --stores a,b,c|all]
+                         [--store memory|sqlite|postgres|redis|<redis URL> | --stores a,b,c|all]
                          [--redis redis://127.0.0.1:6379/0] [--postgres postgresql://postgres@127.0.0.1:5432/postgres]
     python bench/loop.py --tracing [--turns 3000] [--concurrency 50] [--rounds 15]
 
@@ -13,6 +13,8 @@ Every store named is measured (memory always, first), then printed side by side:
 process's CPU per turn, each as a share of memory's. A SQLite store is a file in a temporary
 folder, a PostgreSQL store a schema of its own, a Redis store a key prefix of its own: all three
 are removed afterwards. The database server's own CPU (PostgreSQL, Redis) is not counted.
+``--store`` also takes a Redis URL, e.g. ``--store redis+cluster://127.0.0.1:7000,127.0.0.1:7001``
+(``--store redis --redis URL``); ``bench/cluster.py`` measures a Cluster beside one node.
 
 ``--loop uvloop`` runs on the loop ``agora-gateway serve`` picks when uvloop is installed.
 
@@ -33,6 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import itertools
 import shutil
 import statistics
 import sys
@@ -98,27 +101,36 @@ async def measure_bare(n: int = 20_000) -> float:
     return (time.perf_counter() - started) / n * 2  # two model calls per turn
 
 
-async def one_turn(runtime: Runtime) -> float:
+async def one_turn(runtime: Runtime, actor: Actor = ACTOR) -> float:
     started = time.perf_counter()
-    run_id = await runtime.start_turn(Turn(thread_id=f"b-{uuid.uuid4().hex}", actor=ACTOR, text="Weather in Lisbon?"))
+    run_id = await runtime.start_turn(Turn(thread_id=f"b-{uuid.uuid4().hex}", actor=actor, text="Weather in Lisbon?"))
     status = await runtime.wait(run_id)
     if status != "completed":
         raise RuntimeError(f"turn ended {status}")
     return time.perf_counter() - started
 
 
-async def run_case(store: Any, *, with_ui: bool, turns: int, concurrency: int) -> tuple[float, list[float], float]:
+async def run_case(
+    store: Any, *, with_ui: bool, turns: int, concurrency: int, actors: int = 1
+) -> tuple[float, list[float], float]:
+    """Turns/s, each turn's latency and CPU per turn; the turns' actors taken in turn from ``actors``."""
     runtime = Runtime(tools=make_tools(with_ui), model=ScriptedModel(script), store=store)
+    people = [ACTOR] if actors == 1 else [Actor(id=f"bench-{index}", roles=["member"]) for index in range(actors)]
+    turn_of = itertools.count()
+
+    def next_actor() -> Actor:
+        return people[next(turn_of) % len(people)]
+
     try:
         for _ in range(min(200, turns)):  # warm up
-            await one_turn(runtime)
+            await one_turn(runtime, next_actor())
         gc.collect()
         latencies: list[float] = []
         cpu_started = time.process_time()
         started = time.perf_counter()
         if concurrency == 1:
             for _ in range(turns):
-                latencies.append(await one_turn(runtime))
+                latencies.append(await one_turn(runtime, next_actor()))
         else:
             remaining = turns
 
@@ -126,7 +138,7 @@ async def run_case(store: Any, *, with_ui: bool, turns: int, concurrency: int) -
                 nonlocal remaining
                 while remaining > 0:
                     remaining -= 1
-                    latencies.append(await one_turn(runtime))
+                    latencies.append(await one_turn(runtime, next_actor()))
 
             async with asyncio.TaskGroup() as group:
                 for _ in range(concurrency):
@@ -187,16 +199,7 @@ class Stores:
     async def clean(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
         if self.redis_prefixes:
-            import redis.asyncio as redis
-
-            client = redis.Redis.from_url(self.args.redis)
-            try:
-                for prefix in self.redis_prefixes:
-                    keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
-                    for start in range(0, len(keys), 1000):
-                        await client.delete(*keys[start : start + 1000])
-            finally:
-                await client.aclose()
+            await remove_keys(self.args.redis, [f"{prefix}:*" for prefix in self.redis_prefixes])
         if self.schemas:
             import asyncpg
 
@@ -208,6 +211,21 @@ class Stores:
                 await connection.close()
 
 
+async def remove_keys(url: str, patterns: list[str]) -> None:
+    """Delete the keys matching ``patterns`` at ``url`` (one server, Sentinel or every node of a Cluster)."""
+    from gateway.stores._redis_client import connect
+
+    client, sentinels = connect(url, max_connections=4, options={})
+    try:
+        for pattern in patterns:
+            keys = [key async for key in client.scan_iter(match=pattern, count=1000)]
+            for start in range(0, len(keys), 1000):
+                await client.delete(*keys[start : start + 1000])  # a Cluster's client splits it per slot
+    finally:
+        for opened in (client, *sentinels):
+            await opened.aclose()
+
+
 def store_list(value: str) -> list[str]:
     names = list(STORES) if value == "all" else [name.strip() for name in value.split(",") if name.strip()]
     unknown = [name for name in names if name not in STORES]
@@ -216,12 +234,28 @@ def store_list(value: str) -> list[str]:
     return ["memory", *[name for name in names if name != "memory"]]  # memory first: the others are % of it
 
 
+def store_choice(value: str) -> str:
+    """A store's name, or a Redis URL (``--store redis+cluster://...`` is ``--store redis --redis ...``)."""
+    from gateway._store_url import REDIS_SCHEMES
+
+    scheme, sep, _ = value.partition("://")
+    if sep and scheme in REDIS_SCHEMES:
+        return value
+    if value in STORES:
+        return value
+    raise argparse.ArgumentTypeError(f"a store is {', '.join(STORES)} or a Redis URL ({', '.join(REDIS_SCHEMES)})")
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=50)
     chosen = parser.add_mutually_exclusive_group()
-    chosen.add_argument("--store", choices=STORES, help="one store (measured beside memory)")
+    chosen.add_argument(
+        "--store",
+        type=store_choice,
+        help=f"one store (measured beside memory): {', '.join(STORES)}, or a Redis URL (redis+cluster://h:p,h:p...)",
+    )
     chosen.add_argument("--stores", type=store_list, default=list(STORES), help="a,b,c or all (default all)")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0", help="the Redis of --store redis")
     parser.add_argument(
@@ -236,6 +270,8 @@ def parse_args() -> argparse.Namespace:
         "--rounds", type=int, default=15, help="--tracing: slices of --turns per mode, the modes alternating (median)"
     )
     args = parser.parse_args()
+    if args.store and "://" in args.store:
+        args.redis, args.store = args.store, "redis"
     if args.store:
         args.stores = store_list(args.store)
     return args

@@ -19,6 +19,7 @@ from ._rendered import Rendered
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+    from redis.asyncio.cluster import RedisCluster
 
 __all__ = [
     "MemoryRenderCache",
@@ -134,16 +135,24 @@ class RedisRenderCache(RenderCache):
     """Renders kept in Redis, shared by every gateway process, each for ``ttl`` seconds.
 
     Args:
-        redis: A ``redis.asyncio.Redis`` client created with ``decode_responses=False``.
+        redis: A ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster`` client created
+            with ``decode_responses=False`` (each render is one key: any slot will do).
         prefix: Key prefix; keys are ``prefix + key``.
         ttl: Seconds a render is kept.
         max_item_bytes: Larger renders are not stored.
     """
 
     def __init__(
-        self, redis: Redis, *, prefix: str = "agora:render:", ttl: float = 86_400, max_item_bytes: int = 8 * 1024 * 1024
+        self,
+        redis: Redis | RedisCluster,
+        *,
+        prefix: str = "agora:render:",
+        ttl: float = 86_400,
+        max_item_bytes: int = 8 * 1024 * 1024,
     ) -> None:
-        if redis.connection_pool.connection_kwargs.get("decode_responses"):
+        from ._media import _decodes  # a sibling's helper: one way to read a client's options
+
+        if _decodes(redis):
             raise UserError("RedisRenderCache needs a Redis client with decode_responses=False (renders are bytes).")
         self._redis = redis
         self._prefix = prefix

@@ -36,6 +36,7 @@ from ._errors import MediaTokenError, MediaUnavailableError
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+    from redis.asyncio.cluster import RedisCluster
 
 __all__ = ["MediaBackend", "MediaItem", "MediaStore", "MemoryMediaBackend", "RedisMediaBackend"]
 
@@ -142,18 +143,42 @@ class MemoryMediaBackend(MediaBackend):
 
 
 class RedisMediaBackend(MediaBackend):
-    """Redis, shared by every gateway process: one hash per item, expiring with its token.
+    """Redis or a Redis Cluster, shared by every gateway process: one hash per item, expiring with its token.
+
+    Key layout (``P`` is the prefix; every script and write touches one hash slot, so it runs on a
+    Cluster as on one server)::
+
+        P<media id>                 an item without a thread: a hash (data, mime, filename)
+                                    an item of a thread: a pointer, a hash (thread)
+        P{<thread id>}:<media id>   an item of a thread, beside its thread's set
+        P{<thread id>}              the thread's set of media ids (as long-lived as its longest item)
+
+    A thread's items share the thread's hash tag (the store's tag for its keys too), so
+    ``forget_thread`` is one script over the set and its items: no item put meanwhile escapes.
+    ``get`` knows only the media id: it reads ``P<media id>`` and, for a pointer, the item it
+    names. The pointer is written before the item: a failure between them leaves a pointer to
+    nothing (a miss), never an item that ``forget_thread`` cannot find. Pointers expire with
+    their items; ``forget_thread`` removes those of the items it erased afterwards (each in its
+    own slot, so not in the script: one left behind is a miss until it expires). Media ids hold
+    no ``{``.
+
+    On one server, ``forget_thread`` also erases what an earlier layout kept for the thread
+    (``P thread:<thread id>`` and the items it lists).
 
     Args:
-        redis: A ``redis.asyncio.Redis`` client created with ``decode_responses=False``.
-        prefix: Key prefix (use one per deployment; tests use one per test).
+        redis: A ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster`` client created
+            with ``decode_responses=False``.
+        prefix: Key prefix (use one per deployment; tests use one per test). No ``{`` in it.
     """
 
-    def __init__(self, redis: Redis, *, prefix: str = "agora:media:") -> None:
-        if redis.connection_pool.connection_kwargs.get("decode_responses"):
+    def __init__(self, redis: Redis | RedisCluster, *, prefix: str = "agora:media:") -> None:
+        if _decodes(redis):
             raise UserError("RedisMediaBackend needs a Redis client with decode_responses=False (media are bytes).")
+        if "{" in prefix or "}" in prefix:
+            raise UserError("RedisMediaBackend's prefix holds no braces (its keys carry the thread's hash tag).")
         self._redis = redis
         self._prefix = prefix
+        self._cluster = _is_cluster(redis)
 
     @contextmanager
     def _unavailable(self) -> Iterator[None]:
@@ -166,38 +191,47 @@ class RedisMediaBackend(MediaBackend):
             raise MediaUnavailableError(f"the media backend (Redis) is unavailable: {exc}") from exc
 
     def _thread_key(self, thread_id: str) -> str:
-        # Media ids are 32 hex digits: no media key starts with "thread:".
-        return f"{self._prefix}thread:{thread_id}"
+        return f"{self._prefix}{{{thread_id}}}"
+
+    def _item_key(self, media_id: str, thread_id: str | None) -> str:
+        if thread_id is None:
+            return self._prefix + media_id
+        return f"{self._thread_key(thread_id)}:{media_id}"
 
     async def put(self, media_id: str, item: MediaItem, expires_at: float, *, thread_id: str | None = None) -> None:
         """Store ``item`` as a hash that Redis deletes at ``expires_at``.
 
-        An item of a thread also joins the thread's set of media ids, which lives as long as its
-        longest-lived item.
+        An item of a thread is written in two steps, each one script: the pointer, then the item
+        and its place in the thread's set (which lives as long as its longest-lived item).
 
         Raises:
             MediaUnavailableError: Redis cannot be reached.
         """
-        key = self._prefix + media_id
-        fields: dict[str, bytes] = {"data": item.data, "mime": item.mime.encode()}
-        if item.filename:
-            fields["filename"] = item.filename.encode()
+        at_ms = int(expires_at * 1000)
+        filename = (item.filename or "").encode()
         with self._unavailable():
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
-                pipe.pexpireat(key, int(expires_at * 1000))
-                if thread_id is not None:
-                    pipe.eval(_JOIN_THREAD, 1, self._thread_key(thread_id), media_id, int(expires_at * 1000))
-                await pipe.execute()
+            if thread_id is None:
+                await self._redis.eval(
+                    _PUT_ITEM, 1, self._prefix + media_id, at_ms, item.data, item.mime.encode(), filename
+                )
+                return
+            await self._redis.eval(_POINT, 1, self._prefix + media_id, at_ms, thread_id.encode())
+            item_key, set_key = self._item_key(media_id, thread_id), self._thread_key(thread_id)
+            await self._redis.eval(
+                _PUT_ITEM, 2, item_key, set_key, at_ms, item.data, item.mime.encode(), filename, media_id
+            )
 
     async def get(self, media_id: str) -> MediaItem | None:
-        """The item, or ``None`` once Redis has expired it.
+        """The item, or ``None`` once Redis has expired it (or its thread was forgotten).
 
         Raises:
             MediaUnavailableError: Redis cannot be reached.
         """
         with self._unavailable():
             fields = await self._redis.hgetall(self._prefix + media_id)
+            thread = fields.get(b"thread")
+            if isinstance(thread, bytes):
+                fields = await self._redis.hgetall(self._item_key(media_id, thread.decode()))
         data, mime, filename = fields.get(b"data"), fields.get(b"mime"), fields.get(b"filename")
         if not isinstance(data, bytes) or not isinstance(mime, bytes):
             return None
@@ -206,34 +240,93 @@ class RedisMediaBackend(MediaBackend):
     async def forget_thread(self, thread_id: str) -> int:
         """Delete the thread's items and their set, at once (a script: no item put meanwhile escapes).
 
+        Then the pointers of the erased items, each only while it still names this thread.
+
         Raises:
             MediaUnavailableError: Redis cannot be reached.
         """
+        keys = [self._thread_key(thread_id)]
+        if not self._cluster:
+            keys.append(f"{self._prefix}thread:{thread_id}")
         with self._unavailable():
-            erased = await self._redis.eval(_FORGET_THREAD, 1, self._thread_key(thread_id), self._prefix)
-        return int(erased)
+            reply = await self._redis.eval(_FORGET_THREAD, len(keys), *keys, self._prefix)
+            erased, media_ids = int(reply[0]), [bytes(m).decode() for m in reply[1:]]
+            if media_ids:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for media_id in media_ids:
+                        pipe.eval(_UNPOINT, 1, self._prefix + media_id, thread_id.encode())
+                    await pipe.execute()
+        return erased
 
 
-# The media backend is given a plain client (no Cluster): its scripts may name item keys they
-# compute from the thread's set.
-_JOIN_THREAD = """
-redis.call('SADD', KEYS[1], ARGV[1])
-local ttl = redis.call('PTTL', KEYS[1])
-local now = redis.call('TIME')
-local at = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-if ttl < 0 or at + ttl < tonumber(ARGV[2]) then
-  redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+def _is_cluster(client: object) -> bool:
+    from redis.asyncio.cluster import RedisCluster  # here: importing renderers must not load redis
+
+    return isinstance(client, RedisCluster)
+
+
+def _decodes(client: Redis | RedisCluster) -> bool:
+    """Whether ``client`` answers str rather than bytes (a Cluster's node options, or the pool's)."""
+    from redis.asyncio.cluster import RedisCluster  # here: importing renderers must not load redis
+
+    if isinstance(client, RedisCluster):
+        return bool(client.get_connection_kwargs().get("decode_responses"))
+    return bool(client.connection_pool.connection_kwargs.get("decode_responses"))
+
+
+# Every script names only keys of one slot: KEYS[1]'s, and the keys it computes share its tag.
+_POINT = """
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'thread', ARGV[2])
+redis.call('PEXPIREAT', KEYS[1], ARGV[1])
+return 1
+"""
+
+# KEYS[1] the item; KEYS[2] (an item of a thread) the thread's set, beside it.
+_PUT_ITEM = """
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'data', ARGV[2], 'mime', ARGV[3])
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[1], 'filename', ARGV[4])
+end
+redis.call('PEXPIREAT', KEYS[1], ARGV[1])
+if KEYS[2] then
+  redis.call('SADD', KEYS[2], ARGV[5])
+  local ttl = redis.call('PTTL', KEYS[2])
+  local now = redis.call('TIME')
+  local at = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  if ttl < 0 or at + ttl < tonumber(ARGV[1]) then
+    redis.call('PEXPIREAT', KEYS[2], ARGV[1])
+  end
 end
 return 1
 """
 
+# KEYS[1] the thread's set (its items are KEYS[1] .. ':' .. id); KEYS[2], on one server only,
+# the set of the earlier layout (its items: ARGV[1] .. id).
 _FORGET_THREAD = """
 local erased = 0
+local ids = {}
 for _, media_id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  erased = erased + redis.call('DEL', ARGV[1] .. media_id)
+  erased = erased + redis.call('DEL', KEYS[1] .. ':' .. media_id)
+  ids[#ids + 1] = media_id
 end
 redis.call('DEL', KEYS[1])
-return erased
+if KEYS[2] then
+  for _, media_id in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+    erased = erased + redis.call('DEL', ARGV[1] .. media_id)
+  end
+  redis.call('DEL', KEYS[2])
+end
+table.insert(ids, 1, erased)
+return ids
+"""
+
+_UNPOINT = """
+if redis.call('HGET', KEYS[1], 'thread') == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
 """
 
 

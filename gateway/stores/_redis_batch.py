@@ -31,7 +31,7 @@ from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError, NoScriptError, ResponseError
 
-__all__ = ["SCRIPT_SOURCES", "CommandBatcher"]
+__all__ = ["SCRIPT_SOURCES", "CommandBatcher", "Round"]
 
 SCRIPT_SOURCES: dict[str, str] = {}
 """Every Lua script the stores call by SHA1 (``_redis_scripts.LuaScript`` registers itself), so
@@ -202,6 +202,78 @@ class CommandBatcher:
             else:  # failed or interrupted: never reused, the pool connects it anew
                 await self._give_back(connection, discard=not healthy)
 
+    # -- rounds: one send's commands written now, their replies read later (a Cluster's scatter) --
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and nothing in flight: a round may start at once."""
+        return not self._pending and not self._busy and not self._closed
+
+    async def start_round(self, commands: Sequence[Command]) -> Round:
+        """Write ``commands`` on a connection now; ``finish_round`` reads their replies.
+
+        A caller with commands for several servers writes to each, then reads each: the
+        servers work at the same time, and no task is made. Every round started must be
+        finished or abandoned.
+        """
+        self._busy += 1
+        round_ = Round(commands)
+        try:
+            round_.packed = b"".join([_pack(command) for command in commands])
+            round_.connection = self._idle.pop() if self._idle else await self._checkout()
+            if not round_.connection.is_connected:
+                await round_.connection.connect()  # type: ignore[no-untyped-call]
+            await round_.connection.send_packed_command(round_.packed, check_health=False)
+        except Exception as exc:  # the normal send (with its retries) takes over in finish_round
+            round_.failed = exc
+        except BaseException:
+            await self.abandon_round(round_)
+            raise
+        return round_
+
+    async def finish_round(self, round_: Round) -> list[Any]:
+        """The replies of a started round (on a failure, its commands sent again as ``send`` would)."""
+        try:
+            connection = round_.connection
+            if round_.failed is None and connection is not None:
+                try:
+                    replies = await _read_replies(connection, len(round_.commands))
+                except Exception as exc:
+                    round_.failed = exc
+                else:
+                    round_.connection = None
+                    if len(round_.commands) > 1:
+                        self.pipelines += 1
+                    if self._closed:
+                        await self._give_back(connection)
+                    else:
+                        self._idle.append(connection)
+                    return await self.recover_scripts(round_.commands, replies)
+            if isinstance(round_.failed, DataError):
+                return [round_.failed] * len(round_.commands)
+            if round_.connection is not None:
+                await self._give_back(round_.connection, discard=True)
+                round_.connection = None
+            return await self.recover_scripts(round_.commands, await self._execute(round_.commands))
+        except BaseException:
+            await self.abandon_round(round_)
+            raise
+        finally:
+            if not round_.done:
+                round_.done = True
+                self._busy -= 1
+                self._kick()
+
+    async def abandon_round(self, round_: Round) -> None:
+        """Give up a round (its caller was cancelled): its connection, mid-reply, is closed."""
+        if round_.connection is not None:
+            connection, round_.connection = round_.connection, None
+            await self._give_back(connection, discard=True)
+        if not round_.done:
+            round_.done = True
+            self._busy -= 1
+            self._kick()
+
     async def _checkout(self) -> Connection:
         connection: Connection = await self._client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
         self._owned.add(connection)
@@ -273,6 +345,29 @@ def _pack(command: Command) -> bytes:
     except TypeError as exc:
         raise DataError(f"Cannot send {name!r}: {exc}") from exc
     return packed
+
+
+class Round:
+    """One send's commands, written on a connection whose replies are read later (``start_round``)."""
+
+    __slots__ = ("commands", "connection", "done", "failed", "packed")
+
+    def __init__(self, commands: Sequence[Command]) -> None:
+        self.commands = commands
+        self.packed = b""
+        self.connection: Connection | None = None
+        self.failed: BaseException | None = None
+        self.done = False
+
+
+async def _read_replies(connection: Connection, count: int) -> list[Any]:
+    replies: list[Any] = []
+    for _ in range(count):
+        try:
+            replies.append(await connection.read_response())
+        except ResponseError as error:  # the reply is an error: the others still follow
+            replies.append(error)
+    return replies
 
 
 async def _round_trip(connection: Connection, packed: bytes, count: int) -> list[Any]:

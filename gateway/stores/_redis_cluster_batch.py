@@ -33,7 +33,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
 
-from ._redis_batch import Command, CommandBatcher
+from ._redis_batch import Command, CommandBatcher, Round
 from ._redis_client import UNAVAILABLE
 
 __all__ = ["MAX_REDIRECTS", "ClusterBatcher", "command_slot"]
@@ -270,6 +270,9 @@ class ClusterBatcher:
             for index, result in zip(indexes, replies, strict=True):
                 results[index] = result
             return
+        if not asks and all(batcher.idle for batcher in groups):
+            await self._scatter(commands, groups, results)
+            return
         # Several nodes at once, without a task each: every node's batcher queues its commands
         # for its next flush, and this call waits on all their replies together.
         queued = [
@@ -291,6 +294,24 @@ class ClusterBatcher:
         for index, future in asked:
             failure = future.exception()
             results[index] = failure if failure is not None else future.result()[1]
+
+    async def _scatter(
+        self, commands: Sequence[Command], groups: dict[CommandBatcher, list[int]], results: list[Any]
+    ) -> None:
+        """Write each node's commands, then read each node's replies: the nodes work at once, in this task."""
+        rounds: list[tuple[CommandBatcher, list[int], Round]] = []
+        try:
+            for batcher, indexes in groups.items():
+                rounds.append((batcher, indexes, await batcher.start_round([commands[i] for i in indexes])))
+            for position, (batcher, indexes, round_) in enumerate(rounds):
+                replies = await batcher.finish_round(round_)
+                for index, result in zip(indexes, replies, strict=True):
+                    results[index] = result
+                rounds[position] = (batcher, [], round_)
+        finally:
+            for batcher, _, round_ in rounds:
+                if not round_.done:
+                    await batcher.abandon_round(round_)
 
     async def ping(self) -> None:
         """Ping every master (raises the first failure)."""

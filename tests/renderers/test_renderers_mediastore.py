@@ -174,9 +174,27 @@ async def test_a_threads_media_are_forgotten_with_it_on_redis(redis_client: Redi
     store = MediaStore(SECRET, ttl=120, backend=RedisMediaBackend(redis_client, prefix=redis_prefix))
     await store.put(PNG, "image/png", thread_id="t-long", ttl=7200)
     await store.put(PNG, "image/png", thread_id="t-long", ttl=60)  # a shorter item does not shorten the set
-    ttl = await redis_client.pttl(f"{redis_prefix}thread:t-long")
+    ttl = await redis_client.pttl(f"{redis_prefix}{{t-long}}")
     assert 7_100_000 < ttl <= 7_202_000
     await _forgets_a_threads_media_only(store)
     keys = {key.decode() async for key in redis_client.scan_iter(match=redis_prefix + "*", count=1000)}
-    assert f"{redis_prefix}thread:t-1" not in keys
-    assert len(keys) == 6  # t-2: an item and its set; the loose item; t-long: two items and its set
+    assert not [key for key in keys if key.startswith(f"{redis_prefix}{{t-1}}")]
+    # t-2: a pointer, an item and its set; the loose item; t-long: two pointers, two items and its set
+    # (t-1's pointers went with its items).
+    assert len(keys) == 9
+
+
+@pytest.mark.redis
+async def test_forget_thread_also_erases_the_earlier_layout_on_one_server(
+    redis_client: Redis, redis_prefix: str
+) -> None:
+    # What the backend kept before a thread's items moved under its hash tag: item hashes by media
+    # id, listed in ``<prefix>thread:<thread id>``.
+    await redis_client.hset(f"{redis_prefix}old1", mapping={"data": PNG, "mime": "image/png"})
+    await redis_client.sadd(f"{redis_prefix}thread:t-old", "old1")
+    backend = RedisMediaBackend(redis_client, prefix=redis_prefix)
+    await backend.put("new1", MediaItem(PNG, "image/png"), 2e9, thread_id="t-old")
+    assert await backend.get("old1") == MediaItem(PNG, "image/png")
+    assert await backend.forget_thread("t-old") == 2
+    assert await backend.get("old1") is None and await backend.get("new1") is None
+    assert [key async for key in redis_client.scan_iter(match=redis_prefix + "*")] == []
