@@ -71,12 +71,12 @@ async def drop_store(kind: str, url: str, name: str) -> None:
     if kind == "redis":
         await drop_prefix(url, name)
     elif kind == "redis-cluster":
-        await drop_cluster_prefix(await _masters_of(url), name)
+        await drop_cluster_prefix(await masters_of(url), name)
     else:
         await drop_schema(url, schema_of(name))
 
 
-async def _masters_of(url: str) -> list[int]:
+async def masters_of(url: str) -> list[int]:
     """The ports of the running masters among the nodes a ``redis+cluster://`` URL names."""
     masters = []
     for host in urlsplit(url).netloc.split(","):
