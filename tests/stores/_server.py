@@ -40,7 +40,9 @@ class RedisServer:
     With ``replica_of`` it replicates that server, and ``start`` waits until the replica is in sync.
     """
 
-    def __init__(self, directory: Path, *, replica_of: RedisServer | None = None, extra: Sequence[str] = ()) -> None:
+    def __init__(
+        self, directory: Path, *, replica_of: RedisServer | None = None, extra: Sequence[str] = ()
+    ) -> None:
         self.port = free_cluster_port() if "--cluster-enabled" in extra else free_port()
         self.directory = directory
         self.replica_of = replica_of
