@@ -23,6 +23,7 @@ batchers keep what a single server gets (see ``bench/cluster.py`` for the figure
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -51,25 +52,26 @@ _TRYAGAIN_PAUSE = 0.02
 _KEYLESS = frozenset({"PING", "SCRIPT", "SCRIPT LOAD", "ASKING"})
 
 
-def _encode(key: Any) -> bytes:
-    if isinstance(key, bytes):
-        return key
-    if isinstance(key, str):
-        return key.encode("utf-8", "surrogatepass")
-    return str(key).encode()
+@functools.lru_cache(maxsize=16384)
+def _slot_of(key: str | bytes) -> int:
+    """A key's slot (cached: a thread's dozen keys come back with every write)."""
+    return key_slot(key if isinstance(key, bytes) else key.encode("utf-8", "surrogatepass"))
 
 
 def command_slot(command: Command) -> int | None:
     """The slot a command is routed by: its first key (``EVALSHA``: the first of its keys), or ``None``."""
     name = command[0]
+    if name == "EVALSHA" or name == "EVAL":
+        return _slot_of(command[3]) if int(command[2]) > 0 else None
     if isinstance(name, bytes):
         name = name.decode()
     upper = name.upper()
     if upper in ("EVALSHA", "EVAL"):
-        return key_slot(_encode(command[3])) if int(command[2]) > 0 else None
+        return _slot_of(command[3]) if int(command[2]) > 0 else None
     if upper in _KEYLESS or len(command) < 2:
         return None
-    return key_slot(_encode(command[1]))
+    key = command[1]
+    return _slot_of(key if isinstance(key, (str, bytes)) else str(key))
 
 
 class ClusterBatcher:
@@ -178,12 +180,11 @@ class ClusterBatcher:
         # Commands of ``first`` on the node of ``then``'s first command go in its pipeline, ahead
         # of ``then`` (one connection runs them in order, as on one server); only the others
         # cost a round trip before.
-        try:
-            home = self._route(then[0]) if then else None
-        except Exception:
-            home = None
-        local = [i for i, command in enumerate(first) if home is not None and self._routes_to(command, home)]
-        remote = [i for i in range(len(first)) if i not in set(local)]
+        home = self._try_route(then[0]) if then else None
+        local: list[int] = []
+        remote: list[int] = []
+        for index, command in enumerate(first):
+            (local if home is not None and self._try_route(command) is home else remote).append(index)
         done: list[Any] = [None] * len(first)
         if remote:
             for index, result in zip(remote, await self.send([first[i] for i in remote]), strict=True):
@@ -196,11 +197,11 @@ class ClusterBatcher:
             done[index] = result
         return done, replies[len(local) :]
 
-    def _routes_to(self, command: Command, batcher: CommandBatcher) -> bool:
+    def _try_route(self, command: Command) -> CommandBatcher | None:
         try:
-            return self._route(command) is batcher
+            return self._route(command)
         except Exception:
-            return False
+            return None
 
     async def send(self, commands: Sequence[Command]) -> list[Any]:
         """Send commands, each to its slot's node (nodes in parallel); each reply or error, in order."""
