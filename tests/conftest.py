@@ -82,6 +82,36 @@ async def drop_prefix(url: str, prefix: str) -> None:
         await client.aclose()
 
 
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A private 3-master Redis Cluster for the session (``tests.stores._cluster``), killed by pid at its end.
+
+    Tests that share it leave it as they found it: every node up, and their own key prefix
+    dropped from every master (``drop_cluster_prefix``). Started in a loop of its own.
+    """
+    from tests.stores._cluster import ClusterServers
+
+    servers = ClusterServers(tmp_path_factory.mktemp("session-cluster"), masters=3)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # asked for lazily, maybe inside a test's loop
+            pool.submit(asyncio.run, servers.start()).result()
+        yield servers
+    finally:
+        servers.stop()
+
+
+async def drop_cluster_prefix(ports: Iterable[int], prefix: str) -> None:
+    """Delete the keys under ``prefix`` on each master at ``ports`` (a SCAN per node: a cluster has no global SCAN)."""
+    for port in ports:
+        client = redis.Redis(port=port)
+        try:
+            keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
+            for key in keys:  # one key per DEL: they live in different slots
+                await client.delete(key)
+        finally:
+            await client.aclose()
+
+
 @asynccontextmanager
 async def own_redis_store(url: str, prefix: str | None = None) -> AsyncIterator[RedisStore]:
     """A ``RedisStore`` on the shared Redis under a prefix of its own, whose keys are dropped after."""

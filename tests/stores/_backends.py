@@ -8,7 +8,10 @@ An outage of Redis stops a private ``redis-server`` (the shared one is never sto
 outage of PostgreSQL cuts the network between the gateway and the machine's server through a
 loopback proxy (``_pg_proxy.PgProxy``: every connection reset, new ones refused), because the
 shared server is never stopped either and a private cluster per test costs an ``initdb``. Both
-come back on the same port with the same data.
+come back on the same port with the same data. An outage of a Redis Cluster (``redis-cluster``)
+stops every node of a private 3-master cluster (``_cluster.ClusterServers``) or one of them
+(``stop_node``/``kill_node``: the master of the test's threads); the nodes come back on their
+ports with their data and their cluster configuration.
 """
 
 from __future__ import annotations
@@ -18,14 +21,18 @@ import os
 import signal
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
+
+import redis.asyncio as redis
 
 from gateway.stores import PostgresStore, RedisStore, Store
 
-from ..conftest import drop_prefix, drop_schema
+from ..conftest import drop_cluster_prefix, drop_prefix, drop_schema
+from ._cluster import ClusterServers
 from ._pg_proxy import PgProxy
 from ._server import RedisServer
 
-Kind = Literal["redis", "postgres"]
+Kind = Literal["redis", "redis-cluster", "postgres"]
 
 
 def schema_of(name: str) -> str:
@@ -39,7 +46,7 @@ def make_store(kind: str, url: str, name: str, *, timeout: float | None = None) 
     ``timeout`` bounds each store call (both stores' own default when ``None``).
     """
     deadline = {} if timeout is None else {"timeout": timeout}
-    if kind == "redis":
+    if kind in {"redis", "redis-cluster"}:
         return RedisStore(url, prefix=name, **deadline)
     return PostgresStore(url, schema=schema_of(name), **deadline)
 
@@ -63,8 +70,26 @@ async def drop_store(kind: str, url: str, name: str) -> None:
     """Remove what the test's store left: its keys, or its schema."""
     if kind == "redis":
         await drop_prefix(url, name)
+    elif kind == "redis-cluster":
+        await drop_cluster_prefix(await masters_of(url), name)
     else:
         await drop_schema(url, schema_of(name))
+
+
+async def masters_of(url: str) -> list[int]:
+    """The ports of the running masters among the nodes a ``redis+cluster://`` URL names."""
+    masters = []
+    for host in urlsplit(url).netloc.split(","):
+        client = redis.Redis(port=int(host.rsplit(":", 1)[1]), socket_connect_timeout=0.5)
+        try:
+            role = await client.execute_command("ROLE")
+        except redis.ConnectionError:
+            continue
+        finally:
+            await client.aclose()
+        if role[0] in {b"master", "master"}:
+            masters.append(int(host.rsplit(":", 1)[1]))
+    return masters
 
 
 class Outage:
@@ -73,6 +98,7 @@ class Outage:
     def __init__(self, kind: Kind, directory: Path, dsn: str | None = None) -> None:
         self.kind = kind
         self.redis = RedisServer(directory) if kind == "redis" else None
+        self.cluster = ClusterServers(directory, masters=3) if kind == "redis-cluster" else None
         self.dsn = dsn
         self.proxy: PgProxy | None = None
         if kind == "postgres":
@@ -84,6 +110,8 @@ class Outage:
         """Where the gateway connects: the private Redis, or the proxy in front of PostgreSQL (once started)."""
         if self.redis is not None:
             return self.redis.url
+        if self.cluster is not None:
+            return self.cluster.url
         assert self.proxy is not None and self.proxy.port, "start() first: the proxy's port is chosen then"
         return self.proxy.dsn
 
@@ -91,6 +119,14 @@ class Outage:
         """Up (again), on the same port, with the same data."""
         if self.redis is not None:
             await self.redis.start()
+        elif self.cluster is not None:
+            if not self.cluster.initial_masters:
+                await self.cluster.start()
+                return
+            for node in self.cluster.nodes:
+                if node.process is None:
+                    await node.start()
+            await self.cluster.wait_ok()
         else:
             assert self.proxy is not None
             await self.proxy.up()
@@ -102,14 +138,33 @@ class Outage:
             self.redis.process.send_signal(signal.SIGTERM)
             await asyncio.to_thread(self.redis.process.wait, 10)
             self.redis.process = None
+        elif self.cluster is not None:
+            for node in self.cluster.nodes:
+                await self.stop_node(node.port)
         else:
             assert self.proxy is not None
             await self.proxy.down()
+
+    async def stop_node(self, port: int) -> None:
+        """One node of the cluster gone, cleanly (SIGTERM: its AOF complete)."""
+        assert self.cluster is not None
+        node = self.cluster.node(port)
+        if node.process is not None:
+            node.process.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(node.process.wait, 10)
+            node.process = None
+
+    def kill_node(self, port: int) -> None:
+        """One node of the cluster gone at once (SIGKILL; its AOF has every write, appendfsync always)."""
+        assert self.cluster is not None
+        self.cluster.kill(port)
 
     async def kill(self) -> None:
         """Gone at once: Redis SIGKILLed (the AOF has every write, appendfsync always); PostgreSQL's network cut."""
         if self.redis is not None:
             self.redis.kill()
+        elif self.cluster is not None:
+            self.cluster.stop()
         else:
             assert self.proxy is not None
             await self.proxy.down()
@@ -117,5 +172,7 @@ class Outage:
     async def aclose(self) -> None:
         if self.redis is not None:
             self.redis.kill()
+        if self.cluster is not None:
+            self.cluster.stop()
         if self.proxy is not None:
             await self.proxy.down()

@@ -11,7 +11,7 @@ import redis.asyncio as redis
 
 from gateway.stores import MemoryStore, PostgresStore, RedisStore, SqliteStore, Store
 
-from ..conftest import drop_prefix, own_postgres_store, own_redis_store
+from ..conftest import drop_cluster_prefix, drop_prefix, own_postgres_store, own_redis_store
 from ._server import RedisServer
 
 __all__ = ["drop_prefix"]  # imported from here by the store tests
@@ -27,13 +27,15 @@ def prefix() -> str:
         "memory",
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("redis-text-client", marks=pytest.mark.redis),
+        pytest.param("redis-cluster", marks=pytest.mark.redis),
         "sqlite",
         pytest.param("postgres", marks=pytest.mark.postgres),
     ]
 )
 async def store(request: pytest.FixtureRequest, prefix: str, tmp_path: Path) -> AsyncIterator[Store]:
-    """Each store under test; ``redis-text-client`` is a caller's client that decodes replies; ``sqlite`` a
-    file in ``tmp_path``; ``postgres`` a schema of its own in the session's database."""
+    """Each store under test; ``redis-text-client`` is a caller's client that decodes replies;
+    ``redis-cluster`` the session's 3-master cluster; ``sqlite`` a file in ``tmp_path``;
+    ``postgres`` a schema of its own in the session's database."""
     if request.param == "memory":
         memory = MemoryStore()
         yield memory
@@ -49,6 +51,16 @@ async def store(request: pytest.FixtureRequest, prefix: str, tmp_path: Path) -> 
         async with own_postgres_store(request.getfixturevalue("postgres_dsn")) as postgres:
             await postgres.ping()
             yield postgres
+        return
+    if request.param == "redis-cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        cluster_store = RedisStore(cluster.url, prefix=prefix)
+        await cluster_store.ping()
+        try:
+            yield cluster_store
+        finally:
+            await cluster_store.aclose()
+            await drop_cluster_prefix(await cluster.master_ports(), prefix)
         return
     url: str = request.getfixturevalue("redis_url")
     client = redis.Redis.from_url(url, decode_responses=True) if request.param == "redis-text-client" else None

@@ -2,7 +2,8 @@
 a gateway process killed mid-run, and the store going away and coming back under running runs.
 
 Each test runs once per shared store (``backend``). Redis goes away by stopping a private
-``redis-server``; PostgreSQL by cutting the network to the machine's server (``_backends.Outage``).
+``redis-server``, a Redis Cluster by stopping every node of a private one; PostgreSQL by
+cutting the network to the machine's server (``_backends.Outage``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.redis  # the tools of the SIGKILL test record their eff
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(params=["redis", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=["redis", "redis-cluster", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend(request: pytest.FixtureRequest) -> str:
     """The shared store a test runs on."""
     return str(request.param)
@@ -41,7 +42,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def shared_url(backend: str, request: pytest.FixtureRequest) -> str:
-    """The shared Redis, or the session's PostgreSQL database."""
+    """The shared Redis, the session's Redis Cluster, or the session's PostgreSQL database."""
+    if backend == "redis-cluster":
+        return str(request.getfixturevalue("redis_cluster").url)
     return str(request.getfixturevalue("redis_url" if backend == "redis" else "postgres_dsn"))
 
 
@@ -123,6 +126,8 @@ async def test_a_queue_outlives_the_process_killed_while_its_run_worked(
         assert started == queued_ids, "each queued message started once, in order"
     finally:
         await store.aclose()
+        if backend == "redis-cluster":  # the session's cluster: leave it as found
+            await drop_store(backend, shared_url, prefix)
     quick = await effects(redis_url, prefix, "quick")
     assert len(quick) == len(set(quick)) == 3, "one quick lookup per run: the first run's was not run again"
 
@@ -199,6 +204,8 @@ class KeyInput(BaseModel):
     [
         pytest.param("redis", 60.0, id="redis-held"),
         pytest.param("redis", 0.0, id="redis-dropped"),
+        pytest.param("redis-cluster", 60.0, id="redis-cluster-held"),
+        pytest.param("redis-cluster", 0.0, id="redis-cluster-dropped"),
         pytest.param("postgres", 60.0, id="postgres-held", marks=pytest.mark.postgres),
         pytest.param("postgres", 0.0, id="postgres-dropped", marks=pytest.mark.postgres),
     ],
@@ -276,6 +283,8 @@ async def test_the_store_stopped_and_started_mid_run(
         await store.aclose()
         if outage.dsn is not None:
             await drop_store("postgres", outage.dsn, name)
+        if outage.cluster is not None:
+            await drop_store("redis-cluster", outage.url, name)
     looks = [a for a in attempts if a.startswith("look:")]
     charges = [a for a in attempts if not a.startswith("look:")]
     assert len(looks) == 1, "the call settled before the outage did not run again"
@@ -288,7 +297,7 @@ async def test_the_store_stopped_and_started_mid_run(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["redis", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("backend", ["redis", "redis-cluster", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_an_outage_longer_than_the_lease_runs_no_tool_twice_across_two_processes(
     tmp_path: Path, outage: Outage
 ) -> None:
@@ -359,6 +368,8 @@ async def test_an_outage_longer_than_the_lease_runs_no_tool_twice_across_two_pro
             await store.aclose()
         if outage.dsn is not None:
             await drop_store("postgres", outage.dsn, name)
+        if outage.cluster is not None:
+            await drop_store("redis-cluster", outage.url, name)
     lines = attempts.read_text().splitlines()
     by_key: dict[str, list[str]] = {}
     for line in lines:
