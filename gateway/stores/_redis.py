@@ -198,7 +198,9 @@ class RedisStore:
             )
         else:
             pool_size = getattr(self._client.connection_pool, "max_connections", max_connections)
-            self._batcher = CommandBatcher(self._client, max_in_flight=max(1, pool_size - 16))
+            self._batcher = CommandBatcher(
+                self._client, max_in_flight=max(1, pool_size - 16), refuse_cluster=self._where
+            )
         self._call = self._batcher.call
         self._publish = "SPUBLISH" if self._cluster else "PUBLISH"
         """How a script publishes a thread's events: sharded on a Cluster (to the thread's node)."""

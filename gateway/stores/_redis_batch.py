@@ -31,6 +31,8 @@ from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError, NoScriptError, ResponseError
 
+from .._errors import StoreUnavailableError
+
 __all__ = ["SCRIPT_SOURCES", "CommandBatcher", "Round"]
 
 SCRIPT_SOURCES: dict[str, str] = {}
@@ -52,15 +54,24 @@ class CommandBatcher:
     ``CancelledError``) and refuses new commands.
     """
 
-    def __init__(self, client: Redis, *, max_in_flight: int = 48, max_batch: int = 512) -> None:
+    def __init__(
+        self, client: Redis, *, max_in_flight: int = 48, max_batch: int = 512, refuse_cluster: str | None = None
+    ) -> None:
         """Batch commands for ``client``.
 
         Args:
             client: The client whose pool the sends use.
             max_in_flight: Sends (so connections) in flight at most; more commands wait their turn.
             max_batch: Commands per pipeline at most.
+            refuse_cluster: The server's name, to refuse a Redis Cluster node behind a plain URL:
+                before its first send the batcher asks the server (``INFO cluster``) and, on a
+                Cluster node, every send raises ``StoreUnavailableError`` instead of writing
+                half a step (a thread's script runs there while the index entries beside it
+                are MOVED away).
         """
         self._client = client
+        self._refuse_cluster = refuse_cluster
+        self._probed = refuse_cluster is None
         self._max_in_flight = max_in_flight
         self._max_batch = max_batch
         self._pending: list[_Pending] = []
@@ -110,7 +121,21 @@ class CommandBatcher:
         idempotent index writes and reads, and the scripts answer a write they already applied
         as they did, so sending them twice is safe.
         """
+        if not self._probed:
+            await self._probe()
         return await self.recover_scripts(commands, await self._send(commands))
+
+    async def _probe(self) -> None:
+        """Refuse a Cluster node (once known; a server that cannot answer is asked again next time)."""
+        (info,) = await self._send([("INFO", "cluster")])
+        if isinstance(info, Exception):
+            return  # the send that follows meets the same failure, as a value
+        text = info.decode() if isinstance(info, bytes) else str(info)
+        if "cluster_enabled:1" in text:
+            raise StoreUnavailableError(
+                f"Redis at {self._refuse_cluster} is a Redis Cluster node: connect with a redis+cluster:// URL"
+            )
+        self._probed = True
 
     async def recover_scripts(self, commands: Sequence[Command], results: list[Any]) -> list[Any]:
         """``results`` of ``commands``, with those from the first NOSCRIPT on sent again once the scripts are loaded."""

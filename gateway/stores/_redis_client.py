@@ -55,6 +55,7 @@ __all__ = [
     "guarded",
     "is_cluster",
     "node_client",
+    "ready_cluster",
     "redact",
     "unavailable",
 ]
@@ -291,3 +292,30 @@ def node_client(cluster: RedisCluster, host: str, port: int, *, max_connections:
         socket_timeout=None,
         **kwargs,
     )
+
+
+async def ready_cluster(cluster: RedisCluster) -> None:
+    """``cluster.initialize()``, that also works while the first master it lists is down.
+
+    redis-py reads the slot map from any startup node that answers, then asks the first master
+    of the map for its command table; a dead first master would make every call fail, even for
+    the slots of live masters. Then another master is asked and made the client's default node.
+
+    Raises:
+        The first failure, when no master answers.
+    """
+    try:
+        await cluster.initialize()
+        return
+    except UNAVAILABLE as failure:
+        first: BaseException = failure
+    await cluster.nodes_manager.initialize()
+    for node in cluster.get_primaries():
+        try:
+            await cluster.commands_parser.initialize(node)
+        except UNAVAILABLE:
+            continue
+        cluster.set_default_node(node)
+        cluster._initialize = False  # what ``initialize`` sets once it succeeded
+        return
+    raise first

@@ -35,7 +35,7 @@ from redis.crc import key_slot
 from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
 
 from ._redis_batch import Command, CommandBatcher, Round
-from ._redis_client import UNAVAILABLE
+from ._redis_client import UNAVAILABLE, ready_cluster
 
 __all__ = ["MAX_REDIRECTS", "ClusterBatcher", "command_slot"]
 
@@ -123,7 +123,7 @@ class ClusterBatcher:
             return
         async with self._init_lock:
             if not self._ready:
-                await self._cluster.initialize()
+                await ready_cluster(self._cluster)
                 self._ready = True
 
     def _node(self, host: str, port: int) -> CommandBatcher:

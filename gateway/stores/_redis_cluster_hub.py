@@ -29,7 +29,7 @@ from redis.crc import key_slot
 
 from .._errors import StoreUnavailableError
 from ..events import RunEvent
-from ._redis_client import UNAVAILABLE
+from ._redis_client import UNAVAILABLE, ready_cluster
 from ._redis_hub import PubSubHub, SlotMovedError
 from ._tail import Subscriber
 
@@ -175,7 +175,7 @@ class ClusterHub:
     async def _initialize(self) -> None:
         if not self._initialized:
             try:
-                await self._cluster.initialize()
+                await ready_cluster(self._cluster)
             except UNAVAILABLE as exc:
                 raise StoreUnavailableError(f"Redis at {self._where} is unavailable: {exc}") from exc
             self._initialized = True
