@@ -43,6 +43,7 @@ async def test_an_approval_asked_on_one_process_is_decided_on_the_other_for_thre
     url = f"{redis_cluster.url}?prefix={prefix}"
     masters = await redis_cluster.master_ports()
     parked: dict[int, tuple[str, str]] = {}  # node -> (thread id, tool call id)
+    orders: dict[int, str] = {}
     sockets: list[aiohttp.ClientWebSocketResponse] = []
     try:
         async with (
@@ -61,12 +62,16 @@ async def test_an_approval_asked_on_one_process_is_decided_on_the_other_for_thre
                 if node in parked:
                     await ws.close()
                     continue
-                await ws.send_json({"type": "send", "text": "refund order 1042"})
+                # A delivered order of its own per thread: the demo refunds an order once per person.
+                order = ("1040", "1041", "1042")[len(parked)]
+                await ws.send_json({"type": "send", "text": f"refund order {order}"})
+                await frames_until(ws, "ack")  # the thread exists once the send is taken
                 state = await _until(
                     session, f"{ask}/agent/threads/{thread_id}", lambda answer: bool(answer["pending_approvals"])
                 )
                 [pending] = state["pending_approvals"]
                 parked[node] = (thread_id, pending["tool_call_id"])
+                orders[node] = order
                 sockets.append(ws)  # open on the asker: it should see the decision made elsewhere
             assert sorted(parked) == masters, "a parked thread on every master"
 
@@ -90,7 +95,7 @@ async def test_an_approval_asked_on_one_process_is_decided_on_the_other_for_thre
                 history = await get_json(session, f"{ask}/agent/threads/{thread_id}")
                 events = history["events"]
                 refunds = [e for e in events if e["type"] == "tool-completed" and e["tool"] == "refund_order"]
-                assert [e["done"] for e in refunds] == ["Refunded order 1042"], f"the refund ran once (node {node})"
+                assert [e["done"] for e in refunds] == [f"Refunded order {orders[node]}"], f"ran once (node {node})"
                 assert [e["status"] for e in events if e["type"] == "approval-settled"] == ["approved"]
                 statuses = [e["status"] for e in events if e["type"] == "run-finished"]
                 assert statuses == ["awaiting-approval", "completed"]
