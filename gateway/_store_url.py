@@ -72,7 +72,8 @@ _KINDS: dict[str, StoreKind] = {
 }
 
 ACCEPTED = (
-    "memory://, sqlite:///path.db, postgresql://... (postgres://), redis://... (rediss://, unix://, redis+sentinel://, redis+cluster://)"
+    "memory://, sqlite:///path.db, postgresql://... (postgres://),"
+    " redis://... (rediss://, unix://, redis+sentinel://, redis+cluster://)"
 )
 """The schemes an error names when it refuses a URL."""
 

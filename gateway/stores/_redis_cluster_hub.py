@@ -30,7 +30,7 @@ from redis.crc import key_slot
 from .._errors import StoreUnavailableError
 from ..events import RunEvent
 from ._redis_client import UNAVAILABLE, ready_cluster
-from ._redis_hub import PubSubHub, SlotMovedError
+from ._redis_hub import PubSubHub, _SlotMovedError
 from ._tail import Subscriber
 
 __all__ = ["ClusterHub"]
@@ -140,7 +140,7 @@ class ClusterHub:
                         if not hub.subscribers(channel) and self._home.get(channel) in self._hubs:
                             if self._hubs[self._home[channel]] is hub:
                                 del self._home[channel]
-                        if not isinstance(exc, SlotMovedError):
+                        if not isinstance(exc, _SlotMovedError):
                             raise
                         # The map was stale: wait for the supervisor's refresh, then try the new node.
                         self._refreshed.clear()

@@ -44,7 +44,7 @@ from ..events import RunEvent
 from ._redis_client import UNAVAILABLE
 from ._tail import Subscriber
 
-__all__ = ["PubSubHub", "SlotMovedError"]
+__all__ = ["PubSubHub"]
 
 logger = logging.getLogger("gateway.stores.redis")
 
@@ -84,7 +84,7 @@ def _by_slot(channels: Iterable[bytes]) -> list[list[bytes]]:
     return list(groups.values())
 
 
-class SlotMovedError(StoreUnavailableError):
+class _SlotMovedError(StoreUnavailableError):
     """A channel's slot is served by another node of the Cluster: subscribe there."""
 
 
@@ -222,7 +222,7 @@ class PubSubHub:
     def release(self, channels: Iterable[bytes]) -> dict[bytes, set[Subscriber]]:
         """Take ``channels`` and their subscribers away from this hub (to follow them elsewhere).
 
-        A pending subscription fails with ``SlotMovedError``; a channel still subscribed here is
+        A pending subscription fails with ``_SlotMovedError``; a channel still subscribed here is
         unsubscribed.
         """
         taken: dict[bytes, set[Subscriber]] = {}
@@ -235,7 +235,7 @@ class PubSubHub:
             self._resync.discard(channel)
             pending = self._live.pop(channel, None)
             if pending is not None and not pending.done():
-                pending.set_exception(SlotMovedError(f"{channel!r} is no longer served by Redis at {self._where}"))
+                pending.set_exception(_SlotMovedError(f"{channel!r} is no longer served by Redis at {self._where}"))
             if channel in self._moved:
                 self._moved.discard(channel)
             elif self._state is not _State.CLOSED:
@@ -403,7 +403,7 @@ class PubSubHub:
     def _lost_channels(self, pubsub: PubSub, channels: list[bytes]) -> None:
         if not channels:
             return
-        failure = SlotMovedError(f"Redis at {self._where} no longer serves the slot of {channels[0]!r}")
+        failure = _SlotMovedError(f"Redis at {self._where} no longer serves the slot of {channels[0]!r}")
         for channel in channels:
             self._moved.add(channel)
             self._outstanding.pop(channel, None)

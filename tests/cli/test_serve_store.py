@@ -109,7 +109,7 @@ def test_an_unknown_store_scheme_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         "agora-gateway: cannot start: AGORA_STORE_URL: unknown store scheme 'mysql'; use memory://, "
-        "sqlite:///path.db, postgresql://... (postgres://), redis://... (rediss://, unix://, redis+sentinel://)"
+        "sqlite:///path.db, postgresql://... (postgres://), redis://... (rediss://, unix://, redis+sentinel://, redis+cluster://)"
     ]
     assert "hunter2" not in result.stdout + result.stderr
     assert list(tmp_path.iterdir()) == []  # no side effect: no .agora made
