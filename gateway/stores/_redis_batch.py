@@ -402,10 +402,4 @@ async def _round_trip(connection: Connection, packed: bytes, count: int) -> list
         # the last address, a dead master after a failover).
         await connection.connect()  # type: ignore[no-untyped-call]
     await connection.send_packed_command(packed, check_health=False)
-    replies: list[Any] = []
-    for _ in range(count):
-        try:
-            replies.append(await connection.read_response())
-        except ResponseError as error:  # the reply is an error: the others still follow
-            replies.append(error)
-    return replies
+    return await _read_replies(connection, count)

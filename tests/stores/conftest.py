@@ -12,6 +12,7 @@ import redis.asyncio as redis
 from gateway.stores import MemoryStore, PostgresStore, RedisStore, SqliteStore, Store
 
 from ..conftest import drop_cluster_prefix, drop_prefix, own_postgres_store, own_redis_store
+from ._cluster import ClusterServers
 from ._server import RedisServer
 
 __all__ = ["drop_prefix"]  # imported from here by the store tests
@@ -80,6 +81,17 @@ async def redis_store(redis_url: str, prefix: str) -> AsyncIterator[RedisStore]:
     """The root fixture's store, under this test's ``prefix`` (some tests read its keys)."""
     async with own_redis_store(redis_url, prefix) as store:
         yield store
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[ClusterServers]:
+    """A private 3-master Redis Cluster of the test's own (it may kill its nodes), stopped by pid after."""
+    servers = ClusterServers(tmp_path / "cluster", masters=3)
+    try:
+        await servers.start()
+        yield servers
+    finally:
+        servers.stop()
 
 
 @pytest.fixture

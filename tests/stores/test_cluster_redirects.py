@@ -8,8 +8,6 @@ IMPORTING`` / ``MIGRATING``, ``MIGRATE`` of its keys, ``SETSLOT ... NODE``) on a
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import redis.asyncio as redis
@@ -22,16 +20,6 @@ from ._cluster import ClusterServers
 from ._helpers import begin, delta, finish
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[ClusterServers]:
-    servers = ClusterServers(tmp_path, masters=3)
-    try:
-        await servers.start()
-        yield servers
-    finally:
-        servers.stop()
 
 
 async def _node_id(port: int) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -28,16 +27,6 @@ pytestmark = pytest.mark.redis
 
 SECRET = "a-secret-of-sixteen-bytes-or-more"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[ClusterServers]:
-    servers = ClusterServers(tmp_path, masters=3)
-    try:
-        await servers.start()
-        yield servers
-    finally:
-        servers.stop()
 
 
 @pytest.fixture

@@ -12,8 +12,6 @@ import json
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -267,16 +265,6 @@ async def test_migration_pages_and_keeps_what_a_writer_changed(redis_store: Redi
     assert moved == entries
     assert not await client.exists(legacy)
     assert await members(client, keys.legacy_index("recent-runs")) == {"not json": 1.0}
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[ClusterServers]:
-    servers = ClusterServers(tmp_path, masters=3)
-    try:
-        await servers.start()
-        yield servers
-    finally:
-        servers.stop()
 
 
 async def test_on_a_cluster_readers_and_migration_cover_every_node(cluster: ClusterServers) -> None:

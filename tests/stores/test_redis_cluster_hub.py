@@ -83,16 +83,6 @@ async def _open(servers: ClusterServers) -> RedisCluster:
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[ClusterServers]:
-    servers = ClusterServers(tmp_path, masters=3)
-    try:
-        await servers.start()
-        yield servers
-    finally:
-        servers.stop()
-
-
-@pytest.fixture
 async def hub(cluster: ClusterServers) -> AsyncIterator[ClusterHub]:
     client = await _open(cluster)
     hub = _hub(client, subscribe_timeout=3.0, heartbeat=1.0)
