@@ -167,12 +167,7 @@ class CommandBatcher:
         if self._closed:
             raise RuntimeError("Cannot use a closed RedisStore")
         if not self._pending and not self._busy:
-            self._busy += 1
-            try:
-                return await self._execute(commands)
-            finally:
-                self._busy -= 1
-                self._kick()
+            return await self.send_together(commands)  # nothing to coalesce with: at once, in this task
         return list(await asyncio.gather(*self.submit(commands), return_exceptions=True))
 
     def submit(self, commands: Sequence[Command]) -> list[asyncio.Future[Any]]:
