@@ -115,6 +115,9 @@ _MAX_SEQ = 2**53
 
 __all__ = ["RedisStore"]
 
+_RUNS_KEPT = 16_384
+"""Runs whose thread a store remembers (``_run_thread``)."""
+
 logger = logging.getLogger("gateway.stores.redis")
 
 Entry = ModelStepEntry | ToolSettledEntry | PreflightEntry
@@ -205,6 +208,8 @@ class RedisStore:
         self._publish = "SPUBLISH" if self._cluster else "PUBLISH"
         """How a script publishes a thread's events: sharded on a Cluster (to the thread's node)."""
         self._migrated = False
+        self._run_threads: dict[str, str] = {}
+        """Run id -> thread id for runs this process began, claimed or looked up (oldest first)."""
         self._hub: PubSubHub | ClusterHub
         if isinstance(self._client, RedisCluster):
             self._hub = ClusterHub(
@@ -343,6 +348,7 @@ class RedisStore:
                 raise QueuedMessageNotFoundError(f"{dequeue!r} is not the first queued message any more")
             raise ThreadBusyError(f"A run is already running on thread {thread.thread_id!r}")
         self._threads.remember_owner(thread.thread_id, thread.owner_key)
+        self._know_run(run.run_id, thread.thread_id)
         if dequeue is not None:
             async with self._guard():
                 await self._call("DEL", self._keys.queued_index(dequeue))
@@ -494,8 +500,26 @@ class RedisStore:
         return RunRecord.model_validate_json(raw) if raw is not None else None
 
     async def _run_thread(self, run_id: str) -> str | None:
+        """The run's thread: known to this process for the runs it began, claimed or looked up, else the index.
+
+        A run's thread never changes, so the answer is kept (a bounded number of runs): the
+        process driving a run reads it without the run-id index, a global key that may live on
+        another node of a Cluster (one that is down, say).
+        """
+        known = self._run_threads.get(run_id)
+        if known is not None:
+            return known
         raw = await self._call("GET", self._keys.run_index(run_id))
-        return as_text(raw) if raw is not None else None
+        if raw is None:
+            return None
+        thread_id = as_text(raw)
+        self._know_run(run_id, thread_id)
+        return thread_id
+
+    def _know_run(self, run_id: str, thread_id: str) -> None:
+        self._run_threads[run_id] = thread_id
+        if len(self._run_threads) > _RUNS_KEPT:
+            self._run_threads.pop(next(iter(self._run_threads)))
 
     async def thread_runs(self, thread_id: str) -> list[RunRecord]:
         """The thread's runs, oldest first."""
