@@ -33,7 +33,7 @@ from redis.exceptions import DataError, NoScriptError, ResponseError
 
 from .._errors import StoreUnavailableError
 
-__all__ = ["SCRIPT_SOURCES", "CommandBatcher", "Round"]
+__all__ = ["SCRIPT_SOURCES", "CommandBatcher", "Round", "Sender"]
 
 SCRIPT_SOURCES: dict[str, str] = {}
 """Every Lua script the stores call by SHA1 (``_redis_scripts.LuaScript`` registers itself), so
@@ -47,7 +47,22 @@ _Pending = tuple[Command, "asyncio.Future[Any]", int]
 commands stay in one pipeline, in order)."""
 
 
-class CommandBatcher:
+class Sender:
+    """What both batchers share: ``call`` on top of their ``send``."""
+
+    async def send(self, commands: Sequence[Command]) -> list[Any]:
+        """Send commands; each reply or error (as a value), in order."""
+        raise NotImplementedError
+
+    async def call(self, *command: Any) -> Any:
+        """Send one command and return its reply (or raise its error)."""
+        (result,) = await self.send([command])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+
+class CommandBatcher(Sender):
     """Coalesces concurrent commands into pipelines on one client.
 
     Each flush is a task the batcher owns; ``aclose`` cancels those in flight (their callers get
@@ -86,13 +101,6 @@ class CommandBatcher:
         self._closed = False
         self.pipelines = 0
         """Pipelines sent, for tests and metrics."""
-
-    async def call(self, *command: Any) -> Any:
-        """Send one command and return its parsed reply (or raise its error)."""
-        (result,) = await self.send([command])
-        if isinstance(result, Exception):
-            raise result
-        return result
 
     async def send_ordered(self, first: Sequence[Command], then: Sequence[Command]) -> tuple[list[Any], list[Any]]:
         """Send ``first``, then ``then`` only once every command of ``first`` succeeded.

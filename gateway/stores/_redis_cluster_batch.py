@@ -32,9 +32,9 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
-from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
+from redis.exceptions import AskError, MovedError, TryAgainError
 
-from ._redis_batch import Command, CommandBatcher, Round
+from ._redis_batch import Command, CommandBatcher, Round, Sender
 from ._redis_client import UNAVAILABLE, ready_cluster
 
 __all__ = ["MAX_REDIRECTS", "ClusterBatcher", "command_slot"]
@@ -74,7 +74,7 @@ def command_slot(command: Command) -> int | None:
     return _slot_of(key if isinstance(key, (str, bytes)) else str(key))
 
 
-class ClusterBatcher:
+class ClusterBatcher(Sender):
     """Routes commands to per-node batchers by slot and follows the cluster's redirections."""
 
     def __init__(
@@ -163,13 +163,6 @@ class ClusterBatcher:
 
     # -- sending -------------------------------------------------------------------------------------
 
-    async def call(self, *command: Any) -> Any:
-        """Send one command and return its reply (or raise its error)."""
-        (result,) = await self.send([command])
-        if isinstance(result, Exception):
-            raise result
-        return result
-
     async def send_ordered(self, first: Sequence[Command], then: Sequence[Command]) -> tuple[list[Any], list[Any]]:
         """Send ``first``; once every one of them succeeded, ``then`` (see ``CommandBatcher.send_ordered``).
 
@@ -221,21 +214,16 @@ class ClusterBatcher:
             pause = False
             for index in todo:
                 result = results[index]
-                if not isinstance(result, Exception) or attempt == MAX_REDIRECTS:
-                    if isinstance(result, UNAVAILABLE) and not isinstance(result, (AskError, TryAgainError)):
-                        self._refresh_soon()
-                    continue
-                if isinstance(result, MovedError):
-                    await self._cluster.nodes_manager.move_slot(result)
+                if attempt < MAX_REDIRECTS and isinstance(result, (AskError, TryAgainError)):  # MOVED is an ASK
+                    if isinstance(result, MovedError):
+                        await self._cluster.nodes_manager.move_slot(result)
+                    elif isinstance(result, AskError):
+                        asking[index] = (result.host, int(result.port))
+                    else:
+                        pause = True
                     again.append(index)
-                elif isinstance(result, AskError):
-                    asking[index] = (result.host, int(result.port))
-                    again.append(index)
-                elif isinstance(result, TryAgainError):
-                    pause = True
-                    again.append(index)
-                elif isinstance(result, ClusterDownError) or isinstance(result, UNAVAILABLE):
-                    self._refresh_soon()
+                elif isinstance(result, UNAVAILABLE) and not isinstance(result, (AskError, TryAgainError)):
+                    self._refresh_soon()  # a node down or the cluster down: a replica may take over
             if not again:
                 break
             self.redirects += len(again)
