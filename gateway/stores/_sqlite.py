@@ -218,10 +218,8 @@ class _Checkpointer:
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether SQLite refused for another connection's lock (``SQLITE_BUSY`` / ``SQLITE_LOCKED``)."""
-    return getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(
-        exc
-    )
+    """Whether SQLite refused for another connection's lock (``SQLITE_BUSY`` / ``SQLITE_LOCKED``, any variant)."""
+    return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _checkpoint(connection: sqlite3.Connection, path: str) -> bool:
