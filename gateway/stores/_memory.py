@@ -181,14 +181,16 @@ class MemoryStore:
     def _evict(self) -> None:
         """Forget the least recently active idle threads until ``max_threads`` remain."""
         excess = len(self._threads) - self.max_threads
-        for thread_id in list(self._threads):
-            if excess <= 0:
-                return
-            state = self._threads[thread_id]
-            if state.running is not None or state.pending or state.subscribers or state.queue:
-                continue
+        # Oldest first, stopping at the last one needed: a turn on a full store walks past the
+        # busy threads at the front, not through every thread id.
+        idle: list[str] = []
+        for thread_id, state in self._threads.items():
+            if len(idle) >= excess:
+                break
+            if state.running is None and not state.pending and not state.subscribers and not state.queue:
+                idle.append(thread_id)
+        for thread_id in idle:
             self._forget(thread_id)
-            excess -= 1
 
     def _forget(self, thread_id: str) -> _Thread:
         """Drop the thread with its runs, journals, leases and approvals; answer what it was."""
