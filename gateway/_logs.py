@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import hashlib
 import hmac
 import json
@@ -81,6 +82,7 @@ class _Keep(enum.Enum):
 _KEEP = _Keep.KEEP
 
 
+@functools.lru_cache(maxsize=4096)
 def actor_hash(actor_id: str) -> str:
     """The pseudonym of an actor id in log lines: 12 hex digits of HMAC-SHA256 under ``ACTOR_HASH_LABEL``."""
     return hmac.new(ACTOR_HASH_LABEL, actor_id.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:12]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from datetime import date
@@ -58,11 +59,17 @@ class ThreadRecord(BaseModel):
         Built by ``Actor.key`` itself (not validated again: a record is what was stored), so both
         sides encode the same way and no (id, tenant) pair can pass for another.
         """
-        return Actor.model_construct(id=self.owner_id, roles=[], tenant_ref=self.tenant_ref).key
+        return _owner_key(self.owner_id, self.tenant_ref)
 
     def owned_by(self, actor: Actor) -> bool:
         """Whether ``actor`` (same id, same tenant) owns the thread: the parts are compared, not joined."""
         return self.owner_id == actor.id and self.tenant_ref == actor.tenant_ref
+
+
+@functools.lru_cache(maxsize=4096)
+def _owner_key(owner_id: str, tenant_ref: str | None) -> str:
+    """``ThreadRecord.owner_key``, kept for the recent owners: a store compares it on every turn."""
+    return Actor.model_construct(id=owner_id, roles=[], tenant_ref=tenant_ref).key
 
 
 class ThreadSummary(BaseModel):
