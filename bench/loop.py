@@ -92,7 +92,7 @@ async def bare_model_call(model: ScriptedModel, request: ModelRequest) -> None:
 
 
 async def measure_bare(n: int = 20_000) -> float:
-    model = ScriptedModel(script)
+    model = ScriptedModel(script, keep_requests=False)
     request = ModelRequest(agent="a", instructions="", messages=[], step=0)
     started = time.perf_counter()
     for _ in range(n):
@@ -114,7 +114,7 @@ async def run_case(
     store: Any, *, with_ui: bool, turns: int, concurrency: int, actors: int = 1
 ) -> tuple[float, list[float], float]:
     """Turns/s, each turn's latency and CPU per turn; the turns' actors taken in turn from ``actors``."""
-    runtime = Runtime(tools=make_tools(with_ui), model=ScriptedModel(script), store=store)
+    runtime = Runtime(tools=make_tools(with_ui), model=ScriptedModel(script, keep_requests=False), store=store)
     people = [ACTOR] if actors == 1 else [Actor(id=f"bench-{index}", roles=["member"]) for index in range(actors)]
     turn_of = itertools.count()
 
@@ -449,7 +449,7 @@ def hooks_per_turn(n: int = 20_000) -> float:
 
     run = RunRecord(run_id="run_b", thread_id="b", agent="default", turn=Turn(thread_id="b", actor=ACTOR, text="x"))
     call = PlannedCall(id="tc_b", name="get_weather", arguments="{}", args={})
-    model = ScriptedModel(script)
+    model = ScriptedModel(script, keep_requests=False)
     started = time.process_time()
     for _ in range(n):
         run.trace_context = None
@@ -491,7 +491,9 @@ async def tracing_main(args: argparse.Namespace) -> None:
         for scenario, with_ui in (("tool+text", False), ("tool+ui", True)):
             for clients in (1, args.concurrency):
                 runtimes = {
-                    mode: Runtime(tools=make_tools(with_ui), model=ScriptedModel(script), store=MemoryStore())
+                    mode: Runtime(
+                        tools=make_tools(with_ui), model=ScriptedModel(script, keep_requests=False), store=MemoryStore()
+                    )
                     for mode in TRACING_MODES
                 }
                 try:

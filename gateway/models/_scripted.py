@@ -39,21 +39,32 @@ class ScriptedModel:
 
     ``ScriptedModel([step, step])`` takes the steps in order across all runs;
     ``ScriptedModel(fn)`` calls ``fn(request, call_index)`` (sync or async) for each step.
-    Running out of steps is a ``ModelError``. ``requests`` records every request.
+    Running out of steps is a ``ModelError``. ``requests`` records every request, unless
+    ``keep_requests=False`` (a benchmark's long-lived model: each request holds its messages).
     """
 
-    def __init__(self, script: Sequence[ScriptStep] | ScriptFn, *, name: str = "scripted") -> None:
-        """Args: script: the steps, or a function making each step; name: the model's name."""
+    def __init__(
+        self, script: Sequence[ScriptStep] | ScriptFn, *, name: str = "scripted", keep_requests: bool = True
+    ) -> None:
+        """Make a model answering from ``script``.
+
+        Args:
+            script: The steps, or a function making each step.
+            name: The model's name.
+            keep_requests: Record each request in ``requests`` (``calls`` counts them either way).
+        """
         self.name = name
         self._steps: list[ScriptStep] | None = None if callable(script) else list(script)
         self._fn: ScriptFn | None = script if callable(script) else None
         self.calls = 0
+        self.keep_requests = keep_requests
         self.requests: list[ModelRequest] = []
 
     async def _next(self, request: ModelRequest) -> ScriptStep:
         index = self.calls
         self.calls += 1
-        self.requests.append(request)
+        if self.keep_requests:
+            self.requests.append(request)
         if self._fn is not None:
             step: Any = self._fn(request, index)
             if inspect.isawaitable(step):
