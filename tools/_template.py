@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import functools
 import re
 import uuid
 from collections.abc import Mapping, Sequence
@@ -115,10 +116,37 @@ def fill_template(template: str, data: Any) -> str:
     """
     if not isinstance(template, str):
         raise TypeError(f"fill_template() needs a str template, not {type(template).__name__}")
+    parts, tail = _compiled(template)
+    out: list[str] = []
+    for literal, space, segments in parts:
+        out.append(literal)
+        current = data
+        for segment in segments:
+            current = _step(current, segment)
+            if current is _MISSING:
+                current = None
+                break
+        rendered = _render_safely(current)
+        if rendered:
+            out.append(space)
+            out.append(rendered)
+    out.append(tail)
+    return _WHITESPACE_RUN.sub(" ", "".join(out)).strip()
 
-    def replace(match: re.Match[str]) -> str:
-        rendered = _render_safely(read_path(data, match.group(2)))
-        return match.group(1) + rendered if rendered else ""
 
-    filled = _PLACEHOLDER.sub(replace, template)
-    return _WHITESPACE_RUN.sub(" ", filled).strip()
+_Part = tuple[str, str, tuple[str, ...]]
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(template: str) -> tuple[tuple[_Part, ...], str]:
+    """``template`` split once: each placeholder's preceding text, its whitespace and its path; the tail.
+
+    The same matches ``_PLACEHOLDER.sub`` finds: a template is parsed once, not on every call
+    (a tool's narration is filled twice per call).
+    """
+    parts: list[_Part] = []
+    start = 0
+    for match in _PLACEHOLDER.finditer(template):
+        parts.append((template[start : match.start()], match.group(1), tuple(match.group(2).split("."))))
+        start = match.end()
+    return tuple(parts), template[start:]
