@@ -480,14 +480,30 @@ class RedisStore:
         if begin is not None:
             first.extend(index)  # a begin creates the thread's activity entries: before the script
             index = []
+        charges: list[Command] = []
+        if batch.usage and not self._cluster:
+            # The steps' ledger lines after the script, each added only if the batch applied (by
+            # its write id). On a Cluster they are in other slots: ``UsageMeter`` adds them after.
+            for entry in batch.usage:
+                listed, charge = self._usage.add_commands(entry, applied=(keys[0], args[15]))
+                first.extend(listed)
+                charges.append(charge)
         async with self._guard():
             if not first and not after and not index:
                 return int(await APPLY(self._call, keys, args)), []
-            then: list[Command] = [APPLY.command(keys, args), *after, *index]
+            then: list[Command] = [APPLY.command(keys, args), *after, *index, *charges]
             done, results = await self._batcher.send_ordered(first, then)
-            for result in (*done, *results):
+            for result in (*done, *results[: len(then) - len(charges)]):
                 if isinstance(result, Exception):
                     raise result
+            if charges and int(results[0]) >= 0:
+                # A step whose line failed (not the write) is left to ``UsageMeter``: it adds it
+                # again by its write id, with its own retries.
+                charged = results[len(then) - len(charges) :]
+                batch.charged = not any(isinstance(result, Exception) or result is None for result in charged)
+                if batch.charged:
+                    for entry in batch.usage:
+                        self._usage.indexed(entry)
             return int(results[0]), results[: 1 + len(after)]
 
     async def get_run(self, run_id: str) -> RunRecord | None:
