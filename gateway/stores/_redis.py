@@ -74,6 +74,7 @@ from ._redis_batch import Command, CommandBatcher
 from ._redis_client import AnyRedis, connect, describe, guarded, is_cluster, node_client, redact
 from ._redis_cluster_batch import ClusterBatcher
 from ._redis_cluster_hub import ClusterHub
+from ._redis_history import HistoryCache
 from ._redis_hub import PubSubHub
 from ._redis_layout import (
     EVENTS,
@@ -208,6 +209,8 @@ class RedisStore:
         self._publish = "SPUBLISH" if self._cluster else "PUBLISH"
         """How a script publishes a thread's events: sharded on a Cluster (to the thread's node)."""
         self._migrated = False
+        self._history = HistoryCache()
+        """The history window each thread had when this process last began a run on it."""
         self._run_threads: dict[str, str] = {}
         """Run id -> thread id for runs this process began, claimed or looked up (oldest first)."""
         self._hub: PubSubHub | ClusterHub
@@ -315,12 +318,13 @@ class RedisStore:
             ("ZADD", leases, time.time() * 1000 + lease_ms, member),
             ("ZADD", recent_runs, _epoch(run.created_at), recent),
         ]
-        # After the script in the same pipeline (its slot): the history with the new message in it.
-        read_history: Command = (
-            "LRANGE",
+        # After the script in the same pipeline (its slot): the history with the new message in it,
+        # only what is new since this process last read it (``HistoryCache``).
+        read_history = self._history.command(
+            self._keys.thread(thread.thread_id, "thread"),
             self._keys.thread(thread.thread_id, "messages"),
-            -history_limit if history_limit else 0,
-            -1,
+            thread.thread_id,
+            history_limit,
         )
 
         first, results = await self._apply_with(
@@ -352,8 +356,7 @@ class RedisStore:
         if dequeue is not None:
             async with self._guard():
                 await self._call("DEL", self._keys.queued_index(dequeue))
-        items = results[-1]
-        history = MESSAGE_ADAPTER.validate_json(json_array(items)) if items else []
+        history = self._history.answer(thread.thread_id, results[-1], history_limit)
         return Begun(events=self._written(batch.events, first), history=history)
 
     async def write(self, thread_id: str, batch: Batch) -> list[RunEvent]:
@@ -576,6 +579,7 @@ class RedisStore:
         Raises:
             ThreadBusyError: Runs kept beginning on the thread while it was being erased.
         """
+        self._history.forget(thread_id)
         return await self._threads.delete_thread(thread_id)
 
     async def idle_threads(self, before_ts: float, limit: int = 100) -> list[str]:

@@ -5,7 +5,8 @@ Key layout (``P`` is the prefix, ``agora`` by default). The keys of one thread s
 
     P:{t}:thread            hash: record (JSON), owner, seq (last event), running (run id),
                             approvals (insertion counter), active (last write, UNIX s),
-                            title (the name its owner gave it)
+                            title (the name its owner gave it), born (names this
+                            messages list: ``_redis_history``)
     P:{t}:events            stream: one entry per event, id ``<seq>-0``, field ``e`` = event JSON
     P:{t}:live              pub/sub channel: each write publishes its events as a JSON array
     P:{t}:messages          list of history messages (JSON)
