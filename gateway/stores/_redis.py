@@ -31,6 +31,7 @@ server they use classic ``PUBLISH``.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -211,6 +212,9 @@ class RedisStore:
         self._migrated = False
         self._history = HistoryCache()
         """The history window each thread had when this process last began a run on it."""
+        self._empty_queues: dict[str, asyncio.Task[Any] | None] = {}
+        """Thread id -> the task whose release write found the thread's queue empty, for the
+        drain that follows it in that task (one answer: the next read of another task asks)."""
         self._run_threads: dict[str, str] = {}
         """Run id -> thread id for runs this process began, claimed or looked up (oldest first)."""
         self._hub: PubSubHub | ClusterHub
@@ -365,7 +369,12 @@ class RedisStore:
         Raises:
             ThreadNotFoundError: The thread does not exist.
         """
-        first = await self._apply(thread_id, batch, run=batch.run)
+        # A release reads the queue's length after the script: a drain by this task that
+        # follows finds an empty queue without asking (``queued_messages``).
+        after: list[Command] = [("LLEN", self._keys.thread(thread_id, "queue"))] if batch.release else []
+        first, results = await self._apply_with(thread_id, batch, run=batch.run, after=after)
+        if after and first >= 0:
+            self._note_queue(thread_id, results[1])
         if first == -1:
             if batch.approvals:  # their index entries went out before the script: take them back
                 async with self._guard():
@@ -392,6 +401,15 @@ class RedisStore:
                     )
             raise ThreadNotFoundError(f"no thread {thread_id!r}")
         return self._written(batch.events, first)
+
+    def _note_queue(self, thread_id: str, length: Any) -> None:
+        """Remember that ``thread_id``'s queue was empty when this task's release wrote (or forget it)."""
+        if int(length) != 0:
+            self._empty_queues.pop(thread_id, None)
+            return
+        self._empty_queues[thread_id] = asyncio.current_task()
+        if len(self._empty_queues) > _RUNS_KEPT:
+            self._empty_queues.pop(next(iter(self._empty_queues)))
 
     @staticmethod
     def _written(events: list[RunEvent], first: int) -> list[RunEvent]:
@@ -599,10 +617,20 @@ class RedisStore:
             ThreadNotFoundError: No such thread.
             QueueFullError: The queue holds ``limit`` messages already (nothing was written).
         """
+        self._empty_queues.pop(item.thread_id, None)
         return await self._queues.enqueue(item, limit=limit, first=first)
 
     async def queued_messages(self, thread_id: str) -> list[QueuedMessage]:
-        """The thread's queue, first first."""
+        """The thread's queue, first first.
+
+        The first read by the task whose release write (``write``) found the queue empty answers
+        empty without asking: a message queued after that write was queued while the thread
+        was free, by a sender that drains it itself (``Runtime.send``), and one queued before
+        it was counted.
+        """
+        noted = self._empty_queues.pop(thread_id, None)
+        if noted is not None and noted is asyncio.current_task():
+            return []
         return await self._queues.queued_messages(thread_id)
 
     async def get_queued(self, message_id: str) -> QueuedMessage | None:
