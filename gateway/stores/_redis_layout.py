@@ -71,6 +71,7 @@ approvals and recent runs indexes are written beside the writes that make the re
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -133,6 +134,7 @@ def _bucket_tags() -> tuple[str, ...]:
 BUCKET_TAGS = _bucket_tags()
 
 
+@functools.lru_cache(maxsize=16_384)
 def bucket_of(thread_id: str) -> int:
     """Which bucket of every global index holds a thread's entries (stable across processes).
 
@@ -214,6 +216,7 @@ class RedisKeys:
         return f"{self.prefix}:bucket:{_digest(key)}"
 
 
+@functools.lru_cache(maxsize=4_096)
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
