@@ -119,6 +119,8 @@ __all__ = ["RedisStore"]
 
 _RUNS_KEPT = 16_384
 """Runs whose thread a store remembers (``_run_thread``)."""
+_KEYS_KEPT = 1_024
+"""Runs whose ``APPLY`` keys a store keeps built (the newest)."""
 
 logger = logging.getLogger("gateway.stores.redis")
 
@@ -215,6 +217,8 @@ class RedisStore:
         self._empty_queues: dict[str, asyncio.Task[Any] | None] = {}
         """Thread id -> the task whose release write found the thread's queue empty, for the
         drain that follows it in that task (one answer: the next read of another task asks)."""
+        self._apply_key_cache: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {}
+        """(thread id, run id) -> ``APPLY``'s keys and the thread's live channel (``_apply_keys``)."""
         self._run_threads: dict[str, str] = {}
         """Run id -> thread id for runs this process began, claimed or looked up (oldest first)."""
         self._hub: PubSubHub | ClusterHub
@@ -422,6 +426,20 @@ class RedisStore:
         first, _ = await self._apply_with(thread_id, batch, run=run)
         return first
 
+    def _apply_keys(self, thread_id: str, run_id: str) -> tuple[tuple[str, ...], str]:
+        """``APPLY``'s keys for a write of ``run_id`` on ``thread_id`` and the thread's live channel (kept per run)."""
+        cached = self._apply_key_cache.get((thread_id, run_id))
+        if cached is not None:
+            return cached
+        keys = self._keys
+        names: tuple[str, ...] = ("thread", "events", "messages", "runs", "run-order", f"journal:{run_id}")
+        names += (f"lease:{run_id}", "approvals", "pending", "approval-order", "queue", "queued")
+        cached = tuple([keys.thread(thread_id, name) for name in names]), keys.thread(thread_id, "live")
+        self._apply_key_cache[(thread_id, run_id)] = cached
+        if len(self._apply_key_cache) > _KEYS_KEPT:
+            self._apply_key_cache.pop(next(iter(self._apply_key_cache)))
+        return cached
+
     async def _apply_with(
         self,
         thread_id: str,
@@ -446,22 +464,9 @@ class RedisStore:
         head, rest = run_parts(run, begin=begin is not None) if run is not None else ("", "")
         owner, thread_json, lease_owner, lease_ms = begin or ("", "", "", 0)
         now = repr(time.time())
-        keys = [
-            self._keys.thread(thread_id, "thread"),
-            self._keys.thread(thread_id, "events"),
-            self._keys.thread(thread_id, "messages"),
-            self._keys.thread(thread_id, "runs"),
-            self._keys.thread(thread_id, "run-order"),
-            self._keys.thread(thread_id, f"journal:{run_id}"),
-            self._keys.thread(thread_id, f"lease:{run_id}"),
-            self._keys.thread(thread_id, "approvals"),
-            self._keys.thread(thread_id, "pending"),
-            self._keys.thread(thread_id, "approval-order"),
-            self._keys.thread(thread_id, "queue"),
-            self._keys.thread(thread_id, "queued"),
-        ]
+        keys, live = self._apply_keys(thread_id, run_id)
         args: list[Any] = [
-            self._keys.thread(thread_id, "live"),
+            live,
             "begin" if begin is not None else "write",
             run_id,
             head,
