@@ -20,6 +20,7 @@ takes a second token: the limit errs on the strict side, never the lenient one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -123,6 +124,12 @@ _LONGEST_BUCKET_MS = 86_400_000
 """A bucket that never fills (no refill rate) is forgotten after a day."""
 
 
+@functools.lru_cache(maxsize=1024)
+def _line(agent: str, model: str) -> str:
+    """A ledger line's name: ``["agent","model"]`` as JSON."""
+    return json.dumps([agent, model], separators=(",", ":"))
+
+
 class RedisUsage(RedisPart):
     """The usage part of ``RedisStore``: the ledger, its totals, and the rate-limit buckets."""
 
@@ -171,7 +178,7 @@ class RedisUsage(RedisPart):
         ]
         cost = "" if entry.cost_usd is None else cost_nanos(entry.cost_usd)
         tokens = entry.input_tokens + entry.output_tokens
-        line = json.dumps([entry.agent, entry.model], separators=(",", ":"))
+        line = _line(entry.agent, entry.model)
         expires = day_expiry(entry.day, now)
         args: list[Any] = [line, entry.input_tokens, entry.output_tokens, tokens, cost, expires]
         args += [month_expiry(entry.day, now), actor, ttl]

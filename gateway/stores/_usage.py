@@ -129,14 +129,24 @@ def day_expiry(day: str, now: float) -> int:
 
     A day older than that (a late write) is kept a day after ``now``, never dropped at once.
     """
-    return max(_epoch(date.fromisoformat(day) + timedelta(days=1 + LEDGER_DAYS)), int(now) + 86_400)
+    return max(_day_end(day), int(now) + 86_400)
+
+
+@functools.lru_cache(maxsize=64)
+def _day_end(day: str) -> int:
+    return _epoch(date.fromisoformat(day) + timedelta(days=1 + LEDGER_DAYS))
+
+
+@functools.lru_cache(maxsize=64)
+def _month_end(day: str) -> int:
+    first = date.fromisoformat(day).replace(day=1)
+    following = (first + timedelta(days=32)).replace(day=1)
+    return _epoch(following + timedelta(days=LEDGER_DAYS))
 
 
 def month_expiry(day: str, now: float) -> int:
     """When the total of ``day``'s month may go (UNIX seconds): ``LEDGER_DAYS`` after the month."""
-    first = date.fromisoformat(day).replace(day=1)
-    following = (first + timedelta(days=32)).replace(day=1)
-    return max(_epoch(following + timedelta(days=LEDGER_DAYS)), int(now) + 86_400)
+    return max(_month_end(day), int(now) + 86_400)
 
 
 def oldest_kept(now: float) -> str:
