@@ -224,6 +224,10 @@ def _digest(text: str) -> str:
 EVENTS: TypeAdapter[list[RunEvent]] = TypeAdapter(list[RunEvent])
 JOURNAL: TypeAdapter[list[JournalEntry]] = TypeAdapter(list[JournalEntry])
 NO_SEQ = {"seq"}
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+"""``json.dumps(..., separators=(",", ":"))`` without building an encoder per call."""
+_quote = json.encoder.encode_basestring_ascii
+"""A string as ``json.dumps`` writes it (``ensure_ascii``)."""
 _RUN_HEAD = frozenset({"status", "updated_at"})
 _RUN_HEAD_FIRST = frozenset({"status", "updated_at", "first_seq"})
 _SETTLE_FIELDS = ("status", "decided_by", "via", "reason", "decided_at", "remember")
@@ -231,7 +235,7 @@ _SETTLE_FIELDS = ("status", "decided_by", "via", "reason", "decided_at", "rememb
 
 def approval_head(**fields: Any) -> str:
     """The settle fields of an approval as the opening of a JSON object."""
-    return json.dumps({name: fields[name] for name in _SETTLE_FIELDS}, separators=(",", ":"))[:-1] + ","
+    return _COMPACT.encode({name: fields[name] for name in _SETTLE_FIELDS})[:-1] + ","
 
 
 PENDING_HEAD = approval_head(status="pending", decided_by=None, via=None, reason=None, decided_at=None, remember=False)
@@ -267,7 +271,7 @@ def json_array(items: Sequence[bytes | str]) -> bytes | str:
 
 def index_member(thread_id: str, item_id: str) -> str:
     """A global index's member: the thread and the id, as a JSON array."""
-    return json.dumps([thread_id, item_id], separators=(",", ":"))
+    return f"[{_quote(thread_id)},{_quote(item_id)}]"
 
 
 def millis(seconds: float) -> int:
