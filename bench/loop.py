@@ -10,7 +10,9 @@ writes its events, journal and history to the store and fills the tool's narrati
     python bench/loop.py --tracing [--turns 3000] [--concurrency 50] [--rounds 15]
 
 Every store named is measured (memory always, first), then printed side by side: turns/s and this
-process's CPU per turn, each as a share of memory's. A SQLite store is a file in a temporary
+process's CPU per turn, each as a share of memory's; for Redis also the round trips per turn
+(each pipeline or single command the store sends, and each command of the client's own) and the
+``EVALSHA`` calls among the commands (``RoundTrips``). A SQLite store is a file in a temporary
 folder, a PostgreSQL store a schema of its own, a Redis store a key prefix of its own: all three
 are removed afterwards. The database server's own CPU (PostgreSQL, Redis) is not counted.
 ``--store`` also takes a Redis URL, e.g. ``--store redis+cluster://127.0.0.1:7000,127.0.0.1:7001``
@@ -54,6 +56,7 @@ from gateway import Runtime, Turn  # noqa: E402
 from gateway.cli import tune_gc  # noqa: E402
 from gateway.models import ModelRequest, ScriptedModel, ScriptStep, ToolCallRequest  # noqa: E402
 from gateway.stores import MemoryStore  # noqa: E402
+from gateway.stores._redis_batch import CommandBatcher  # noqa: E402
 from tools import Actor, ToolPresentation, define_tool  # noqa: E402
 
 ACTOR = Actor(id="bench", roles=["member"])
@@ -169,6 +172,32 @@ TARGETS = {"sqlite": 0.40, "postgres": 0.35, "redis": 0.50}
 """Sequential turns/s of each store as a share of memory's (issue 14 for the SQL stores)."""
 
 
+class RoundTrips:
+    """Counts what a ``RedisStore`` sends: round trips (one per pipeline the batcher writes, or per
+    command of the client's own) and the script calls (``EVALSHA``) in them."""
+
+    def __init__(self) -> None:
+        self.round_trips = 0
+        self.scripts = 0
+
+    def watch(self, store: Any) -> None:
+        batcher, client = store._batcher, store.client
+        execute, command = batcher._execute, client.execute_command
+
+        async def counted_execute(commands: Any) -> Any:
+            self.round_trips += 1
+            self.scripts += sum(1 for sent in commands if sent[0] == "EVALSHA")
+            return await execute(commands)
+
+        async def counted_command(*args: Any, **options: Any) -> Any:
+            self.round_trips += 1
+            self.scripts += args[0] == "EVALSHA"
+            return await command(*args, **options)
+
+        batcher._execute = counted_execute
+        client.execute_command = counted_command
+
+
 class Stores:
     """Makes a fresh store of one kind per case and removes what each left (keys, schemas, files)."""
 
@@ -177,6 +206,8 @@ class Stores:
         self.folder = Path(tempfile.mkdtemp(prefix="agora-bench-"))
         self.redis_prefixes: list[str] = []
         self.schemas: list[str] = []
+        self.counts: dict[int, RoundTrips] = {}
+        """The round trips of each Redis store made (by ``id``)."""
 
     def make(self, kind: str) -> Any:
         name = f"bench_{uuid.uuid4().hex[:8]}"
@@ -194,7 +225,11 @@ class Stores:
         from gateway.stores import RedisStore
 
         self.redis_prefixes.append(name)
-        return RedisStore(self.args.redis, prefix=name)
+        store = RedisStore(self.args.redis, prefix=name)
+        if isinstance(store._batcher, CommandBatcher):  # one server (a Cluster's node batchers are not counted)
+            self.counts[id(store)] = counter = RoundTrips()
+            counter.watch(store)
+        return store
 
     async def clean(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -292,10 +327,15 @@ async def measure(
     finally:
         await store.aclose()
     p50, p99 = pct(latencies, 0.5), pct(latencies, 0.99)
+    counted = stores.counts.get(id(store))
+    sends = ""
+    if counted is not None:  # every turn, the warm-up's included, makes the same calls
+        done = len(latencies) + min(200, turns)
+        sends = f" {counted.round_trips / done:>13.2f} {counted.scripts / done:>13.2f}"
     print(
         f"{name:<9} {mode:<8} {scenario:<10} {clients:>7} {rate:>9.0f} {p50 * 1e3:>8.2f}"
         f" {p99 * 1e3:>8.2f} {(p50 - bare) * 1e3:>13.2f} {(p99 - bare) * 1e3:>13.2f}"
-        f" {cpu * 1e6:>12.0f}"
+        f" {cpu * 1e6:>12.0f}{sends}"
     )
     return rate, cpu
 
@@ -310,6 +350,7 @@ async def main(args: argparse.Namespace) -> None:
     print(
         f"{'store':<9} {'gc':<8} {'scenario':<10} {'clients':>7} {'turns/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
         f" {'added p50 ms':>13} {'added p99 ms':>13} {'CPU µs/turn':>12}"
+        f" {'round trips/turn':>13} {'EVALSHA/turn':>13}"
     )
     results: dict[Case, tuple[float, float]] = {}
     memory: dict[Case, tuple[float, float]] = {}

@@ -126,16 +126,18 @@ class RunDriver(ModelSteps, ToolSteps, ActionSteps, HandoffSteps):
         """
         self.run.updated_at = now_iso()
         batch.run = self.run
+        steps = [entry for entry in batch.journal if isinstance(entry, ModelStepEntry) and entry.model is not None]
+        if steps:  # a store that can charges them with the write (Batch.usage)
+            batch.usage = self.host.usage.entries(self.run, steps)
         try:
             events = await self._write_once(batch)
         except StoreUnavailableError:
             if self.host.store_retry <= 0:
                 raise
             events = await self._write_when_back(batch)
-        steps = [entry for entry in batch.journal if isinstance(entry, ModelStepEntry) and entry.model is not None]
         if steps:  # journaled now (a replayed step never is again): charged once (gateway._usage)
             try:
-                await self.host.usage.charge(self.run, steps)
+                await self.host.usage.charge(self.run, steps, charged=batch.charged)
             except StoreUnavailableError:
                 if not batch.release:
                     raise  # no further step runs until the ledger can be written

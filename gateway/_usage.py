@@ -8,7 +8,10 @@ When a step is charged, and why it is charged once:
 
 - A step is charged after the batch that journals it is written (``RunDriver.write``), never
   before: a step the store never took is not charged, and a resumed run replays its journal
-  (``_load_journal``) without writing those steps again, so it never charges them twice.
+  (``_load_journal``) without writing those steps again, so it never charges them twice. A
+  store may charge them with the write instead (``Batch.usage``: ``RedisStore`` on one server
+  adds each step in the write's round trip, by a script that adds it only if the batch applied);
+  then the meter only tells its observers.
 - A crash between the journal write and the ledger write leaves that one step uncharged (the
   resume finds it journaled). The ledger errs low by at most a step per crash.
 - Each step's entry carries the write id ``<run_id>:<step>`` (``UsageEntry.write_id``), the same
@@ -26,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -37,6 +39,8 @@ from ._pricing import ModelPrice, Pricing
 from ._quotas import Period, Quota
 from .events import Usage
 from .stores import MAX_STEP_TOKENS, ModelStepEntry, RunRecord, Store, UsageEntry, UsageRow
+from .stores._usage import MAX_STEP_COST as MAX_STEP_COST
+from .stores._usage import step_usage, utc_day
 
 if TYPE_CHECKING:
     from ._agents import Agent
@@ -47,14 +51,6 @@ __all__ = ["UsageMeter", "utc_day"]
 logger = logging.getLogger("gateway.usage")
 
 T = TypeVar("T")
-
-MAX_STEP_COST = 1_000_000.0
-"""US dollars one step is charged at most (``UsageEntry`` refuses more)."""
-
-
-def utc_day(now: float | None = None) -> str:
-    """The UTC day of ``now`` (``time.time()`` when ``None``) as ``YYYY-MM-DD``."""
-    return time.strftime("%Y-%m-%d", time.gmtime(time.time() if now is None else now))
 
 
 class UsageMeter:
@@ -156,28 +152,26 @@ class UsageMeter:
         self._crossed(agent.name, reading.warning[0], "warning")
         return reading.warning
 
-    async def charge(self, run: RunRecord, steps: Iterable[ModelStepEntry]) -> None:
+    @staticmethod
+    def entries(run: RunRecord, steps: Iterable[ModelStepEntry]) -> list[UsageEntry]:
+        """The ledger entries of ``run``'s model steps (a direct call has none): ``Batch.usage``."""
+        return [entry for step in steps if (entry := step_usage(run, step)) is not None]
+
+    async def charge(self, run: RunRecord, steps: Iterable[ModelStepEntry], *, charged: bool = False) -> None:
         """Add each model step (just journaled) to the run's actor's ledger, then tell observers.
+
+        ``charged``: the store charged them with the batch that journaled them (``Batch.charged``);
+        the observers are told only.
 
         Raises:
             StoreUnavailableError: The ledger could not be written within ``retry``.
         """
         for step in steps:
-            if step.model is None:
+            entry = step_usage(run, step)
+            if entry is None:
                 continue  # a direct call: no model step
-            # Bounded as the ledger bounds a step: a provider's absurd count is no real step.
-            cost = None if step.cost_usd is None else min(max(step.cost_usd, 0.0), MAX_STEP_COST)
-            entry = UsageEntry(
-                actor_key=run.actor.key,
-                day=utc_day(),
-                agent=run.agent,
-                model=step.model,
-                input_tokens=min(max(step.usage.input_tokens, 0), MAX_STEP_TOKENS),
-                output_tokens=min(max(step.usage.output_tokens, 0), MAX_STEP_TOKENS),
-                cost_usd=cost,
-                write_id=f"{run.run_id}:{step.step}",
-            )
-            await self._retrying(functools.partial(self.store.add_usage, entry), run)
+            if not charged:
+                await self._retrying(functools.partial(self.store.add_usage, entry), run)
             for observer in self._observers:
                 observer.usage_charged(run, step)
 

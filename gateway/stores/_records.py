@@ -281,6 +281,12 @@ class Batch:
     write_id: str = ""
     """Names this write, once a store that may receive it twice (a resend after a lost reply,
     a driver writing again once the store is back) gives it a name; it applies it once."""
+    usage: list[UsageEntry] = field(default_factory=list)
+    """The ledger entries of the batch's model steps, for a store that charges them with the
+    write (``RedisStore`` on one server: in the write's round trip, only if the write applied);
+    a store that did sets ``charged``, and the others leave them to ``UsageMeter.charge``."""
+    charged: bool = False
+    """Set by the store that charged ``usage`` with the write."""
 
 
 @dataclass(kw_only=True)

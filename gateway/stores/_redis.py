@@ -31,6 +31,7 @@ server they use classic ``PUBLISH``.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -74,6 +75,7 @@ from ._redis_batch import Command, CommandBatcher
 from ._redis_client import AnyRedis, connect, describe, guarded, is_cluster, node_client, redact
 from ._redis_cluster_batch import ClusterBatcher
 from ._redis_cluster_hub import ClusterHub
+from ._redis_history import HistoryCache
 from ._redis_hub import PubSubHub
 from ._redis_layout import (
     EVENTS,
@@ -117,6 +119,8 @@ __all__ = ["RedisStore"]
 
 _RUNS_KEPT = 16_384
 """Runs whose thread a store remembers (``_run_thread``)."""
+_KEYS_KEPT = 1_024
+"""Runs whose ``APPLY`` keys a store keeps built (the newest)."""
 
 logger = logging.getLogger("gateway.stores.redis")
 
@@ -208,6 +212,13 @@ class RedisStore:
         self._publish = "SPUBLISH" if self._cluster else "PUBLISH"
         """How a script publishes a thread's events: sharded on a Cluster (to the thread's node)."""
         self._migrated = False
+        self._history = HistoryCache()
+        """The history window each thread had when this process last began a run on it."""
+        self._empty_queues: dict[str, asyncio.Task[Any] | None] = {}
+        """Thread id -> the task whose release write found the thread's queue empty, for the
+        drain that follows it in that task (one answer: the next read of another task asks)."""
+        self._apply_key_cache: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {}
+        """(thread id, run id) -> ``APPLY``'s keys and the thread's live channel (``_apply_keys``)."""
         self._run_threads: dict[str, str] = {}
         """Run id -> thread id for runs this process began, claimed or looked up (oldest first)."""
         self._hub: PubSubHub | ClusterHub
@@ -315,12 +326,13 @@ class RedisStore:
             ("ZADD", leases, time.time() * 1000 + lease_ms, member),
             ("ZADD", recent_runs, _epoch(run.created_at), recent),
         ]
-        # After the script in the same pipeline (its slot): the history with the new message in it.
-        read_history: Command = (
-            "LRANGE",
+        # After the script in the same pipeline (its slot): the history with the new message in it,
+        # only what is new since this process last read it (``HistoryCache``).
+        read_history = self._history.command(
+            self._keys.thread(thread.thread_id, "thread"),
             self._keys.thread(thread.thread_id, "messages"),
-            -history_limit if history_limit else 0,
-            -1,
+            thread.thread_id,
+            history_limit,
         )
 
         first, results = await self._apply_with(
@@ -352,8 +364,7 @@ class RedisStore:
         if dequeue is not None:
             async with self._guard():
                 await self._call("DEL", self._keys.queued_index(dequeue))
-        items = results[-1]
-        history = MESSAGE_ADAPTER.validate_json(json_array(items)) if items else []
+        history = self._history.answer(thread.thread_id, results[-1], history_limit)
         return Begun(events=self._written(batch.events, first), history=history)
 
     async def write(self, thread_id: str, batch: Batch) -> list[RunEvent]:
@@ -362,7 +373,12 @@ class RedisStore:
         Raises:
             ThreadNotFoundError: The thread does not exist.
         """
-        first = await self._apply(thread_id, batch, run=batch.run)
+        # A release reads the queue's length after the script: a drain by this task that
+        # follows finds an empty queue without asking (``queued_messages``).
+        after: list[Command] = [("LLEN", self._keys.thread(thread_id, "queue"))] if batch.release else []
+        first, results = await self._apply_with(thread_id, batch, run=batch.run, after=after)
+        if after and first >= 0:
+            self._note_queue(thread_id, results[1])
         if first == -1:
             if batch.approvals:  # their index entries went out before the script: take them back
                 async with self._guard():
@@ -390,6 +406,15 @@ class RedisStore:
             raise ThreadNotFoundError(f"no thread {thread_id!r}")
         return self._written(batch.events, first)
 
+    def _note_queue(self, thread_id: str, length: Any) -> None:
+        """Remember that ``thread_id``'s queue was empty when this task's release wrote (or forget it)."""
+        if int(length) != 0:
+            self._empty_queues.pop(thread_id, None)
+            return
+        self._empty_queues[thread_id] = asyncio.current_task()
+        if len(self._empty_queues) > _RUNS_KEPT:
+            self._empty_queues.pop(next(iter(self._empty_queues)))
+
     @staticmethod
     def _written(events: list[RunEvent], first: int) -> list[RunEvent]:
         for index, event in enumerate(events):
@@ -400,6 +425,20 @@ class RedisStore:
         """Run ``APPLY``; returns the first event's seq or a negative refusal code."""
         first, _ = await self._apply_with(thread_id, batch, run=run)
         return first
+
+    def _apply_keys(self, thread_id: str, run_id: str) -> tuple[tuple[str, ...], str]:
+        """``APPLY``'s keys for a write of ``run_id`` on ``thread_id`` and the thread's live channel (kept per run)."""
+        cached = self._apply_key_cache.get((thread_id, run_id))
+        if cached is not None:
+            return cached
+        keys = self._keys
+        names: tuple[str, ...] = ("thread", "events", "messages", "runs", "run-order", f"journal:{run_id}")
+        names += (f"lease:{run_id}", "approvals", "pending", "approval-order", "queue", "queued")
+        cached = tuple([keys.thread(thread_id, name) for name in names]), keys.thread(thread_id, "live")
+        self._apply_key_cache[(thread_id, run_id)] = cached
+        if len(self._apply_key_cache) > _KEYS_KEPT:
+            self._apply_key_cache.pop(next(iter(self._apply_key_cache)))
+        return cached
 
     async def _apply_with(
         self,
@@ -425,22 +464,9 @@ class RedisStore:
         head, rest = run_parts(run, begin=begin is not None) if run is not None else ("", "")
         owner, thread_json, lease_owner, lease_ms = begin or ("", "", "", 0)
         now = repr(time.time())
-        keys = [
-            self._keys.thread(thread_id, "thread"),
-            self._keys.thread(thread_id, "events"),
-            self._keys.thread(thread_id, "messages"),
-            self._keys.thread(thread_id, "runs"),
-            self._keys.thread(thread_id, "run-order"),
-            self._keys.thread(thread_id, f"journal:{run_id}"),
-            self._keys.thread(thread_id, f"lease:{run_id}"),
-            self._keys.thread(thread_id, "approvals"),
-            self._keys.thread(thread_id, "pending"),
-            self._keys.thread(thread_id, "approval-order"),
-            self._keys.thread(thread_id, "queue"),
-            self._keys.thread(thread_id, "queued"),
-        ]
+        keys, live = self._apply_keys(thread_id, run_id)
         args: list[Any] = [
-            self._keys.thread(thread_id, "live"),
+            live,
             "begin" if begin is not None else "write",
             run_id,
             head,
@@ -480,14 +506,30 @@ class RedisStore:
         if begin is not None:
             first.extend(index)  # a begin creates the thread's activity entries: before the script
             index = []
+        charges: list[Command] = []
+        if batch.usage and not self._cluster:
+            # The steps' ledger lines after the script, each added only if the batch applied (by
+            # its write id). On a Cluster they are in other slots: ``UsageMeter`` adds them after.
+            for entry in batch.usage:
+                listed, charge = self._usage.add_commands(entry, applied=(keys[0], args[15]))
+                first.extend(listed)
+                charges.append(charge)
         async with self._guard():
             if not first and not after and not index:
                 return int(await APPLY(self._call, keys, args)), []
-            then: list[Command] = [APPLY.command(keys, args), *after, *index]
+            then: list[Command] = [APPLY.command(keys, args), *after, *index, *charges]
             done, results = await self._batcher.send_ordered(first, then)
-            for result in (*done, *results):
+            for result in (*done, *results[: len(then) - len(charges)]):
                 if isinstance(result, Exception):
                     raise result
+            if charges and int(results[0]) >= 0:
+                # A step whose line failed (not the write) is left to ``UsageMeter``: it adds it
+                # again by its write id, with its own retries.
+                charged = results[len(then) - len(charges) :]
+                batch.charged = not any(isinstance(result, Exception) or result is None for result in charged)
+                if batch.charged:
+                    for entry in batch.usage:
+                        self._usage.indexed(entry)
             return int(results[0]), results[: 1 + len(after)]
 
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -560,6 +602,7 @@ class RedisStore:
         Raises:
             ThreadBusyError: Runs kept beginning on the thread while it was being erased.
         """
+        self._history.forget(thread_id)
         return await self._threads.delete_thread(thread_id)
 
     async def idle_threads(self, before_ts: float, limit: int = 100) -> list[str]:
@@ -579,10 +622,20 @@ class RedisStore:
             ThreadNotFoundError: No such thread.
             QueueFullError: The queue holds ``limit`` messages already (nothing was written).
         """
+        self._empty_queues.pop(item.thread_id, None)
         return await self._queues.enqueue(item, limit=limit, first=first)
 
     async def queued_messages(self, thread_id: str) -> list[QueuedMessage]:
-        """The thread's queue, first first."""
+        """The thread's queue, first first.
+
+        The first read by the task whose release write (``write``) found the queue empty answers
+        empty without asking: a message queued after that write was queued while the thread
+        was free, by a sender that drains it itself (``Runtime.send``), and one queued before
+        it was counted.
+        """
+        noted = self._empty_queues.pop(thread_id, None)
+        if noted is not None and noted is asyncio.current_task():
+            return []
         return await self._queues.queued_messages(thread_id)
 
     async def get_queued(self, message_id: str) -> QueuedMessage | None:

@@ -365,9 +365,9 @@ class CommandBatcher(Sender):
 
 def _pack(command: Command) -> bytes:
     """One command in the Redis protocol; a name like ``SCRIPT LOAD`` is sent as two words."""
-    name, *args = command
+    name = command[0]
     if isinstance(name, str) and " " in name:
-        command = (*name.split(), *args)
+        command = (*name.split(), *command[1:])
     try:
         packed: bytes = hiredis.pack_command(command)
     except TypeError as exc:

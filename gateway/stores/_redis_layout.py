@@ -5,7 +5,8 @@ Key layout (``P`` is the prefix, ``agora`` by default). The keys of one thread s
 
     P:{t}:thread            hash: record (JSON), owner, seq (last event), running (run id),
                             approvals (insertion counter), active (last write, UNIX s),
-                            title (the name its owner gave it)
+                            title (the name its owner gave it), born (names this
+                            messages list: ``_redis_history``)
     P:{t}:events            stream: one entry per event, id ``<seq>-0``, field ``e`` = event JSON
     P:{t}:live              pub/sub channel: each write publishes its events as a JSON array
     P:{t}:messages          list of history messages (JSON)
@@ -70,6 +71,7 @@ approvals and recent runs indexes are written beside the writes that make the re
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -132,6 +134,7 @@ def _bucket_tags() -> tuple[str, ...]:
 BUCKET_TAGS = _bucket_tags()
 
 
+@functools.lru_cache(maxsize=16_384)
 def bucket_of(thread_id: str) -> int:
     """Which bucket of every global index holds a thread's entries (stable across processes).
 
@@ -213,6 +216,7 @@ class RedisKeys:
         return f"{self.prefix}:bucket:{_digest(key)}"
 
 
+@functools.lru_cache(maxsize=4_096)
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -220,6 +224,10 @@ def _digest(text: str) -> str:
 EVENTS: TypeAdapter[list[RunEvent]] = TypeAdapter(list[RunEvent])
 JOURNAL: TypeAdapter[list[JournalEntry]] = TypeAdapter(list[JournalEntry])
 NO_SEQ = {"seq"}
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+"""``json.dumps(..., separators=(",", ":"))`` without building an encoder per call."""
+_quote = json.encoder.encode_basestring_ascii
+"""A string as ``json.dumps`` writes it (``ensure_ascii``)."""
 _RUN_HEAD = frozenset({"status", "updated_at"})
 _RUN_HEAD_FIRST = frozenset({"status", "updated_at", "first_seq"})
 _SETTLE_FIELDS = ("status", "decided_by", "via", "reason", "decided_at", "remember")
@@ -227,7 +235,7 @@ _SETTLE_FIELDS = ("status", "decided_by", "via", "reason", "decided_at", "rememb
 
 def approval_head(**fields: Any) -> str:
     """The settle fields of an approval as the opening of a JSON object."""
-    return json.dumps({name: fields[name] for name in _SETTLE_FIELDS}, separators=(",", ":"))[:-1] + ","
+    return _COMPACT.encode({name: fields[name] for name in _SETTLE_FIELDS})[:-1] + ","
 
 
 PENDING_HEAD = approval_head(status="pending", decided_by=None, via=None, reason=None, decided_at=None, remember=False)
@@ -263,7 +271,7 @@ def json_array(items: Sequence[bytes | str]) -> bytes | str:
 
 def index_member(thread_id: str, item_id: str) -> str:
     """A global index's member: the thread and the id, as a JSON array."""
-    return json.dumps([thread_id, item_id], separators=(",", ":"))
+    return f"[{_quote(thread_id)},{_quote(item_id)}]"
 
 
 def millis(seconds: float) -> int:

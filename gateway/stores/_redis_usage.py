@@ -20,6 +20,7 @@ takes a second token: the limit errs on the strict side, never the lenient one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -28,6 +29,7 @@ from collections import defaultdict
 from typing import Any
 
 from ._records import UsageEntry, UsageRow, UsageTotals
+from ._redis_batch import Command
 from ._redis_layout import as_text
 from ._redis_part import RedisPart
 from ._redis_scripts import LuaScript, run_scripts
@@ -56,7 +58,13 @@ USAGE_ADD = LuaScript(
 -- ARGV: 1 the line (JSON [agent, model]), 2 input tokens, 3 output tokens, 4 their sum,
 --       5 the cost in nano-dollars ('' when unpriced), 6 the day's EXPIREAT, 7 the month's,
 --       8 the actor key, 9 the marker's TTL (ms).
+-- With a 4th key (a thread hash, on one server only: it is in another slot) and ARGV 10 (a
+-- batch's write id), the step is added only if that batch was applied ('recent' names it: the
+-- thread's APPLY ran just before, in the same pipeline); else nil.
 -- Returns {day tokens, month tokens} after the addition (or as they are, for a resent write).
+if KEYS[4] and not string.find(redis.call('HGET', KEYS[4], 'recent') or '', ARGV[10] .. ':', 1, true) then
+  return false
+end
 if redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[9]) then
   local line = ARGV[1]
   redis.call('HINCRBY', KEYS[1], 'i|' .. line, ARGV[2])
@@ -116,6 +124,12 @@ _LONGEST_BUCKET_MS = 86_400_000
 """A bucket that never fills (no refill rate) is forgotten after a day."""
 
 
+@functools.lru_cache(maxsize=1024)
+def _line(agent: str, model: str) -> str:
+    """A ledger line's name: ``["agent","model"]`` as JSON."""
+    return json.dumps([agent, model], separators=(",", ":"))
+
+
 class RedisUsage(RedisPart):
     """The usage part of ``RedisStore``: the ledger, its totals, and the rate-limit buckets."""
 
@@ -126,6 +140,31 @@ class RedisUsage(RedisPart):
 
     async def add_usage(self, entry: UsageEntry) -> UsageTotals:
         """Add one step to its actor's ledger line and totals (one script, once per write id)."""
+        first, script = self.add_commands(entry)
+        async with self._guard():
+            if not first:
+                day_tokens, month_tokens = (await run_scripts(self._send, [script], []))[0]
+            else:
+                # The day's index first (its own slot on a Cluster): a failure after it leaves an
+                # actor listed with nothing that day, never a line ``usage_rows`` cannot find.
+                done, (totals,) = await self._send_ordered(first, [script])
+                for result in (*done, totals):
+                    if isinstance(result, Exception):
+                        raise result
+                day_tokens, month_tokens = totals
+                self.indexed(entry)
+        return UsageTotals(day_tokens=int(day_tokens), month_tokens=int(month_tokens))
+
+    def add_commands(
+        self, entry: UsageEntry, *, applied: tuple[str, str] | None = None
+    ) -> tuple[list[Command], Command]:
+        """What adds ``entry``: the day index's entries (none once this process wrote them) and the script.
+
+        ``applied``: a thread hash and a batch's write id; the script adds the step only if
+        that batch was applied (one server only: the thread's key is in another slot). The
+        index entries go before the script (``send_ordered``), and ``indexed`` is told once they
+        are written.
+        """
         now = time.time()
         actor = entry.actor_key
         if entry.write_id is None:
@@ -139,27 +178,24 @@ class RedisUsage(RedisPart):
         ]
         cost = "" if entry.cost_usd is None else cost_nanos(entry.cost_usd)
         tokens = entry.input_tokens + entry.output_tokens
-        line = json.dumps([entry.agent, entry.model], separators=(",", ":"))
+        line = _line(entry.agent, entry.model)
         expires = day_expiry(entry.day, now)
-        args = [line, entry.input_tokens, entry.output_tokens, tokens, cost, expires, month_expiry(entry.day, now)]
+        args: list[Any] = [line, entry.input_tokens, entry.output_tokens, tokens, cost, expires]
+        args += [month_expiry(entry.day, now), actor, ttl]
+        if applied is not None:
+            keys.append(applied[0])
+            args.append(applied[1])
+        script = USAGE_ADD.command(keys, args)
+        if (entry.day, actor) in self._indexed:
+            return [], script
         index = self._keys.usage_day(entry.day)
-        script = USAGE_ADD.command(keys, [*args, actor, ttl])
-        async with self._guard():
-            if (entry.day, actor) in self._indexed:
-                day_tokens, month_tokens = (await run_scripts(self._send, [script], []))[0]
-            else:
-                # The day's index first (its own slot on a Cluster): a failure after it leaves an
-                # actor listed with nothing that day, never a line ``usage_rows`` cannot find.
-                first = [("SADD", index, actor), ("EXPIREAT", index, expires)]
-                done, (totals,) = await self._send_ordered(first, [script])
-                for result in (*done, totals):
-                    if isinstance(result, Exception):
-                        raise result
-                day_tokens, month_tokens = totals
-                self._indexed[(entry.day, actor)] = None
-                while len(self._indexed) > _INDEXED_KEPT:
-                    self._indexed.pop(next(iter(self._indexed)))
-        return UsageTotals(day_tokens=int(day_tokens), month_tokens=int(month_tokens))
+        return [("SADD", index, actor), ("EXPIREAT", index, expires)], script
+
+    def indexed(self, entry: UsageEntry) -> None:
+        """The day's index lists ``entry``'s actor now: later steps of that day skip it."""
+        self._indexed[(entry.day, entry.actor_key)] = None
+        while len(self._indexed) > _INDEXED_KEPT:
+            self._indexed.pop(next(iter(self._indexed)))
 
     async def usage_totals(self, actor_key: str, day: str) -> UsageTotals:
         """The actor's tokens on ``day`` and in its month (one round trip)."""

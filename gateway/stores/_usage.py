@@ -7,11 +7,16 @@ text); a step is rounded to a billionth of a dollar once, when it is added.
 
 from __future__ import annotations
 
+import functools
 import math
+import time
 from datetime import UTC, date, datetime, timedelta
+
+from ._records import MAX_STEP_TOKENS, ModelStepEntry, RunRecord, UsageEntry
 
 __all__ = [
     "LEDGER_DAYS",
+    "MAX_STEP_COST",
     "MAX_USAGE_DAYS",
     "MEMORY_USAGE_WRITES",
     "USAGE_WRITE_DAYS",
@@ -21,9 +26,14 @@ __all__ = [
     "month_expiry",
     "oldest_kept",
     "parse_day",
+    "step_usage",
     "usage_cost",
     "usage_days",
+    "utc_day",
 ]
+
+MAX_STEP_COST = 1_000_000.0
+"""US dollars one step is charged at most (``UsageEntry`` refuses more)."""
 
 MAX_USAGE_DAYS = 366
 """Days one ``usage_rows`` call may span at most."""
@@ -39,6 +49,38 @@ MEMORY_USAGE_WRITES = 100_000
 """Write ids ``MemoryStore`` remembers at most (the oldest are forgotten first)."""
 
 _NANOS = 1_000_000_000
+
+
+def utc_day(now: float | None = None) -> str:
+    """The UTC day of ``now`` (``time.time()`` when ``None``) as ``YYYY-MM-DD``."""
+    return _day_of(int((time.time() if now is None else now) // 86_400))
+
+
+@functools.lru_cache(maxsize=64)
+def _day_of(number: int) -> str:
+    """The ``YYYY-MM-DD`` of a UNIX day number (seconds // 86,400: UTC days have no leap seconds)."""
+    return time.strftime("%Y-%m-%d", time.gmtime(number * 86_400))
+
+
+def step_usage(run: RunRecord, step: ModelStepEntry) -> UsageEntry | None:
+    """The ledger entry of a journaled model step of ``run``, charged today (``None``: a direct call, no model).
+
+    Bounded as the ledger bounds a step (a provider's absurd count is no real step); its write id
+    ``<run_id>:<step>`` is the same on every retry and every process.
+    """
+    if step.model is None:
+        return None
+    cost = None if step.cost_usd is None else min(max(step.cost_usd, 0.0), MAX_STEP_COST)
+    return UsageEntry(
+        actor_key=run.actor.key,
+        day=utc_day(),
+        agent=run.agent,
+        model=step.model,
+        input_tokens=min(max(step.usage.input_tokens, 0), MAX_STEP_TOKENS),
+        output_tokens=min(max(step.usage.output_tokens, 0), MAX_STEP_TOKENS),
+        cost_usd=cost,
+        write_id=f"{run.run_id}:{step.step}",
+    )
 
 
 def cost_nanos(cost_usd: float) -> int:
@@ -87,14 +129,24 @@ def day_expiry(day: str, now: float) -> int:
 
     A day older than that (a late write) is kept a day after ``now``, never dropped at once.
     """
-    return max(_epoch(date.fromisoformat(day) + timedelta(days=1 + LEDGER_DAYS)), int(now) + 86_400)
+    return max(_day_end(day), int(now) + 86_400)
+
+
+@functools.lru_cache(maxsize=64)
+def _day_end(day: str) -> int:
+    return _epoch(date.fromisoformat(day) + timedelta(days=1 + LEDGER_DAYS))
+
+
+@functools.lru_cache(maxsize=64)
+def _month_end(day: str) -> int:
+    first = date.fromisoformat(day).replace(day=1)
+    following = (first + timedelta(days=32)).replace(day=1)
+    return _epoch(following + timedelta(days=LEDGER_DAYS))
 
 
 def month_expiry(day: str, now: float) -> int:
     """When the total of ``day``'s month may go (UNIX seconds): ``LEDGER_DAYS`` after the month."""
-    first = date.fromisoformat(day).replace(day=1)
-    following = (first + timedelta(days=32)).replace(day=1)
-    return max(_epoch(following + timedelta(days=LEDGER_DAYS)), int(now) + 86_400)
+    return max(_month_end(day), int(now) + 86_400)
 
 
 def oldest_kept(now: float) -> str:

@@ -128,6 +128,24 @@ async def test_a_message_queued_while_the_run_finishes_waits_at_the_head(clients
         assert await a.queued_messages(thread_id) == []
 
 
+async def test_the_releasing_client_reads_what_was_queued_before_its_release_and_others_what_came_after(
+    clients: Clients, thread_id: str
+) -> None:
+    a, b = clients(), clients()
+    run, _ = await begin(a, thread_id)
+    item = queued(thread_id)
+    await b.enqueue_message(item, limit=20)
+    await finish(a, run)
+    assert await a.queued_messages(thread_id) == [item]  # the drain after the release finds it
+    started = await a.get_run(await begin_queued(a, thread_id, item.message_id))
+    assert started is not None
+    await finish(a, started)
+    later = queued(thread_id, "later")
+    await b.enqueue_message(later, limit=20)  # after the release: its sender drains it
+    assert await asyncio.create_task(a.queued_messages(thread_id)) == [later]  # any other read asks
+    assert await a.queued_messages(thread_id) == [later]
+
+
 async def test_a_new_message_racing_an_enqueue_never_runs_before_it(clients: Clients) -> None:
     a, b = clients(), clients()
     for _ in range(6):

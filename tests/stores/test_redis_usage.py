@@ -9,12 +9,13 @@ import pytest
 import redis.asyncio as redis
 from redis.crc import key_slot
 
-from gateway import StoreUnavailableError
-from gateway.stores import RedisStore, UsageEntry
+from gateway import StoreUnavailableError, ThreadNotFoundError
+from gateway.stores import Batch, RedisStore, UsageEntry
 from gateway.stores._redis_scripts import run_scripts
 from gateway.stores._redis_usage import USAGE_ADD
 from gateway.stores._usage import LEDGER_DAYS
 
+from ._helpers import begin, delta
 from ._server import free_port
 from .test_usage import step
 
@@ -74,6 +75,41 @@ async def test_a_write_sent_again_adds_nothing(redis_store: RedisStore, prefix: 
     assert [int(n) for n in first[0]] == [int(n) for n in again[0]] == [20, 20]
     (row,) = await redis_store.usage_rows(start="2026-12-01", end="2026-12-01")
     assert (row.steps, row.input_tokens, row.unpriced_steps) == (2, 14, 2)
+
+
+async def test_a_batchs_steps_are_charged_in_its_write_only_if_it_applied(
+    redis_store: RedisStore, redis_url: str, prefix: str, thread_id: str
+) -> None:
+    """``Batch.usage`` on one server: charged beside the write, by its write id, once."""
+    run, _ = await begin(redis_store, thread_id)
+    entry = step("acme/u9", "2026-12-01", cost=0.25, write_id=f"{run.run_id}:0")
+    batch = Batch(run=run, events=[delta(run)], usage=[entry])
+    await redis_store.write(thread_id, batch)
+    assert batch.charged
+    totals = await redis_store.usage_totals("acme/u9", "2026-12-01")
+    assert (totals.day_tokens, totals.month_tokens) == (15, 15)
+    (row,) = await redis_store.usage_rows(start="2026-12-01", end="2026-12-01")  # the day's index lists it
+    assert (row.actor_key, row.steps, row.cost_usd) == ("acme/u9", 1, 0.25)
+
+    again = Batch(run=run, events=[delta(run)], usage=[entry], write_id=batch.write_id)
+    await redis_store.write(thread_id, again)  # the same write sent again: applied and charged once
+    assert again.charged
+    await redis_store.add_usage(entry)  # the meter charging it too (another process): nothing
+    assert (await redis_store.usage_totals("acme/u9", "2026-12-01")).day_tokens == 15
+
+    # Expiries as ``add_usage`` sets them: the marker for ``USAGE_WRITE_DAYS``, the lines by their day.
+    keys = await keys_of(redis_url, prefix)
+    tag = f"{prefix}:{{usage:{hashlib.sha256(b'acme/u9').hexdigest()}}}"
+    assert keys[f"{tag}:write:{hashlib.sha256(entry.write_id.encode()).hexdigest()}"] == pytest.approx(
+        2 * 86_400, abs=5
+    )
+    assert keys[f"{tag}:day:2026-12-01"] == pytest.approx(1_796_169_600 + LEDGER_DAYS * 86_400 - time.time(), abs=5)
+
+    refused = Batch(run=run, events=[delta(run)], usage=[step("acme/u9", "2026-12-01", write_id="run_gone:0")])
+    with pytest.raises(ThreadNotFoundError):
+        await redis_store.write("no-such-thread", refused)
+    assert not refused.charged
+    assert (await redis_store.usage_totals("acme/u9", "2026-12-01")).day_tokens == 15
 
 
 async def test_an_idle_bucket_expires_when_it_would_be_full(
