@@ -152,7 +152,6 @@ class WebSession:
     """One socket: its actor, thread, capabilities and the task following the thread."""
 
     __slots__ = (
-        "_batch",
         "_feed",
         "_follower",
         "_watcher",
@@ -194,7 +193,6 @@ class WebSession:
         self._transport = transport
         self._client = client
         self._frames = services.metrics.frames
-        self._batch = False
 
     async def send(self, frame: dict[str, Any]) -> None:
         """Send one frame; a client that cannot take it in time is disconnected."""
@@ -413,7 +411,6 @@ class WebSession:
                 after_seq = 0
         self.thread_id = thread_id
         self.agent = frame.agent
-        self._batch = frame.batch
         self.capabilities = frame.ui_capabilities or WEB_DEFAULT_CAPABILITIES
         runtime = self.services.runtime
         await self.send(
@@ -432,7 +429,7 @@ class WebSession:
         # An approver may follow someone else's thread: only while a decision of theirs is pending.
         approver = None if existing is None or existing.owned_by(self.actor) else self.actor
         self._follower = asyncio.create_task(
-            self._follow(thread_id, after_seq, approver=approver), name=f"agora-ws-{thread_id}"
+            self._follow(thread_id, after_seq, approver=approver, batch=frame.batch), name=f"agora-ws-{thread_id}"
         )
         if frame.watch_approvals:
             await self._watch_approvals(frame.id)
@@ -467,9 +464,9 @@ class WebSession:
             return True
         return False
 
-    async def _follow(self, thread_id: str, after_seq: int, *, approver: Actor | None) -> None:
+    async def _follow(self, thread_id: str, after_seq: int, *, approver: Actor | None, batch: bool = False) -> None:
         frames = EventFrames(self.services, self.capabilities)
-        outbox = FrameOutbox(self.send_text, window=self.options.batch_window) if self._batch else None
+        outbox = FrameOutbox(self.send_text, window=self.options.batch_window) if batch else None
         try:
             async for event in self.services.runtime.subscribe(thread_id, after_seq):
                 # A new turn, or the last decision this approver had to make, ends their reading.

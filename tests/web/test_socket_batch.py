@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from gateway import SERVICES, Runtime
+from gateway import SERVICES, ApprovalPolicy, ApprovalRule, Runtime
 from gateway.events import RunEvent, TextDeltaEvent, TextEndEvent, ToolCompletedEvent, ToolStartedEvent
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import Batch, MemoryStore
 from tools import ToolPresentation, define_tool
 
 from .conftest import ALICE, Socket, connect, token_for
+from .test_socket_protocol import OLGA, gated_runtime
 
 
 class CityInput(BaseModel):
@@ -248,3 +249,25 @@ async def test_a_socket_that_closes_with_events_queued_leaves_no_task_behind(mak
             t.get_name() in ("agora-ws-outbox", f"agora-ws-{thread_id}") for t in asyncio.all_tasks()
         ):
             await asyncio.sleep(0.01)
+
+
+async def test_an_approver_in_batch_sees_their_decision_land_before_the_reading_ends(make_client: Any) -> None:
+    runtime = gated_runtime(asyncio.Event(), asyncio.Event())
+    runtime.approval_policy = ApprovalPolicy(rules={"purge": ApprovalRule(approver="ops")})
+    client = await make_client(runtime)
+    alice = await connect(client, token=token_for(ALICE))
+    thread_id = (await alice.hello())["thread_id"]
+    requested = next(f for f in await alice.turn("purge k1") if f["type"] == "approval-requested")
+
+    olga = await connect(client, token=token_for(OLGA))
+    assert (await olga.hello(thread_id=thread_id, batch=True))["thread_id"] == thread_id
+    await until_event(olga, "approval-requested")
+    await olga.send({"type": "approve", "tool_call_id": requested["tool_call_id"], "id": "a1"})
+    seen = await olga.until(lambda f: f.get("type") == "error")
+    assert seen[-1]["code"] == "thread_forbidden"
+    # The decision's event came (in a batch) before the error that ended her reading, and nothing after it.
+    assert [e["type"] for e in events_of(seen)][-1] == "approval-settled"
+    await olga.closed()
+    assert olga.ws.close_code == 4403
+    await alice.until_type("run-finished")
+    await alice.ws.close()
