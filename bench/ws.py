@@ -3,14 +3,18 @@
 Prints, side by side in one run:
 - round trips per second of a bare aiohttp web-socket echo server, and full turns per second
   through the gateway (ScriptedModel: user message -> one read tool -> text reply), each with 1
-  and with 100 concurrent clients;
+  and with 100 concurrent clients: a plain client (one event per frame) and a batch client
+  (``hello {batch: true}``, as the widget), with the frames each got per turn;
 - RSS per idle socket with 1,000 and 5,000 idle sockets, gateway (after ``hello``) vs bare server;
 - time from ``agora-gateway serve`` to the first healthy answer;
 each on the asyncio loop and, when installed, on uvloop.
 
 Servers and clients run in separate processes (this script re-invokes itself).
 
-    python bench/ws.py [--seconds 5] [--idle 1000 5000] [--loops asyncio uvloop]
+    python bench/ws.py [--seconds 5] [--rounds 1] [--idle 1000 5000] [--loops asyncio uvloop]
+
+(``--idle`` with no number skips the idle-socket rows; with ``--rounds N`` each rate is the best of
+N runs and each CPU figure the least: the machine is shared.)
 
 Measured on this machine for the bare server (asyncio loop): about 5k round trips/s with one
 client, 24k-30k with 100, 14.5 KB RSS per idle socket. Targets: full turns/s at least 10% of echo
@@ -126,42 +130,44 @@ async def client_echo(port: int, clients: int, seconds: float) -> dict[str, Any]
         elapsed = time.perf_counter() - started
         for ws in sockets:
             await ws.close()
-    return {"rate": count / elapsed}
+    return {"rate": count / elapsed, "elapsed": elapsed}
 
 
-async def _gateway_socket(session: Any, port: int, token: str) -> Any:
+async def _gateway_socket(session: Any, port: int, token: str, *, batch: bool = False) -> Any:
     ws = await session.ws_connect(f"http://127.0.0.1:{port}/agent/ws")
-    await ws.send_str(json.dumps({"type": "hello", "token": token}))
+    await ws.send_str(json.dumps({"type": "hello", "token": token, **({"batch": True} if batch else {})}))
     while True:
         frame = json.loads((await ws.receive()).data)
         if frame["type"] == "welcome":
             return ws
 
 
-async def client_gateway(port: int, clients: int, seconds: float) -> dict[str, Any]:
+async def client_gateway(port: int, clients: int, seconds: float, batch: bool = False) -> dict[str, Any]:
     import aiohttp
 
     from gateway import sign_actor_token
     from tools import Actor
 
-    count = 0
+    count = frames = 0
     async with aiohttp.ClientSession() as session:
         sockets = [
-            await _gateway_socket(session, port, sign_actor_token(Actor(id=f"bench-{i}"), SECRET, 3600))
+            await _gateway_socket(session, port, sign_actor_token(Actor(id=f"bench-{i}"), SECRET, 3600), batch=batch)
             for i in range(clients)
         ]
         deadline = time.perf_counter() + seconds
 
         async def worker(ws: Any) -> None:
-            nonlocal count
+            nonlocal count, frames
             while time.perf_counter() < deadline:
                 await ws.send_str('{"type":"send","text":"Weather in Lisbon?"}')
-                while True:
+                finished = False
+                while not finished:
                     frame = json.loads((await ws.receive()).data)
-                    if frame["type"] == "run-finished":
-                        break
-                    if frame["type"] == "error":
-                        raise RuntimeError(frame)
+                    frames += 1
+                    for event in frame["events"] if frame["type"] == "batch" else [frame]:
+                        if event["type"] == "error":
+                            raise RuntimeError(event)
+                        finished = finished or event["type"] == "run-finished"
                 count += 1
 
         started = time.perf_counter()
@@ -171,7 +177,7 @@ async def client_gateway(port: int, clients: int, seconds: float) -> dict[str, A
         elapsed = time.perf_counter() - started
         for ws in sockets:
             await ws.close()
-    return {"rate": count / elapsed}
+    return {"rate": count / elapsed, "elapsed": elapsed, "frames": frames / max(count, 1)}
 
 
 async def client_idle(port: int, count: int, kind: str, hold_file: str) -> None:
@@ -201,6 +207,12 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kb(pid: int) -> int:
@@ -236,11 +248,17 @@ def with_server(kind: str, loop: str) -> tuple[subprocess.Popen[bytes], int]:
     return server, port
 
 
-def measure_rates(kind: str, loop: str, seconds: float, clients: int) -> float:
+def measure_rates(kind: str, loop: str, seconds: float, clients: int, client: str = "") -> dict[str, Any]:
+    """``client``: ``client-echo``, ``client-gateway`` (the default for the server) or ``client-batch``."""
     server, port = with_server(kind, loop)
+    client = client or f"client-{kind}"
     try:
-        run_child(f"client-{kind}", str(port), "1", "0.5")  # warm up
-        return float(run_child(f"client-{kind}", str(port), str(clients), str(seconds))["rate"])
+        run_child(client, str(port), "1", "0.5")  # warm up
+        before = cpu_seconds(server.pid)
+        figures = run_child(client, str(port), str(clients), str(seconds))
+        # The server's CPU time per turn (or round trip): steadier than rates on a shared machine.
+        figures["cpu_us"] = (cpu_seconds(server.pid) - before) * 1e6 / max(1.0, figures["rate"] * figures["elapsed"])
+        return figures
     finally:
         server.terminate()
         server.wait()
@@ -306,9 +324,11 @@ def main() -> None:
             serve_echo(int(rest[0]), rest[1])
         elif command == "serve-gateway":
             serve_gateway(int(rest[0]), rest[1])
-        elif command in ("client-echo", "client-gateway"):
-            fn = client_echo if command == "client-echo" else client_gateway
-            print(json.dumps(asyncio.run(fn(int(rest[0]), int(rest[1]), float(rest[2])))))
+        elif command == "client-echo":
+            print(json.dumps(asyncio.run(client_echo(int(rest[0]), int(rest[1]), float(rest[2])))))
+        elif command in ("client-gateway", "client-batch"):
+            batched = command == "client-batch"
+            print(json.dumps(asyncio.run(client_gateway(int(rest[0]), int(rest[1]), float(rest[2]), batched))))
         elif command == "client-idle":
             asyncio.run(client_idle(int(rest[0]), int(rest[1]), rest[2], rest[3]))
         return
@@ -316,6 +336,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--idle", type=int, nargs="*", default=[1000, 5000])
     parser.add_argument("--loops", nargs="*", default=["asyncio", "uvloop"])
     args = parser.parse_args()
@@ -331,11 +352,32 @@ def main() -> None:
 
     for loop in loops:
         print(f"\n== event loop: {loop}")
-        print(f"{'clients':>8} {'echo rt/s':>11} {'gateway turns/s':>16} {'ratio':>7} {'target':>7}")
+        print(
+            f"{'clients':>8} {'echo rt/s':>10} {'plain turns/s':>14} {'ratio':>6} {'frames':>7}"
+            f" {'batch turns/s':>14} {'ratio':>6} {'frames':>7} {'target':>7}"
+            f" {'server CPU µs: echo':>20} {'plain':>6} {'batch':>6}"
+        )
         for clients, target in ((1, 0.25), (args.clients, 0.10)):
-            echo = measure_rates("echo", loop, args.seconds, clients)
-            turns = measure_rates("gateway", loop, args.seconds, clients)
-            print(f"{clients:>8} {echo:>11,.0f} {turns:>16,.0f} {turns / echo:>7.1%} {target:>7.0%}")
+            runs: dict[str, list[dict[str, Any]]] = {"echo": [], "plain": [], "batch": []}
+            for _ in range(args.rounds):  # interleaved, so a busy spell of the machine hits all three
+                runs["echo"].append(measure_rates("echo", loop, args.seconds, clients))
+                runs["plain"].append(measure_rates("gateway", loop, args.seconds, clients))
+                runs["batch"].append(measure_rates("gateway", loop, args.seconds, clients, "client-batch"))
+            echo, plain, batch = (
+                {
+                    "rate": max(r["rate"] for r in rounds),
+                    "cpu_us": min(r["cpu_us"] for r in rounds),
+                    "frames": rounds[0].get("frames", 1.0),
+                }
+                for rounds in runs.values()
+            )
+            print(
+                f"{clients:>8} {echo['rate']:>10,.0f} {plain['rate']:>14,.0f} {plain['rate'] / echo['rate']:>6.1%}"
+                f" {plain['frames']:>7.1f} {batch['rate']:>14,.0f} {batch['rate'] / echo['rate']:>6.1%}"
+                f" {batch['frames']:>7.1f} {target:>7.0%}"
+                f" {echo['cpu_us']:>20,.0f} {plain['cpu_us']:>6,.0f} {batch['cpu_us']:>6,.0f}"
+            )
+        print("(frames: frames each client got per turn; server CPU: the server process's per turn or round trip)")
         print(f"{'idle':>8} {'echo KB/socket':>15} {'gateway KB/socket':>18} {'ratio':>7} {'target':>7}")
         for count in args.idle:
             echo_kb = measure_idle("echo", loop, count)

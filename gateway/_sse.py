@@ -8,7 +8,10 @@ quiet stream and is how a client that left is noticed while the pump waits for e
 to finish (the pump at its end, either one when the client is gone) cancels the other; a client
 that left ends the stream quietly (``serve`` returns ``False``), anything else propagates.
 
-Writes go through one lock, so a heartbeat never lands inside a frame.
+Writes go through one lock, so a heartbeat never lands inside a frame. ``queue`` batches: while
+``serve`` runs, the frames a pump queues in one event-loop turn (the events that were ready
+together) go out in one write on the next turn, from a flusher task in the same task group; past
+``FLUSH_BYTES`` queued they go at once, in the pump's task (a slow client holds the pump back).
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
-__all__ = ["SseStream", "sse_frame"]
+__all__ = ["FLUSH_BYTES", "SseStream", "sse_frame"]
+
+FLUSH_BYTES = 32 * 1024
+"""Queued characters past which ``SseStream.queue`` writes at once."""
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -75,6 +81,10 @@ class SseStream:
         )
         """The answer: add headers or cookies to it before ``prepare``."""
         self._lock = asyncio.Lock()
+        self._queued: list[str] = []
+        self._queued_size = 0
+        self._ready: asyncio.Future[None] | None = None
+        """Set while ``serve`` runs: resolved to wake the flusher."""
 
     @property
     def prepared(self) -> bool:
@@ -88,14 +98,44 @@ class SseStream:
         return self.response
 
     async def write(self, chunk: str | bytes) -> None:
-        """Write frames already encoded (``sse_frame``), in one write.
+        """Write frames already encoded (``sse_frame``), after those queued, in one write.
 
         Raises:
             ConnectionError: The client went away.
         """
-        if chunk:
-            async with self._lock:
-                await self.response.write(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
+        async with self._lock:
+            data = chunk.encode("utf-8") if isinstance(chunk, str) else chunk
+            if self._queued:
+                data = "".join(self._queued).encode("utf-8") + data
+                self._queued, self._queued_size = [], 0
+            if data:
+                await self.response.write(data)
+
+    async def queue(self, chunk: str) -> None:
+        """Write frames already encoded with whatever else is queued, one event-loop turn from now.
+
+        Outside ``serve`` (nobody flushes) and past ``FLUSH_BYTES`` queued, this writes at once.
+
+        Raises:
+            ConnectionError: The client went away.
+        """
+        if not chunk:
+            return
+        self._queued.append(chunk)
+        self._queued_size += len(chunk)
+        ready = self._ready
+        if ready is None or self._queued_size >= FLUSH_BYTES:
+            await self.flush()
+        elif not ready.done():
+            ready.set_result(None)
+
+    async def flush(self) -> None:
+        """Write what is queued now.
+
+        Raises:
+            ConnectionError: The client went away.
+        """
+        await self.write(b"")
 
     async def send(self, data: str, *, id: int | str | None = None, event: str | None = None) -> None:
         """Write one frame (see ``sse_frame``).
@@ -118,6 +158,19 @@ class SseStream:
             await asyncio.sleep(self.heartbeat)
             await self.comment()
 
+    async def _flusher(self) -> NoReturn:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._queued:
+                if self._ready is None or self._ready.done():
+                    self._ready = loop.create_future()
+                await self._ready  # resolved by the first queue: this task runs on the next turn
+            await self.flush()
+
+    async def _work(self, pump: Coroutine[Any, Any, None]) -> None:
+        await pump
+        await self.flush()
+
     async def serve(self, pump: Coroutine[Any, Any, None]) -> bool:
         """Prepare, run ``pump`` beside the heartbeat until it returns or the client leaves, then end.
 
@@ -131,13 +184,16 @@ class SseStream:
         stayed = True
         try:
             await self.prepare()
+            self._ready = asyncio.get_running_loop().create_future()  # queue waits for the flusher now
             async with asyncio.TaskGroup() as group:
                 beat = group.create_task(self._beat())
-                work = group.create_task(pump)
-                work.add_done_callback(lambda _: beat.cancel())
+                flusher = group.create_task(self._flusher())
+                work = group.create_task(self._work(pump))
+                work.add_done_callback(lambda _: (beat.cancel(), flusher.cancel()))
         except* ConnectionError:
             stayed = False
         finally:
+            self._ready = None
             pump.close()  # never started when prepare failed: no "never awaited" warning
         await self.close()
         return stayed

@@ -9,7 +9,9 @@
  * It talks to the gateway over one web socket (`/agent/ws`, see channels/web/_socket.py):
  * `hello` first (thread id, last seen seq, capabilities, token), then `send`, `approve`,
  * `reject` and `cancel`. The server answers with `welcome`, then every event of the thread,
- * each with its `seq`, replayed from `after_seq` and then live.
+ * each with its `seq`, replayed from `after_seq` and then live. The hello asks for `batch`
+ * frames (`{type: "batch", events: [...]}`: several events to a frame, replayed ones too); each
+ * event of one goes through the same handling as an event in a frame of its own.
  *
  * Attributes (all observed: a change applies at once)
  *   endpoint (alias src)  ws(s) URL of the socket; default: same origin, `/agent/ws`
@@ -1101,7 +1103,13 @@
       this.#ws = ws;
       ws.addEventListener("open", () => {
         // Replay starts after the last event on screen; components come as HTML (else image or text).
-        const hello = { type: "hello", id: "hello", after_seq: this.#lastSeq, ui_capabilities: { formats: ["html", "image", "text"] } };
+        const hello = {
+          type: "hello",
+          id: "hello",
+          after_seq: this.#lastSeq,
+          ui_capabilities: { formats: ["html", "image", "text"] },
+          batch: true,
+        };
         if (this.#threadId) hello.thread_id = this.#threadId;
         const token = this.getAttribute("token");
         if (token) hello.token = token;
@@ -1117,7 +1125,16 @@
         } catch {
           return;
         }
-        if (frame && typeof frame.type === "string") this.#onFrame(frame);
+        if (!frame || typeof frame.type !== "string") return;
+        if (frame.type !== "batch") {
+          this.#onFrame(frame);
+          return;
+        }
+        for (const event of Array.isArray(frame.events) ? frame.events : []) {
+          // A frame handled earlier may have closed this socket (or opened another): the rest is not ours.
+          if (this.#ws !== ws) return;
+          if (event && typeof event.type === "string" && event.type !== "batch") this.#onFrame(event);
+        }
       });
       ws.addEventListener("close", (event) => {
         if (this.#ws !== ws) return;

@@ -248,6 +248,7 @@ _WEB_KEYS = {
     "ws_frame_limit": "frame_limit",
     "ws_send_timeout": "send_timeout",
     "ws_heartbeat": "heartbeat",
+    "ws_batch_window": "batch_window",
 }
 
 

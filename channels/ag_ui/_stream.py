@@ -39,7 +39,8 @@ def encode_frames(events: Sequence[BaseEvent], event_id: int) -> str:
 
     A client that reconnects with ``Last-Event-ID`` (or ``?after=``) gets exactly what follows.
     Every frame made from one of our events carries that event's ``seq`` and they go out in one
-    write, so a position never splits an event.
+    write (with the frames of the other events ready at the same time), so a position never
+    splits an event.
     """
     return "".join(sse_frame(event.model_dump_json(by_alias=True), id=event_id) for event in events)
 
@@ -205,7 +206,7 @@ class AgUiStream:
     async def _send(self, events: Sequence[BaseEvent], seq: int | None = None) -> None:
         if seq is not None:
             self.position = seq
-        await self.sse.write(encode_frames(events, self.position))
+        await self.sse.queue(encode_frames(events, self.position))
 
     async def _serve(self, pump: Coroutine[Any, Any, None]) -> web.StreamResponse:
         if not await self.sse.serve(self._guarded(pump)):

@@ -44,6 +44,8 @@ class HelloFrame(_Frame):
     """Also receive the approval feed (``approval-pending`` / ``approval-closed``): staff only."""
     agent: str | None = Field(default=None, min_length=1, max_length=64)
     """The agent this socket's sends talk to unless one names another (the gateway's default)."""
+    batch: bool = Field(default=False, strict=True)
+    """Receive run events as ``batch`` frames (``{"type": "batch", "events": [...]}``)."""
 
 
 class SendFrame(_Frame):

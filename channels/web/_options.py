@@ -29,6 +29,8 @@ class WebOptions(BaseSettings):
     """A client that cannot take a frame for this long is disconnected (it may reconnect and replay)."""
     heartbeat: float = Field(default=25.0, gt=0)
     """Seconds between pings."""
+    batch_window: float = Field(default=0.016, ge=0, le=1.0)
+    """Seconds a text delta waits to share a ``batch`` frame with the next ones (clients that ask)."""
 
     _lists = field_validator("allowed_origins", mode="before")(comma_list)
 

@@ -1,7 +1,7 @@
 """The web-socket channel: one person's chat over ``GET /agent/ws``.
 
 Protocol (JSON text frames). Client -> server: ``hello {thread_id?, after_seq?, ui_capabilities?,
-token?, agent?}`` first, then ``send {text, page_context?, mode?, agent?, persona?}``,
+token?, agent?, batch?}`` first, then ``send {text, page_context?, mode?, agent?, persona?}``,
 ``approve {tool_call_id, remember?}``, ``reject {tool_call_id, reason?}``, ``cancel {run_id}``,
 ``queue_edit {message_id, text}``, ``queue_remove {message_id}``; any may carry an ``id`` that the
 answer echoes. A ``send`` to a
@@ -20,7 +20,9 @@ Server -> client: ``welcome {thread_id, actor, after_seq, restored, ...}`` (``re
 false when the thread the hello named is unknown, or its log is shorter than ``after_seq``),
 then every run event of the thread with its ``type`` and ``seq`` (``ui`` events carry ``html``,
 ``media`` or ``text`` per the client's capabilities), ``ack {id, run_id?, queued?, message_id?,
-position?}`` and ``error {id?, code, message}``.
+position?}`` and ``error {id?, code, message}``. A ``hello {batch: true}`` gets the run events
+(replayed and live) as ``batch {events}`` frames instead, several events to a frame (``_batch``);
+the other frames are unchanged.
 
 Staff: ``hello {watch_approvals: true}`` from an actor holding a role that approves some tool
 also receives ``approval-pending {approval}`` for each approval they may decide (those waiting
@@ -61,12 +63,14 @@ from gateway.events import (
     Attachment,
     RunEvent,
     RunStartedEvent,
+    TextDeltaEvent,
     Turn,
     UiEvent,
 )
 from gateway.stores import ThreadRecord
 from tools import Actor, AgoraError, UiCapabilities
 
+from ._batch import FrameOutbox
 from ._frames import (
     CLIENT_FRAME,
     FRAME_TYPES,
@@ -425,7 +429,7 @@ class WebSession:
         # An approver may follow someone else's thread: only while a decision of theirs is pending.
         approver = None if existing is None or existing.owned_by(self.actor) else self.actor
         self._follower = asyncio.create_task(
-            self._follow(thread_id, after_seq, approver=approver), name=f"agora-ws-{thread_id}"
+            self._follow(thread_id, after_seq, approver=approver, batch=frame.batch), name=f"agora-ws-{thread_id}"
         )
         if frame.watch_approvals:
             await self._watch_approvals(frame.id)
@@ -460,18 +464,27 @@ class WebSession:
             return True
         return False
 
-    async def _follow(self, thread_id: str, after_seq: int, *, approver: Actor | None) -> None:
+    async def _follow(self, thread_id: str, after_seq: int, *, approver: Actor | None, batch: bool = False) -> None:
         frames = EventFrames(self.services, self.capabilities)
+        outbox = FrameOutbox(self.send_text, window=self.options.batch_window) if batch else None
         try:
             async for event in self.services.runtime.subscribe(thread_id, after_seq):
                 # A new turn, or the last decision this approver had to make, ends their reading.
                 if await self._reading_ends(thread_id, approver, event, RunStartedEvent):
                     break
-                await self.send_text(await frames.dispatch(event))
+                if outbox is None:
+                    await self.send_text(await frames.dispatch(event))
+                else:
+                    delta_of = event.message_id if isinstance(event, TextDeltaEvent) else None
+                    await outbox.put(await frames.dispatch(event), delta_of=delta_of)
                 if await self._reading_ends(thread_id, approver, event, ApprovalSettledEvent):
                     break
             else:
+                if outbox is not None:
+                    await outbox.flush()
                 return
+            if outbox is not None:
+                await outbox.flush()  # what it may still read goes before the error that ends it
             if approver is None:
                 await self.error("thread_forbidden", "This conversation was erased")
                 await self.ws.close(code=CLOSE_FORBIDDEN, message=b"thread erased")
@@ -486,6 +499,9 @@ class WebSession:
             logger.exception("following thread %s failed", thread_id)
             with contextlib.suppress(Exception):
                 await self.ws.close(code=1011, message=b"internal error")
+        finally:
+            if outbox is not None:
+                await outbox.aclose()
 
 
 async def websocket_handler(request: web.Request) -> web.StreamResponse:
