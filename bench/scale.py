@@ -632,6 +632,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--stores", default=",".join(KINDS), help="stores of the per-store sections")
+    parser.add_argument("--sockets", type=int, default=None, help="idle sockets (default 18,000; 600 quick)")
     args = parser.parse_args()
     only = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = set(only) - set(SECTIONS)
@@ -654,7 +655,7 @@ def main() -> None:
             elif name == "renders":
                 section_renders(10 if quick else 50)
             elif name == "sockets":
-                section_sockets(600 if quick else 18_000)
+                section_sockets(args.sockets or (600 if quick else 18_000))
             print(f"   ({time.perf_counter() - started:.1f} s)")
 
 
