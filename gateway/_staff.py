@@ -149,13 +149,24 @@ class StaffApprovals:
         return approvals
 
     async def present(self, records: list[ApprovalRecord]) -> list[PendingApproval]:
-        """The records as staff see them, each with its thread's channel."""
+        """The records as staff see them, each with its thread's channel.
+
+        The threads are read all at once (a Redis store sends the reads in one pipeline), not
+        one after another: a page of 20 approvals on 20 threads is one round trip, not 20.
+        """
+        thread_ids = list(dict.fromkeys(record.thread_id for record in records))
+        # Every read ends before this returns; the first failure is raised as it is (a store's
+        # StoreUnavailableError stays one, as the routes expect, where a TaskGroup would wrap it).
+        threads = await asyncio.gather(
+            *(self.source.store.get_thread(thread_id) for thread_id in thread_ids), return_exceptions=True
+        )
         channels: dict[str, str | None] = {}
+        for thread_id, thread in zip(thread_ids, threads, strict=True):
+            if isinstance(thread, BaseException):
+                raise thread
+            channels[thread_id] = thread.channel if thread is not None else None
         shown = []
         for record in records:
-            if record.thread_id not in channels:
-                thread = await self.source.store.get_thread(record.thread_id)
-                channels[record.thread_id] = thread.channel if thread is not None else None
             shown.append(
                 PendingApproval(
                     tool_call_id=record.tool_call_id,

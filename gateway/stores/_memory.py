@@ -409,8 +409,9 @@ class MemoryStore:
         state = self._threads.get(thread_id)
         if state is None:
             return []
-        events = state.events[max(after_seq, 0) :]
-        return events[:limit] if limit is not None else list(events)
+        start = max(after_seq, 0)
+        # One slice of what is asked: a page of a long log copies the page, not the whole tail.
+        return state.events[start : start + max(limit, 0)] if limit is not None else state.events[start:]
 
     async def last_seq(self, thread_id: str) -> int:
         """The newest ``seq`` of the thread."""

@@ -356,8 +356,8 @@ class SqlStore(ABC):
         def detach() -> None:
             self._detach(thread_id, subscriber)
 
-        async def read_after(seq: int) -> list[RunEvent]:
-            return await self.read_events(thread_id, seq)
+        async def read_after(seq: int, limit: int) -> list[RunEvent]:
+            return await self.read_events(thread_id, seq, limit)
 
         return follow(subscriber, read_after, after_seq, attach=attach, detach=detach)
 

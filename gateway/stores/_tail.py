@@ -8,10 +8,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from ..events import RunEvent
 
-__all__ = ["QUEUE_LIMIT", "Followers", "Subscriber", "follow"]
+__all__ = ["QUEUE_LIMIT", "READ_PAGE", "Followers", "Subscriber", "follow"]
 
 QUEUE_LIMIT = 1024
 """Events a slow subscriber may have waiting before it falls back to reading the log."""
+
+READ_PAGE = 500
+"""Events a follower reads from the log at once: a long replay is read page by page, never whole."""
+
+ReadAfter = Callable[[int, int], Awaitable[list[RunEvent]]]
+"""Reads the log: ``(after_seq, limit)`` -> up to ``limit`` events with ``seq > after_seq``, in order."""
 
 
 class Subscriber:
@@ -110,9 +116,20 @@ class Followers:
                 subscriber.mark_overflowed()
 
 
+async def _log_after(read_after: ReadAfter, after_seq: int) -> AsyncIterator[RunEvent]:
+    """The log after ``after_seq`` to its end, read ``READ_PAGE`` events at a time."""
+    while True:
+        page = await read_after(after_seq, READ_PAGE)
+        for event in page:
+            yield event
+        if len(page) < READ_PAGE:
+            return
+        after_seq = page[-1].seq
+
+
 async def follow(
     subscriber: Subscriber,
-    read_after: Callable[[int], Awaitable[list[RunEvent]]],
+    read_after: ReadAfter,
     after_seq: int,
     *,
     attach: Callable[[], Awaitable[None]] | None = None,
@@ -124,20 +141,21 @@ async def follow(
     meanwhile is missed; ``detach`` unregisters it when the reader stops. (A store returns this
     generator itself: one frame per follower, which matters with thousands of idle sockets.)
     Duplicates (an event both in the log and the queue) are dropped by ``seq``; a gap (events
-    published out of order, or an overflow) is filled from the log.
+    published out of order, or an overflow) is filled from the log. The log is read in pages of
+    ``READ_PAGE`` events, so replaying a long thread holds one page at a time, whatever its length.
     """
     if attach is not None:
         await attach()
     try:
         last = after_seq
-        for event in await read_after(last):
+        async for event in _log_after(read_after, last):
             yield event
             last = event.seq
         while True:
             await subscriber.wait()
             if subscriber.overflowed:
                 subscriber.overflowed = False
-                for event in await read_after(last):
+                async for event in _log_after(read_after, last):
                     yield event
                     last = event.seq
                 continue
@@ -146,12 +164,15 @@ async def follow(
                 event = pending.popleft()
                 if event.seq <= last:
                     continue
-                if event.seq > last + 1:
-                    for missed in await read_after(last):
+                while event.seq > last + 1:  # a gap: fill it from the log, a page at a time
+                    page = await read_after(last, min(READ_PAGE, event.seq - last - 1))
+                    for missed in page:
                         if missed.seq >= event.seq:
                             break
                         yield missed
                         last = missed.seq
+                    if not page or page[-1].seq >= event.seq - 1:
+                        break
                 yield event
                 last = event.seq
     finally:

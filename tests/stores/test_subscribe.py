@@ -124,3 +124,33 @@ async def test_subscribers_of_one_thread_come_and_go_independently(store: Store,
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_the_backlog_and_an_overflow_are_read_in_pages(
+    store: Store, thread_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_tail, "QUEUE_LIMIT", 4)
+    monkeypatch.setattr(_tail, "READ_PAGE", 3)
+    run, _ = await begin(store, thread_id)
+    await store.write(thread_id, Batch(events=[delta(run, str(i)) for i in range(9)]))  # seq 2..10
+    limits: list[int | None] = []
+    read_events = store.read_events
+
+    async def counting(thread: str, after_seq: int = 0, limit: int | None = None) -> list[RunEvent]:
+        limits.append(limit)
+        return await read_events(thread, after_seq, limit)
+
+    monkeypatch.setattr(store, "read_events", counting)
+    stream = store.subscribe(thread_id, after_seq=1)
+    got: list[RunEvent] = []
+    async with asyncio.timeout(5):
+        await collect(stream, 9, got)  # the backlog: three full pages (the empty fourth is read later)
+        backlog_reads = len(limits)
+        for i in range(5):  # 10 events waiting overflow a queue of 4: re-read, three at a time
+            await store.write(thread_id, Batch(events=[delta(run, f"x{i}"), delta(run, f"y{i}")]))
+        await collect(stream, 19, got)
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert [e.seq for e in got] == list(range(2, 21))
+    assert backlog_reads == 3
+    assert limits and set(limits) == {3}
+    assert len(limits) >= backlog_reads + 4  # ten re-read events take at least four pages
