@@ -48,11 +48,12 @@ async def test_a_welcomed_socket_outlives_the_hello_deadline(make_client: Any, m
     started = time.monotonic()
     await socket.hello()
     # Turns, one after another, until well past the deadline: the socket was never closed.
-    for _ in range(1000):
+    # As many as fit (a fast machine does a thousand before the deadline): time, not a count.
+    turns = 0
+    while time.monotonic() - started <= 0.6:
         frames = await socket.turn("hi")
         assert frames[-1]["type"] == "run-finished"
         assert not any(f.get("code") == "hello_required" for f in frames)
-        if time.monotonic() - started > 0.6:
-            break
-    assert time.monotonic() - started > 0.6
+        turns += 1
+    assert turns > 0
     assert not socket.ws.closed
