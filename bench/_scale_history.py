@@ -33,6 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _keys import drop_prefix  # type: ignore[import-not-found]  # noqa: E402
+
 from gateway import Runtime, Turn  # noqa: E402
 from gateway.models import AssistantMessage, ModelRequest, ScriptedModel, ScriptStep, UserMessage  # noqa: E402
 from gateway.stores import Batch, MemoryStore  # noqa: E402
@@ -70,7 +72,7 @@ async def _store(kind: str) -> AsyncIterator[Any]:
             yield store
         finally:
             await store.aclose()
-            await _remove_keys(name)
+            await drop_prefix(REDIS_URL, name)
         return
     if kind == "sqlite":
         from gateway.stores import SqliteStore
@@ -99,18 +101,6 @@ async def _store(kind: str) -> AsyncIterator[Any]:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
-
-
-async def _remove_keys(prefix: str) -> None:
-    import redis.asyncio as redis
-
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
-        for start in range(0, len(keys), 1000):
-            await client.delete(*keys[start : start + 1000])
-    finally:
-        await client.aclose()
 
 
 async def _turn(runtime: Runtime, thread_id: str) -> float:

@@ -46,6 +46,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from _keys import drop_prefix  # type: ignore[import-not-found]  # noqa: E402
+
 SECRET = "bench-secret-bench-secret-bench"
 SECTIONS = ("history", "replay", "threads", "approvals", "renders", "sockets")
 KINDS = ("memory", "redis", "sqlite")
@@ -115,18 +118,6 @@ def store_url(kind: str, redis_url: str, prefix: str, folder: str) -> str:
     if kind == "sqlite":
         return f"sqlite:///{folder}/{prefix}.db"
     return "memory://"
-
-
-async def drop_prefix(url: str, prefix: str) -> None:
-    import redis.asyncio as redis
-
-    client = redis.Redis.from_url(url)
-    try:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
-        for start in range(0, len(keys), 1000):
-            await client.delete(*keys[start : start + 1000])
-    finally:
-        await client.aclose()
 
 
 def row(*cells: Any, widths: tuple[int, ...] = (24, 14, 14, 14, 14)) -> None:
@@ -598,11 +589,8 @@ def section_sockets(count: int) -> None:
 
 
 def section_history(kinds: list[str], quick: bool) -> None:
-    try:
-        from _scale_history import history_section  # type: ignore[import-not-found]
-    except ImportError as exc:
-        print(f"\n== history: not available ({exc}): bench/_scale_history.py provides history_section")
-        return
+    from _scale_history import history_section  # type: ignore[import-not-found]
+
     sizes = [10, 100] if quick else [10, 1000, 10000]
     asyncio.run(history_section(kinds, sizes, quick))
 

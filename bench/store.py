@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import redis.asyncio as redis  # noqa: E402
+from _keys import drop_prefix  # type: ignore[import-not-found]  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
 from gateway import Runtime, Turn  # noqa: E402
@@ -205,16 +205,6 @@ def best(rounds: list[dict[str, float]]) -> dict[str, float]:
 
 def show(value: float, name: str) -> str:
     return f"{value:.2f}" if name.endswith(LOWER_IS_BETTER) else f"{value:,.0f}"
-
-
-async def drop_prefix(url: str, prefix: str) -> None:
-    client = redis.Redis.from_url(url)
-    try:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
-        for start in range(0, len(keys), 1000):
-            await client.delete(*keys[start : start + 1000])
-    finally:
-        await client.aclose()
 
 
 async def main() -> None:
