@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,9 @@ import redis.asyncio as redis
 
 from gateway import Runtime, Turn
 from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
-from gateway.stores._redis_layout import INDEX_NAMES, RedisKeys
 from tools import Actor, discover_tools
+
+from .conftest import drop_prefix
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -69,44 +70,14 @@ async def next_frame(ws: aiohttp.ClientWebSocketResponse, wanted: str, **fields:
                 return frame
 
 
-def _names(member: str, thread_id: str) -> bool:
-    """Whether a global index's member is the thread's (the thread id, or a JSON pair holding it)."""
-    if member == thread_id:
-        return True
-    try:
-        pair = json.loads(member)
-    except ValueError:
-        return False
-    return isinstance(pair, list) and thread_id in pair
-
-
-async def drop_thread(url: str, thread_id: str) -> None:
-    """Delete what a demo thread left under the gateway's default prefix (never others' keys)."""
-    client = redis.Redis.from_url(url)
-    try:
-        keys = [key async for key in client.scan_iter(match=f"agora:{{{thread_id}}}:*", count=1000)]
-        runs = await client.hkeys(f"agora:{{{thread_id}}}:runs")
-        approvals = await client.hkeys(f"agora:{{{thread_id}}}:approvals")
-        keys += [f"agora:run:{run.decode()}" for run in runs]
-        keys += [f"agora:approval:{approval.decode()}" for approval in approvals]
-        if keys:
-            await client.delete(*keys)
-        for name in INDEX_NAMES:  # the thread's entries are in its bucket of each global index
-            index = RedisKeys("agora").index(name, thread_id)
-            members = [m async for m, _ in client.zscan_iter(index) if _names(m.decode(), thread_id)]
-            if members:
-                await client.zrem(index, *members)
-    finally:
-        await client.aclose()
-
-
 async def test_two_processes_take_their_ports_and_share_one_redis(redis_url: str, tmp_path: Path) -> None:
     first, second = free_port(), free_port()
+    prefix = f"test-{uuid.uuid4().hex[:12]}"  # the keys both processes write: this test's own
     env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": str(ROOT),
         "GATEWAY_BIN": str(Path(sys.executable).with_name("agora-gateway")),
-        "AGORA_REDIS_URL": redis_url,
+        "AGORA_STORE_URL": f"{redis_url}{'&' if '?' in redis_url else '?'}prefix={prefix}",
         "AGORA_SECRET": "a-secret-both-processes-share",
     }
     script = subprocess.Popen(
@@ -117,7 +88,6 @@ async def test_two_processes_take_their_ports_and_share_one_redis(redis_url: str
         stderr=subprocess.DEVNULL,
         text=True,
     )
-    thread_id = ""
     try:
         assert script.stdout is not None
         lines: list[str] = []  # each process says where it listens, then its tools per agent
@@ -146,14 +116,18 @@ async def test_two_processes_take_their_ports_and_share_one_redis(redis_url: str
                 done = await next_frame(ws, "tool-completed", tool="refund_order")
                 assert "1042" in done["done"]
                 await next_frame(ws, "run-finished", status="completed")
+        client = redis.Redis.from_url(redis_url)  # both processes wrote under the test's own prefix
+        try:
+            assert await client.hget(f"{prefix}:{{{thread_id}}}:thread", "seq") is not None
+        finally:
+            await client.aclose()
     finally:
         if script.poll() is None:
             script.terminate()  # the script stops both gateways on its way out
         await asyncio.to_thread(script.wait, 30)
         if script.stdout is not None:
             script.stdout.close()
-        if thread_id:
-            await drop_thread(redis_url, thread_id)
+        await drop_prefix(redis_url, prefix)
     for port in (first, second):
         with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
             pass
