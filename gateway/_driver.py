@@ -137,7 +137,7 @@ class RunDriver(ModelSteps, ToolSteps, ActionSteps, HandoffSteps):
             events = await self._write_when_back(batch)
         if steps:  # journaled now (a replayed step never is again): charged once (gateway._usage)
             try:
-                await self.host.usage.charge(self.run, steps, charged=batch.charged)
+                await self.host.usage.charge(self.run, steps, charged=batch.charged, entries=batch.usage)
             except StoreUnavailableError:
                 if not batch.release:
                     raise  # no further step runs until the ledger can be written

@@ -157,19 +157,28 @@ class UsageMeter:
         """The ledger entries of ``run``'s model steps (a direct call has none): ``Batch.usage``."""
         return [entry for step in steps if (entry := step_usage(run, step)) is not None]
 
-    async def charge(self, run: RunRecord, steps: Iterable[ModelStepEntry], *, charged: bool = False) -> None:
+    async def charge(
+        self,
+        run: RunRecord,
+        steps: Iterable[ModelStepEntry],
+        *,
+        charged: bool = False,
+        entries: Sequence[UsageEntry] | None = None,
+    ) -> None:
         """Add each model step (just journaled) to the run's actor's ledger, then tell observers.
 
         ``charged``: the store charged them with the batch that journaled them (``Batch.charged``);
-        the observers are told only.
+        the observers are told only. ``entries``: the steps' ledger entries made already
+        (``entries``, for ``Batch.usage``): the same entries, not made twice.
 
         Raises:
             StoreUnavailableError: The ledger could not be written within ``retry``.
         """
-        for step in steps:
-            entry = step_usage(run, step)
+        steps = [step for step in steps if step.model is not None]  # a direct call: no model step
+        made = entries if entries is not None else [step_usage(run, step) for step in steps]
+        for step, entry in zip(steps, made, strict=True):
             if entry is None:
-                continue  # a direct call: no model step
+                continue
             if not charged:
                 await self._retrying(functools.partial(self.store.add_usage, entry), run)
             for observer in self._observers:
