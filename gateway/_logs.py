@@ -24,6 +24,7 @@ newline, U+2028) can split it.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import hashlib
@@ -31,8 +32,8 @@ import hmac
 import json
 import logging
 import sys
-from collections.abc import Mapping
-from contextvars import ContextVar, Token
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -123,33 +124,20 @@ def bind_log(
     _FIELDS.set(_merged(run_id, thread_id, channel, actor))
 
 
-class log_scope:  # noqa: N801 - used as a function: ``with log_scope(...)``
-    """Set fields for the lines logged inside the ``with`` block (as ``bind_log``), as they were after it.
-
-    A small slotted object rather than a generator-based context manager: the access log holds
-    one for the whole life of each web socket, and a generator's frame costs several times more.
-    """
-
-    __slots__ = ("_fields", "_token")
-
-    def __init__(
-        self,
-        *,
-        run_id: str | None | _Keep = _KEEP,
-        thread_id: str | None | _Keep = _KEEP,
-        channel: str | None | _Keep = _KEEP,
-        actor: str | None | _Keep = _KEEP,
-    ) -> None:
-        self._fields = _merged(run_id, thread_id, channel, actor)
-        self._token: Token[Mapping[str, str]] | None = None
-
-    def __enter__(self) -> None:
-        self._token = _FIELDS.set(self._fields)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._token is not None:
-            _FIELDS.reset(self._token)
-            self._token = None
+@contextlib.contextmanager
+def log_scope(
+    *,
+    run_id: str | None | _Keep = _KEEP,
+    thread_id: str | None | _Keep = _KEEP,
+    channel: str | None | _Keep = _KEEP,
+    actor: str | None | _Keep = _KEEP,
+) -> Iterator[None]:
+    """Set fields for the lines logged inside the ``with`` block (as ``bind_log``), as they were after it."""
+    token = _FIELDS.set(_merged(run_id, thread_id, channel, actor))
+    try:
+        yield
+    finally:
+        _FIELDS.reset(token)
 
 
 class _ContextFilter(logging.Filter):
