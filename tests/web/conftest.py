@@ -12,7 +12,7 @@ import pytest
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestClient
 
-from gateway import Gateway, Runtime, Settings, sign_actor_token
+from gateway import SERVICES, Gateway, Runtime, Settings, sign_actor_token
 from gateway.stores import MemoryStore, SqliteStore, Store
 from tools import Actor
 
@@ -121,6 +121,14 @@ async def make_client(
     yield make
     for runtime in runtimes:
         await runtime.aclose()
+
+
+async def until_no_sockets(app: web.Application, *tasks: str, timeout: float = 10.0) -> None:
+    """Wait (a bounded poll of the server's view) until it holds no socket and no task named in ``tasks``."""
+    sockets = app[SERVICES].metrics.sockets
+    async with asyncio.timeout(timeout):
+        while sockets._value.get() != 0 or any(task.get_name() in tasks for task in asyncio.all_tasks()):
+            await asyncio.sleep(0.01)
 
 
 async def connect(client: TestClient[web.Request, web.Application], *, token: str | None = None, **kw: Any) -> Socket:

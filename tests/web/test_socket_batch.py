@@ -17,7 +17,7 @@ from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import Batch, MemoryStore
 from tools import ToolPresentation, define_tool
 
-from .conftest import ALICE, Socket, connect, token_for
+from .conftest import ALICE, Socket, connect, token_for, until_no_sockets
 from .test_socket_protocol import OLGA, gated_runtime
 
 
@@ -227,9 +227,7 @@ async def test_a_slow_batch_reader_is_disconnected_instead_of_buffering_forever(
     events: list[RunEvent] = [delta(thread_id, "x" * 60_000) for _ in range(300)]
     for event in events:
         await services.runtime.store.write(thread_id, Batch(events=[event]))
-    async with asyncio.timeout(10):
-        while services.metrics.sockets._value.get() != 0:
-            await asyncio.sleep(0.02)
+    await until_no_sockets(client.app)
     await ws.ws.close()
 
 
@@ -244,11 +242,7 @@ async def test_a_socket_that_closes_with_events_queued_leaves_no_task_behind(mak
     await loop_turns(5)
     assert any(t.get_name() == "agora-ws-outbox" for t in asyncio.all_tasks())
     await ws.ws.close()
-    async with asyncio.timeout(5):
-        while services.metrics.sockets._value.get() != 0 or any(
-            t.get_name() in ("agora-ws-outbox", f"agora-ws-{thread_id}") for t in asyncio.all_tasks()
-        ):
-            await asyncio.sleep(0.01)
+    await until_no_sockets(client.app, "agora-ws-outbox", f"agora-ws-{thread_id}", timeout=5)
 
 
 async def test_an_approver_in_batch_sees_their_decision_land_before_the_reading_ends(make_client: Any) -> None:

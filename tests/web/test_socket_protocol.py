@@ -17,7 +17,7 @@ from gateway.models import ScriptedModel, ScriptStep, ToolCallRequest
 from gateway.stores import Batch, MemoryStore
 from tools import Actor, ConfirmTemplate, ToolPresentation, define_tool
 
-from .conftest import ALICE, BOB, SECRET, connect, token_for
+from .conftest import ALICE, BOB, SECRET, connect, token_for, until_no_sockets
 
 OLGA = Actor(id="olga", roles=["ops"])
 
@@ -249,9 +249,7 @@ async def test_a_slow_reader_is_disconnected_instead_of_buffering_forever(
     for _ in range(count):
         event = TextDeltaEvent(thread_id=thread_id, run_id="r", message_id="m", delta=big)
         await services.runtime.store.write(thread_id, Batch(events=[event]))
-    async with asyncio.timeout(10):
-        while services.metrics.sockets._value.get() != 0:
-            await asyncio.sleep(0.02)
+    await until_no_sockets(client.app)
     await ws.ws.close()
 
 
