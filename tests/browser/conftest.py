@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import pytest_asyncio
@@ -204,13 +204,22 @@ async def open_page(browser: Browser) -> AsyncIterator[OpenPage]:
 
 def record_sent(page: Page) -> list[dict[str, Any]]:
     """Every frame the page will send on the web sockets it opens from now on, in order."""
-    sent: list[dict[str, Any]] = []
+    return _record(page, "framesent")
+
+
+def record_received(page: Page) -> list[dict[str, Any]]:
+    """Every frame the page's web sockets will receive from now on, in order."""
+    return _record(page, "framereceived")
+
+
+def _record(page: Page, direction: Literal["framesent", "framereceived"]) -> list[dict[str, Any]]:
+    frames: list[dict[str, Any]] = []
 
     def on_socket(socket: WebSocket) -> None:
-        socket.on("framesent", lambda payload: sent.append(json.loads(payload)))
+        socket.on(direction, lambda payload: frames.append(json.loads(payload)))
 
     page.on("websocket", on_socket)
-    return sent
+    return frames
 
 
 async def stored(page: Page, runs: int) -> dict[str, Any]:

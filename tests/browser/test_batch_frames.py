@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from playwright.async_api import expect
 
-from playwright.async_api import Page, WebSocket, expect
-
-from .conftest import BROWSER_TESTS, Chat, OpenPage, record_sent, stored
+from .conftest import BROWSER_TESTS, Chat, OpenPage, record_received, record_sent, stored
 
 pytestmark = BROWSER_TESTS
-
-
-def record_received(page: Page) -> list[dict[str, Any]]:
-    """Every frame the page's web sockets will receive from now on, in order."""
-    received: list[dict[str, Any]] = []
-
-    def on_socket(socket: WebSocket) -> None:
-        socket.on("framereceived", lambda payload: received.append(json.loads(payload)))
-
-    page.on("websocket", on_socket)
-    return received
 
 
 async def test_the_widget_asks_for_batch_frames_and_renders_a_turn_from_them(gateway: str, open_page: OpenPage) -> None:
